@@ -1,0 +1,39 @@
+# llm-locust: `make demo` (a distributed run against the built-in simulator) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test test-all lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## simulator + locust master with 2 worker processes, ~30 s; prints the summary
+	$(BIN)/llm-locust demo
+
+test: $(STAMP)  ## the suite CI runs (long runs marked `slow` are skipped)
+	$(BIN)/pytest
+
+test-all: $(STAMP)  ## everything, including the slow runs
+	$(BIN)/pytest -m ""
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fail
+	$(BIN)/python benchmarks/client_capacity.py
+	$(BIN)/python benchmarks/sim_throughput.py
+
+clean:
+	rm -rf $(VENV) results .pytest_cache .ruff_cache

@@ -1,0 +1,144 @@
+"""One streamed completion over Locust's FastHttp session, timestamped event by event.
+
+The stream is read line by line with the connection's own `readline`, which returns as soon
+as a line is in (Locust's `iter_content`/`iter_lines` wait for 1 KiB and batch events by up
+to ~100 ms). Each line is timestamped (`time.perf_counter()`) the moment it is read, before
+any decoding. Transport errors become `ErrorKind`s here, at the boundary.
+
+Reporting: the HTTP request is reported to Locust through `catch_response`, with the
+end-to-end latency (not time-to-headers) as its response time, the output tokens as its
+response length, the failure kind in its exception, and the finished `RequestRecord` in its
+context under `RECORD_KEY` — the plugin's request listener takes it from there.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from time import perf_counter
+from typing import Any
+
+import orjson
+
+from llm_locust.protocol import apply_event, error_text, finish
+from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.sse import SSEDecoder
+from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
+
+RECORD_KEY = "llm_record"
+"""Key of the `RequestRecord` in the context of the HTTP request event."""
+
+
+class RequestFailure(Exception):
+    """The exception Locust shows for a failed request: "<kind>: <message>"."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+def stream_completion(
+    session: Any, path: str, body: bytes, headers: dict[str, str], endpoint: str, watchdog: TimeoutWatchdog
+) -> RequestRecord:
+    """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
+
+    `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
+    this greenlet while it waits for bytes).
+    """
+    record = RequestRecord(endpoint=endpoint, t_send=perf_counter())
+    watch = watchdog.start(record.t_send)
+    try:
+        with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
+            record.status_code = resp.status_code or 0
+            if _check_response(resp, record):
+                raw = resp._response  # the geventhttpclient response (see the module docstring)
+                try:
+                    _read_events(raw, record, watch)
+                except (OSError, ssl.SSLError) as e:  # RequestTimeout included
+                    record.fail(*_transport_failure(e))
+                except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
+                    record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
+                finally:
+                    raw.release()  # closes the connection unless the body was read to its end
+            watchdog.end(watch)
+            finish(record, perf_counter())
+            _report(resp, record)
+    finally:
+        watchdog.end(watch)
+    return record
+
+
+def _check_response(resp: Any, record: RequestRecord) -> bool:
+    """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
+    error = getattr(resp, "error", None)
+    if error is not None and not resp.status_code:
+        record.fail(*_transport_failure(error))
+        return False
+    status = resp.status_code
+    if not 200 <= status < 300:
+        kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
+        record.fail(kind, f"HTTP {status}: {_error_body(resp)}")
+        return False
+    content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
+    if not content_type.startswith("text/event-stream"):
+        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
+        return False
+    return True
+
+
+def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
+    """Read SSE lines until the stream ends, applying each event to `record` as it arrives."""
+    readline = raw.readline
+    decoder = SSEDecoder()
+    feed = decoder.feed
+    while True:
+        line = readline(b"\n")
+        t = perf_counter()
+        watch.t_active_s = t
+        if not line:  # end of body; a last line without a line ending is still buffered
+            for event in feed(raw.read(), t) + decoder.flush(t):
+                if apply_event(record, event.data, event.t):
+                    return
+            return
+        for event in feed(line, t):
+            if apply_event(record, event.data, event.t):
+                if record.ok:  # [DONE]: drain the end of the body so the connection is reused
+                    while readline(b"\n"):
+                        watch.t_active_s = perf_counter()
+                return
+
+
+def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:
+    """Classify a connection-level exception."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, ConnectionRefusedError | socket.gaierror):
+        return ErrorKind.CONNECT, text
+    if isinstance(error, TimeoutError):  # RequestTimeout, connect timeout
+        return ErrorKind.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else text
+    return ErrorKind.TRANSPORT, text
+
+
+def _error_body(resp: Any) -> str:
+    """The server's error message from a non-2xx response (OpenAI-style JSON or plain text)."""
+    try:
+        raw = resp.content or b""  # geventhttpclient has read and cached it on the bad status
+    except Exception:  # the body could not be read: the status code says enough
+        return "(no body)"
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return error_text(raw) or "(no body)"
+    return error_text(data.get("error", data) if isinstance(data, dict) else data)
+
+
+def _report(resp: Any, record: RequestRecord) -> None:
+    """Set what Locust reports for the HTTP request: E2E latency, output tokens, outcome."""
+    meta = resp.request_meta
+    t_end = record.t_last if record.ok else record.t_done
+    meta["response_time"] = (t_end - record.t_send) * 1000
+    meta["response_length"] = record.output_tokens if record.ok else 0
+    meta["context"] = {**meta["context"], RECORD_KEY: record}
+    if record.ok:
+        resp.success()
+    else:
+        resp.failure(RequestFailure(record.error_kind, record.error_message))

@@ -1,0 +1,98 @@
+"""What an OpenAI-compatible streaming chunk means for a `RequestRecord` (pure, no I/O).
+
+Handles chat chunks (`choices[0].delta`: content, reasoning_content / reasoning, tool_calls)
+and text-completion chunks (`choices[0].text`), usage-only chunks, `[DONE]`, and error
+objects sent inside the stream (vLLM, SGLang, TGI and OpenAI all do this on mid-stream
+failures). One JSON decode per event, nothing else allocated per token beyond one ITL sample.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from llm_locust.record import ErrorKind, RequestRecord
+
+_DONE = b"[DONE]"
+_MESSAGE_LIMIT = 200  # characters of server text kept in an error message
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
+    """Apply one SSE data payload that arrived at `t` (perf_counter s) to `record`.
+
+    Returns True when the stream is over for the client: `[DONE]`, an error object, or a
+    payload that is not JSON (the record is then marked failed).
+    """
+    if data == _DONE:
+        record.saw_done = True
+        return True
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not JSON: {_clip(data)}")
+        return True
+    if type(chunk) is not dict:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
+        return True
+    error = chunk.get("error")
+    if error:
+        record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
+        return True
+    choices = chunk.get("choices")
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta")
+        if delta is not None:  # chat completion chunk
+            content = delta.get("content")
+            bearing = content or delta.get("tool_calls")
+            if bearing or delta.get("reasoning_content") or delta.get("reasoning"):
+                _token_event(record, t)
+                if bearing and record.t_first_content is None:
+                    record.t_first_content = t
+        elif choice.get("text"):  # text completion chunk
+            _token_event(record, t)
+            if record.t_first_content is None:
+                record.t_first_content = t
+        finish_reason = choice.get("finish_reason")
+        if finish_reason:
+            record.finish_reason = finish_reason
+    usage = chunk.get("usage")
+    if usage:
+        record.usage_completion_tokens = usage.get("completion_tokens")
+        record.prompt_tokens = usage.get("prompt_tokens")
+    return False
+
+
+def _token_event(record: RequestRecord, t: float) -> None:
+    """Record the arrival of a token-bearing event."""
+    if record.t_first is None:
+        record.t_first = t
+    else:
+        record.itl_us.append(round((t - record.t_last) * 1e6))
+    record.t_last = t
+    record.events += 1
+
+
+def finish(record: RequestRecord, t_done: float) -> RequestRecord:
+    """Close the record at stream end (perf_counter s): classify an unfinished or empty stream."""
+    record.t_done = t_done
+    if record.ok:
+        if not record.saw_done and record.finish_reason is None:
+            record.fail(ErrorKind.INCOMPLETE, "stream ended without [DONE] or a finish_reason")
+        elif record.events == 0:
+            record.fail(ErrorKind.NO_TOKENS, "stream finished without any generated token")
+    return record
+
+
+def error_text(error: object) -> str:
+    """A short, single-line text for an OpenAI-style error object or message."""
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("error") or error
+    return _clip(error if isinstance(error, bytes | str) else str(error))
+
+
+def _clip(text: bytes | str) -> str:
+    """At most `_MESSAGE_LIMIT` characters of `text`, on one line."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."

@@ -1,0 +1,110 @@
+"""The per-request record: timestamps of one streamed completion and the metrics defined on them.
+
+This module is the one place that defines the per-request metrics (see DESIGN.md). All `t_*`
+fields are `time.perf_counter()` seconds on the process that sent the request; `None` means
+the moment never happened (e.g. no token arrived).
+
+- TTFT  = t_first - t_send: first event carrying generated text (content, reasoning or a tool
+  call); role-only, usage-only and empty chunks do not count.
+- TTFO  = t_first_content - t_send: first non-reasoning content.
+- E2E   = t_last - t_send: last token-bearing event (t_done, the stream end, is kept too).
+- TPOT  = (t_last - t_first) / (N - 1) for N >= 2 output tokens (GuideLLM/AIPerf "ITL").
+- ITL   = every gap between consecutive token-bearing events (vLLM's ITL), in `itl_us`.
+- N     = output tokens: usage.completion_tokens when the server sent usage, else the number
+  of token-bearing events; `token_source` says which.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """The small fixed set of failure kinds; every failed request has exactly one."""
+
+    HTTP_429 = "http_429"  # throttled by the server
+    HTTP_4XX = "http_4xx"  # other client errors: bad model name, auth, bad request
+    HTTP_5XX = "http_5xx"  # server errors
+    CONNECT = "connect"  # could not connect: refused, unreachable, DNS, connect timeout
+    TIMEOUT = "timeout"  # no bytes for longer than the read timeout, or total timeout hit
+    TRANSPORT = "transport"  # connection reset/closed mid-response, HTTP protocol error
+    STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream
+    BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
+    INCOMPLETE = "incomplete"  # the stream ended without [DONE] or a finish_reason
+    NO_TOKENS = "no_tokens"  # the stream finished but carried no generated token
+
+
+class TokenSource(StrEnum):
+    """Where a request's output-token count came from."""
+
+    USAGE = "usage"  # usage.completion_tokens sent by the server
+    EVENTS = "events"  # fallback: the number of token-bearing events
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Everything measured about one request; filled by the client, read by the metrics."""
+
+    endpoint: str
+    t_send: float
+    t_first: float | None = None
+    t_first_content: float | None = None
+    t_last: float | None = None
+    t_done: float | None = None
+    events: int = 0  # token-bearing events received
+    itl_us: array = field(default_factory=lambda: array("q"))  # gaps between token events, µs
+    usage_completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    saw_done: bool = False
+    status_code: int = 0
+    error_kind: ErrorKind | None = None
+    error_message: str = ""
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        """Mark the request failed (the first failure wins: it is the cause)."""
+        if self.error_kind is None:
+            self.error_kind = kind
+            self.error_message = message
+
+    @property
+    def ok(self) -> bool:
+        """True when the request succeeded and its latencies count."""
+        return self.error_kind is None
+
+    @property
+    def output_tokens(self) -> int:
+        """Output tokens N: the server's usage count if it sent one, else token events."""
+        if self.usage_completion_tokens is not None:
+            return self.usage_completion_tokens
+        return self.events
+
+    @property
+    def token_source(self) -> TokenSource:
+        """Which source `output_tokens` came from."""
+        return TokenSource.USAGE if self.usage_completion_tokens is not None else TokenSource.EVENTS
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token, seconds."""
+        return None if self.t_first is None else self.t_first - self.t_send
+
+    @property
+    def ttfo_s(self) -> float | None:
+        """Time to first non-reasoning output, seconds."""
+        return None if self.t_first_content is None else self.t_first_content - self.t_send
+
+    @property
+    def e2e_s(self) -> float | None:
+        """End-to-end latency to the last token, seconds."""
+        return None if self.t_last is None else self.t_last - self.t_send
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first, seconds; None when N < 2."""
+        n = self.output_tokens
+        if n < 2 or self.t_first is None or self.t_last is None:
+            return None
+        return (self.t_last - self.t_first) / (n - 1)

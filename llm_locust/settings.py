@@ -1,0 +1,168 @@
+"""The run's LLM settings: Locust command-line options and the typed object built from them.
+
+Options are registered on Locust's parser (so they work on the command line, in config files,
+in the web UI, and reach workers from the master). `Settings.from_options` validates them once
+and everything else receives the `Settings` object, never the raw options.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from llm_locust.errors import ConfigError
+
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
+def add_arguments(parser: Any) -> None:
+    """Register llm-locust's options on Locust's argument parser (shown in its web UI form too)."""
+    group = _WebUIGroup(parser.add_argument_group("llm-locust", "LLM endpoint, workload and results options"))
+    group.add_argument(
+        "--model", default="", help="Model name sent in each request (default: the first of GET /v1/models)"
+    )
+    group.add_argument(
+        "--prompt-tokens", type=int, default=128, help="Length of the synthetic prompt, in tokens (~words)"
+    )
+    group.add_argument("--max-tokens", type=int, default=128, help="max_tokens of each request")
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        default=False,
+        help="Send ignore_eos=true (vLLM, SGLang, simulator) so every output has max_tokens tokens",
+    )
+    group.add_argument(
+        "--api-key-env",
+        default=DEFAULT_API_KEY_ENV,
+        help="Environment variable holding the API key sent as 'Authorization: Bearer' (never printed)",
+    )
+    group.add_argument(
+        "--api-key",
+        default="",
+        is_secret=True,
+        help="API key (prefer --api-key-env: a flag is visible in the process list); never printed",
+    )
+    group.add_argument(
+        "--extra-body",
+        default="",
+        help="JSON object merged into every request body, e.g. '{\"temperature\": 0}'",
+    )
+    group.add_argument("--connect-timeout-s", type=float, default=10.0, help="Timeout to open a connection, seconds")
+    group.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=120.0,
+        help="Longest silence allowed while waiting for the response or between stream events, seconds",
+    )
+    group.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=600.0,
+        help="Longest time allowed for one whole request, seconds",
+    )
+    group.add_argument(
+        "--results-dir",
+        default="",
+        help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
+    )
+    group.add_argument(
+        "--interval-s",
+        type=float,
+        default=5.0,
+        help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
+    )
+
+
+class _WebUIGroup:
+    """An argument group whose options Locust's web UI shows (`is_secret` ones masked).
+
+    Locust only marks options added with its parser's own `add_argument`; groups are plain
+    argparse, so the same two attributes are set here.
+    """
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+
+    def add_argument(self, *args: Any, is_secret: bool = False, **kwargs: Any) -> Any:
+        action = self._group.add_argument(*args, **kwargs)
+        action.include_in_web_ui = True
+        action.is_secret = is_secret
+        return action
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated LLM settings of a run. `api_key` never appears in repr, logs or results."""
+
+    model: str = ""
+    prompt_tokens: int = 128
+    max_tokens: int = 128
+    ignore_eos: bool = False
+    api_key: str = field(default="", repr=False)
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0
+    request_timeout_s: float = 600.0
+    results_dir: str = ""
+    interval_s: float = 5.0
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        """Build from Locust's parsed options; raise ConfigError naming the bad option."""
+        extra_body: dict[str, Any] = {}
+        if options.extra_body:
+            try:
+                extra_body = orjson.loads(options.extra_body)
+            except orjson.JSONDecodeError as e:
+                raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
+            if not isinstance(extra_body, dict):
+                raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
+        for name in ("prompt_tokens", "max_tokens"):
+            if getattr(options, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
+        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
+            if not getattr(options, name) > 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
+        api_key = options.api_key or os.environ.get(options.api_key_env, "")
+        return cls(
+            model=options.model,
+            prompt_tokens=options.prompt_tokens,
+            max_tokens=options.max_tokens,
+            ignore_eos=options.ignore_eos,
+            api_key=api_key,
+            api_key_env=options.api_key_env,
+            extra_body=extra_body,
+            connect_timeout_s=options.connect_timeout_s,
+            read_timeout_s=options.read_timeout_s,
+            request_timeout_s=options.request_timeout_s,
+            results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            interval_s=options.interval_s,
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The settings as written to results: the API key only as present or not."""
+        return {
+            "model": self.model,
+            "prompt_tokens": self.prompt_tokens,
+            "max_tokens": self.max_tokens,
+            "ignore_eos": self.ignore_eos,
+            "api_key_set": bool(self.api_key),
+            "api_key_env": self.api_key_env,
+            "extra_body": self.extra_body,
+            "connect_timeout_s": self.connect_timeout_s,
+            "read_timeout_s": self.read_timeout_s,
+            "request_timeout_s": self.request_timeout_s,
+            "interval_s": self.interval_s,
+        }
+
+
+def _default_results_dir(csv_prefix: str | None) -> str:
+    """The folder of Locust's --csv prefix if given, else results/<local date-time>."""
+    if csv_prefix:
+        return os.path.dirname(csv_prefix) or "."
+    return os.path.join("results", time.strftime("%Y%m%d-%H%M%S"))

@@ -1,0 +1,12 @@
+"""The built-in simulator (`llm-locust sim`): an OpenAI-compatible server with known timing.
+
+Modules: `config` (settings), `engine` (timing models, no I/O), `timeline` (absolute-time
+scheduling on the event loop), `drivers` (engine + timeline glue), `http` (request parsing,
+framing), `openai` (wire format), `stream` (one response being written), `trace` (ground truth),
+`metrics` (/metrics), `server` (connections and routes), `cli` (the `sim` sub-command) and
+`process` (`run_sim`: the simulator as a subprocess, for tests and benchmarks).
+"""
+
+from llm_locust.sim.process import SimProcess, SimStartError, run_sim
+
+__all__ = ["SimProcess", "SimStartError", "run_sim"]

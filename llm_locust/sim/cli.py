@@ -1,0 +1,129 @@
+"""`llm-locust sim`: run the built-in OpenAI-compatible simulator until SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from llm_locust.sim.config import SimConfig
+from llm_locust.sim.server import serve
+
+_DESCRIPTION = """\
+OpenAI-compatible server with known timing, to check load-test measurements against ground truth.
+Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GET /v1/models,
+GET /health, GET /metrics (vLLM names), GET /sim/trace (per-request ground truth: perf_counter
+seconds of every token write), POST /sim/reset (clear the trace).
+Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
+"""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Show defaults and keep the description's line breaks."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `sim` sub-command to `subparsers` and return its parser."""
+    d = SimConfig()
+    parser = subparsers.add_parser(
+        "sim",
+        help="run the built-in OpenAI-compatible simulator",
+        description=_DESCRIPTION,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--host", default=d.host, help="address to listen on")
+    parser.add_argument("--port", type=int, default=d.port, help="TCP port (0 = pick a free one)")
+    parser.add_argument(
+        "--model", default=d.model, help="served model name; requests naming another model get HTTP 404"
+    )
+    parser.add_argument(
+        "--timing",
+        choices=("fixed", "batching"),
+        default=d.timing,
+        help="fixed: constant TTFT and ITL; batching: continuous batching with a queue",
+    )
+    timing = parser.add_argument_group("fixed timing")
+    timing.add_argument("--ttft-ms", type=float, default=d.ttft_ms, help="time to first token, ms")
+    timing.add_argument("--itl-ms", type=float, default=d.itl_ms, help="inter-token latency, ms")
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=d.output_tokens,
+        help="natural response length in tokens, when the request does not cap it (max_tokens)",
+    )
+    batching = parser.add_argument_group(
+        "batching timing",
+        "step duration = decode-step-ms + decode-step-ms-per-seq x running batch"
+        " + prefill-us-per-token x prompt tokens admitted in the step",
+    )
+    batching.add_argument("--max-batch", type=int, default=d.max_batch, help="running batch size, sequences")
+    batching.add_argument(
+        "--prefill-us-per-token", type=float, default=d.prefill_us_per_token, help="prefill cost, µs per token"
+    )
+    batching.add_argument("--decode-step-ms", type=float, default=d.decode_step_ms, help="base decode step, ms")
+    batching.add_argument(
+        "--decode-step-ms-per-seq",
+        type=float,
+        default=d.decode_step_ms_per_seq,
+        help="extra decode step time per running sequence, ms",
+    )
+    parser.add_argument(
+        "--trace-limit",
+        type=int,
+        default=d.trace_limit,
+        help="finished requests kept for GET /sim/trace, count (oldest dropped)",
+    )
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        default=None,
+        help="once listening, write the actual port number to this file",
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    """Return the SimConfig named by parsed `sim` arguments."""
+    return SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the simulator until SIGTERM / SIGINT; return the exit code (0)."""
+    config = config_from_args(args)
+    try:
+        import uvloop
+    except ImportError:
+        loop_factory = None
+    else:
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(_main(config, args.ready_file))
+    return 0
+
+
+async def _main(config: SimConfig, ready_file: Path | None) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+
+    def on_listening(port: int) -> None:
+        print(
+            f"llm-locust sim listening on http://{config.host}:{port} (model {config.model}, timing {config.timing})",
+            flush=True,
+        )
+        if ready_file is not None:
+            partial = ready_file.with_name(ready_file.name + ".tmp")
+            partial.write_text(f"{port}\n")
+            os.replace(partial, ready_file)
+
+    await serve(config, stop, on_listening)
+    sys.stdout.flush()

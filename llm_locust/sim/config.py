@@ -1,0 +1,30 @@
+"""The simulator's settings: one frozen value object built by the CLI and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TimingName = Literal["fixed", "batching"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Everything `llm-locust sim` can be told; units are in the field names.
+
+    Fixed model: token i of a response is due at t_recv + ttft_ms + i * itl_ms.
+    Batching model: see `llm_locust.sim.engine.BatchingEngine`.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "llm-locust-sim"
+    timing: TimingName = "fixed"
+    ttft_ms: float = 200.0
+    itl_ms: float = 20.0
+    output_tokens: int = 128
+    max_batch: int = 64
+    prefill_us_per_token: float = 50.0
+    decode_step_ms: float = 10.0
+    decode_step_ms_per_seq: float = 0.2
+    trace_limit: int = 100_000

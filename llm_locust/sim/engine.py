@@ -1,0 +1,149 @@
+"""Timing models, free of I/O: when each token of each request is produced.
+
+- `FixedTiming`: constant TTFT and ITL; token i is due at t_recv_s + ttft_s + i * itl_s.
+- `BatchingEngine`: continuous batching with a FIFO waiting queue and a running batch of at most
+  `max_batch` sequences. Steps run back-to-back while there is work. At the start of a step,
+  waiting sequences are admitted into free slots; the step lasts
+  decode_step_s + decode_step_s_per_seq * running + prefill_s_per_token * (prompt tokens admitted),
+  where `running` counts the batch after admission. At the end of a step every running sequence
+  produces its next token (a newly admitted one produces its first: that is its TTFT) and finished
+  sequences leave. Step ends are absolute times: the next step ends at this step's end plus the next
+  duration, unless the engine idled, in which case the next step starts when work arrives.
+
+All times are `time.perf_counter()` seconds.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+
+class Sequence:
+    """One request's generation state inside a timing model.
+
+    `emitted` counts tokens produced so far (of `output_tokens`); `t_admit_s` is when it entered
+    the running batch (the batching model) or `t_recv_s` (the fixed model); `sink` is whatever the
+    caller wants back with the sequence (the engine never touches it).
+    """
+
+    __slots__ = ("cancelled", "emitted", "output_tokens", "prompt_tokens", "sink", "t_admit_s", "t_recv_s")
+
+    def __init__(self, prompt_tokens: int, output_tokens: int, t_recv_s: float, sink: Any = None) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.t_recv_s = t_recv_s
+        self.t_admit_s: float | None = None
+        self.emitted = 0
+        self.cancelled = False
+        self.sink = sink
+
+    @property
+    def done(self) -> bool:
+        """True once every output token has been produced."""
+        return self.emitted >= self.output_tokens
+
+    @property
+    def queue_s(self) -> float:
+        """Seconds spent waiting before admission (0 until admitted)."""
+        return 0.0 if self.t_admit_s is None else self.t_admit_s - self.t_recv_s
+
+
+@dataclass(frozen=True, slots=True)
+class FixedTiming:
+    """Constant time to first token `ttft_s` and inter-token latency `itl_s` (seconds)."""
+
+    ttft_s: float
+    itl_s: float
+
+    def due_s(self, t_recv_s: float, index: int) -> float:
+        """Return the absolute due time (perf_counter s) of token `index` (0-based)."""
+        return t_recv_s + self.ttft_s + index * self.itl_s
+
+    def tokens_due(self, seq: Sequence, now_s: float) -> int:
+        """Return how many of `seq`'s not-yet-emitted tokens are due at `now_s`."""
+        first_s = seq.t_recv_s + self.ttft_s
+        itl_s = self.itl_s
+        total = seq.output_tokens
+        index = seq.emitted
+        while index < total and first_s + index * itl_s <= now_s:
+            index += 1
+        return index - seq.emitted
+
+
+@dataclass(frozen=True, slots=True)
+class BatchingParams:
+    """Cost model of the batching engine (seconds); see the module docstring."""
+
+    max_batch: int
+    decode_step_s: float
+    decode_step_s_per_seq: float
+    prefill_s_per_token: float
+
+    def step_s(self, running: int, admitted_prompt_tokens: int) -> float:
+        """Return the duration in seconds of a step with `running` sequences in the batch."""
+        return (
+            self.decode_step_s
+            + self.decode_step_s_per_seq * running
+            + self.prefill_s_per_token * admitted_prompt_tokens
+        )
+
+
+class BatchingEngine:
+    """Continuous-batching scheduler state; the caller drives it at `step_end_s`.
+
+    Protocol: `submit` a sequence; if it returns True a step has just started and the caller must
+    call `complete_step` at `step_end_s`. `complete_step` returns the sequences that produced a
+    token and starts the next step if work remains (`step_end_s` is then its end, else None).
+    """
+
+    def __init__(self, params: BatchingParams) -> None:
+        self.params = params
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.step_end_s: float | None = None
+
+    @property
+    def num_waiting(self) -> int:
+        """Sequences queued and not cancelled."""
+        return sum(1 for seq in self.waiting if not seq.cancelled)
+
+    def submit(self, seq: Sequence, now_s: float) -> bool:
+        """Queue `seq`; return True if the engine was idle and a step started at `now_s`."""
+        self.waiting.append(seq)
+        if self.step_end_s is not None:
+            return False
+        self._start_step(now_s)
+        return True
+
+    def cancel(self, seq: Sequence) -> None:
+        """Drop `seq` (queued or running); its batch slot is free from the next step on."""
+        seq.cancelled = True
+        if seq in self.running:
+            self.running.remove(seq)
+
+    def complete_step(self) -> list[Sequence]:
+        """End the current step: each running sequence produces one token; return those sequences."""
+        assert self.step_end_s is not None, "complete_step called while idle"
+        step_end_s = self.step_end_s
+        produced = self.running
+        for seq in produced:
+            seq.emitted += 1
+        self.running = [seq for seq in produced if not seq.done]
+        if self.running or self.waiting:
+            self._start_step(step_end_s)
+        else:
+            self.step_end_s = None
+        return produced
+
+    def _start_step(self, start_s: float) -> None:
+        admitted_prompt_tokens = 0
+        while self.waiting and len(self.running) < self.params.max_batch:
+            seq = self.waiting.popleft()
+            if seq.cancelled:
+                continue
+            seq.t_admit_s = start_s
+            admitted_prompt_tokens += seq.prompt_tokens
+            self.running.append(seq)
+        self.step_end_s = start_s + self.params.step_s(len(self.running), admitted_prompt_tokens)

@@ -1,0 +1,213 @@
+"""The simulator's HTTP server: one `asyncio.Protocol` per connection and the route table.
+
+Every accepted socket gets TCP_NODELAY. Requests on a connection are answered in order
+(keep-alive and pipelining); a completion is handed to the timing model's driver, which makes the
+`Generation` write its tokens at their due times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from functools import partial
+from itertools import count
+from time import perf_counter
+
+import orjson
+
+from llm_locust.sim import http, openai
+from llm_locust.sim.config import SimConfig
+from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
+from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
+from llm_locust.sim.metrics import SimMetrics
+from llm_locust.sim.stream import Generation
+from llm_locust.sim.timeline import Timeline
+from llm_locust.sim.trace import Trace, TraceRecord
+from llm_locust.sim.words import WORDS
+
+_COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+}
+_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/sim/trace")
+_POST_ROUTES = ("/sim/reset", *_COMPLETION_ROUTES)
+
+
+def build_driver(config: SimConfig, timeline: Timeline) -> Driver:
+    """Return the driver for `config.timing`."""
+    if config.timing == "fixed":
+        return FixedDriver(timeline, FixedTiming(config.ttft_ms / 1e3, config.itl_ms / 1e3))
+    params = BatchingParams(
+        max_batch=config.max_batch,
+        decode_step_s=config.decode_step_ms / 1e3,
+        decode_step_s_per_seq=config.decode_step_ms_per_seq / 1e3,
+        prefill_s_per_token=config.prefill_us_per_token / 1e6,
+    )
+    return BatchingDriver(timeline, BatchingEngine(params))
+
+
+class SimApp:
+    """State shared by every connection: config, timing driver, trace, metrics."""
+
+    def __init__(self, config: SimConfig, driver: Driver) -> None:
+        self.config = config
+        self.driver = driver
+        self.trace = Trace(config.trace_limit)
+        self.metrics = SimMetrics()
+        self.connections: set[SimConnection] = set()
+        self._request_numbers = count(1)
+        self._started_s = int(time.time())
+
+    def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
+        """Answer `request`: immediately, or by starting a generation that answers over time."""
+        path, method = request.path, request.method
+        try:
+            if path in _COMPLETION_ROUTES and method == "POST":
+                self._start_generation(request, conn, _COMPLETION_ROUTES[path], t_recv_s)
+            elif method == "GET" and path in _GET_ROUTES:
+                conn.respond(request, 200, *self._get(path))
+            elif method == "POST" and path == "/sim/reset":
+                self.trace.clear()
+                conn.respond(request, 200, b"{}")
+            elif path in _GET_ROUTES or path in _POST_ROUTES:
+                raise openai.ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
+            else:
+                raise openai.ApiError(404, "NotFoundError", f"no route {method} {path}")
+        except openai.ApiError as exc:
+            conn.respond(request, exc.status, exc.body())
+
+    def _get(self, path: str) -> tuple[bytes, str]:
+        if path == "/v1/models":
+            return openai.models_body(self.config.model, self._started_s), "application/json"
+        if path == "/health":
+            return b"{}", "application/json"
+        if path == "/metrics":
+            body = self.metrics.render(self.config.model, self.driver.running, self.driver.waiting)
+            return body, "text/plain; version=0.0.4"
+        return orjson.dumps(self.trace.to_list()), "application/json"
+
+    def _start_generation(
+        self, request: http.Request, conn: SimConnection, endpoint: openai.Endpoint, t_recv_s: float
+    ) -> None:
+        spec = openai.parse_completion(request.body, endpoint, self.config.model, self.config.output_tokens)
+        number = next(self._request_numbers)
+        response_id = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{number}"
+        created_s = int(time.time())
+        offset = (number * 37) % len(WORDS)
+        model = self.config.model
+        record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        chunked = request.version == "HTTP/1.1"
+        generation = Generation(
+            conn.transport,
+            spec,
+            record,
+            openai.EventEncoder(spec, response_id, created_s, model, offset),
+            lambda: openai.completion_body(spec, response_id, created_s, model, offset),
+            chunked=chunked,
+            keep_alive=request.keep_alive and (chunked or not spec.stream),
+            on_done=partial(self._generation_done, conn),
+        )
+        conn.generation = generation
+        generation.start()
+        self.driver.submit(generation)
+
+    def cancel(self, generation: Generation) -> None:
+        """The client of `generation` disconnected: stop generating and record it."""
+        self.driver.cancel(generation)
+        generation.cancel()
+
+    def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
+        record = generation.record
+        self.trace.add(record)
+        self.metrics.finished(record.prompt_tokens, record.completion_tokens, record.finish_reason or "abort")
+        if not record.cancelled:
+            conn.response_done(generation.keep_alive)
+
+
+class SimConnection(asyncio.Protocol):
+    """One client connection: parses requests and answers them one at a time, in order."""
+
+    def __init__(self, app: SimApp) -> None:
+        self.app = app
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.generation: Generation | None = None
+        self._parser = http.RequestParser()
+        self._queued: deque[http.Request] = deque()
+        self._closing = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.app.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        """Parse `data`; dispatch each completed request unless one is still being answered."""
+        t_recv_s = perf_counter()
+        try:
+            requests = self._parser.feed(data)
+        except http.HttpError as exc:
+            self._closing = True
+            body = openai.ApiError(exc.status, "BadRequestError", exc.message).body()
+            head = http.response_head(exc.status, "application/json", content_length=len(body), keep_alive=False)
+            self.transport.write(head + body)
+            self.transport.close()
+            return
+        if self._parser.awaiting_continue:
+            self._parser.awaiting_continue = False
+            self.transport.write(http.CONTINUE)
+        for request in requests:
+            if self.generation is None and not self._queued and not self._closing:
+                self.app.handle(request, self, t_recv_s)
+            else:
+                self._queued.append(request)
+
+    def respond(self, request: http.Request, status: int, body: bytes, content_type: str = "application/json") -> None:
+        """Write a complete response to `request` now."""
+        keep_alive = request.keep_alive
+        self.transport.write(
+            http.response_head(status, content_type, content_length=len(body), keep_alive=keep_alive) + body
+        )
+        self.response_done(keep_alive)
+
+    def response_done(self, keep_alive: bool) -> None:
+        """The current response is fully written: close, or answer the next queued request."""
+        self.generation = None
+        if not keep_alive:
+            self._closing = True
+            self._queued.clear()
+            self.transport.close()
+            return
+        if self._queued and self.generation is None:
+            self.app.handle(self._queued.popleft(), self, perf_counter())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Cancel an unfinished generation (the trace records it as cancelled)."""
+        self._closing = True
+        self._queued.clear()
+        self.app.connections.discard(self)
+        if self.generation is not None:
+            generation, self.generation = self.generation, None
+            self.app.cancel(generation)
+
+
+async def serve(config: SimConfig, stop: asyncio.Event, on_listening: Callable[[int], None]) -> None:
+    """Serve `config` until `stop` is set; call `on_listening(port)` once the socket is bound."""
+    loop = asyncio.get_running_loop()
+    app = SimApp(config, build_driver(config, Timeline(loop)))
+    server = await loop.create_server(
+        lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096
+    )
+    try:
+        on_listening(server.sockets[0].getsockname()[1])
+        await stop.wait()
+    finally:
+        server.close()
+        for conn in list(app.connections):
+            conn.transport.close()
+        await server.wait_closed()

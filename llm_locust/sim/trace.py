@@ -1,0 +1,86 @@
+"""Ground-truth records of finished requests, as served by GET /sim/trace.
+
+One `TraceRecord` per request, with what was actually written and when (perf_counter seconds,
+CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same machine):
+
+- `t_recv`: the request was fully received;
+- `token_times`: for a streamed response, the instant right after each token event was handed to
+  the socket (events written together share an instant); for a non-streamed response, when the
+  timing model produced each token (only the last coincides with a write);
+- `t_done`: the end of the response was written (or the client went away);
+- `queue_s`: seconds waiting for a batch slot (batching model; 0 for the fixed model);
+- `cancelled`: the client disconnected before the end; `completion_tokens` then counts what was
+  produced and `finish_reason` is None.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from typing import Any
+
+
+class TraceRecord:
+    """One request's ground truth; see the module docstring for the fields."""
+
+    __slots__ = (
+        "cancelled",
+        "completion_tokens",
+        "endpoint",
+        "finish_reason",
+        "id",
+        "prompt_tokens",
+        "queue_s",
+        "stream",
+        "t_done",
+        "t_recv",
+        "token_times",
+    )
+
+    def __init__(self, id: str, endpoint: str, stream: bool, t_recv: float, prompt_tokens: int) -> None:
+        self.id = id
+        self.endpoint = endpoint
+        self.stream = stream
+        self.t_recv = t_recv
+        self.prompt_tokens = prompt_tokens
+        self.token_times = array("d")
+        self.completion_tokens = 0
+        self.finish_reason: str | None = None
+        self.t_done = 0.0
+        self.queue_s = 0.0
+        self.cancelled = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON-ready form served by /sim/trace."""
+        return {
+            "id": self.id,
+            "endpoint": self.endpoint,
+            "stream": self.stream,
+            "t_recv": self.t_recv,
+            "token_times": self.token_times.tolist(),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "finish_reason": self.finish_reason,
+            "t_done": self.t_done,
+            "queue_s": self.queue_s,
+            "cancelled": self.cancelled,
+        }
+
+
+class Trace:
+    """The most recent `limit` finished records (oldest dropped first)."""
+
+    def __init__(self, limit: int) -> None:
+        self._records: deque[TraceRecord] = deque(maxlen=max(0, limit))
+
+    def add(self, record: TraceRecord) -> None:
+        """Keep `record`, dropping the oldest if the trace is full."""
+        self._records.append(record)
+
+    def clear(self) -> None:
+        """Forget every record."""
+        self._records.clear()
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Return every kept record as a dict, oldest first."""
+        return [record.to_dict() for record in self._records]

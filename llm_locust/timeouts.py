@@ -1,0 +1,87 @@
+"""Read (idle) and whole-request timeouts for in-flight requests, from one watchdog greenlet.
+
+A socket timeout costs a gevent timer start and cancel on every read — several µs per token
+event. Instead, the streaming loop only stamps `Watch.t_active_s` when bytes arrive, and one
+greenlet per process checks every in-flight request a few times a second, raising
+`RequestTimeout` in the request's greenlet when it has been silent for `read_timeout_s` or
+has run for `request_timeout_s`. Timeouts therefore fire up to `check_interval_s` late.
+
+`RequestTimeout` is a `TimeoutError` (an `OSError`): while waiting for the response headers
+Locust's FastHttp session reports it like any connection error, while reading the stream the
+client classifies it — both as the `timeout` failure kind.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import gevent
+from gevent.hub import get_hub
+
+
+class RequestTimeout(TimeoutError):
+    """A request was silent or ran for too long; the message says which."""
+
+
+class Watch:
+    """One in-flight request: its greenlet, when bytes last arrived, its deadline (perf_counter s)."""
+
+    __slots__ = ("active", "deadline_s", "greenlet", "t_active_s")
+
+    def __init__(self, greenlet: object, t_send_s: float, deadline_s: float) -> None:
+        self.greenlet = greenlet
+        self.t_active_s = t_send_s
+        self.deadline_s = deadline_s
+        self.active = True
+
+
+class TimeoutWatchdog:
+    """Enforces `read_timeout_s` and `request_timeout_s` on the requests it watches."""
+
+    def __init__(self, read_timeout_s: float, request_timeout_s: float, check_interval_s: float = 0.1) -> None:
+        self.read_timeout_s = read_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.check_interval_s = check_interval_s
+        self._watches: set[Watch] = set()
+        self._greenlet: gevent.Greenlet | None = None
+
+    def start(self, t_send_s: float) -> Watch:
+        """Watch the current greenlet's request, sent at `t_send_s`; call `end` when it is over."""
+        watch = Watch(gevent.getcurrent(), t_send_s, t_send_s + self.request_timeout_s)
+        self._watches.add(watch)
+        if self._greenlet is None or self._greenlet.dead:
+            self._greenlet = gevent.spawn(self._run)
+        return watch
+
+    def end(self, watch: Watch) -> None:
+        """Stop watching: a timeout can no longer be raised for this request."""
+        watch.active = False
+        self._watches.discard(watch)
+
+    def stop(self) -> None:
+        """Stop the watchdog greenlet (it restarts with the next request)."""
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    def _run(self) -> None:
+        while self._watches:
+            gevent.sleep(self.check_interval_s)
+            now = perf_counter()
+            for watch in list(self._watches):
+                if now - watch.t_active_s > self.read_timeout_s:
+                    self._expire(watch, f"no data for {self.read_timeout_s:g} s (--read-timeout-s)")
+                elif now > watch.deadline_s:
+                    self._expire(watch, f"request took longer than {self.request_timeout_s:g} s (--request-timeout-s)")
+        self._greenlet = None
+
+    def _expire(self, watch: Watch, message: str) -> None:
+        self._watches.discard(watch)
+        get_hub().loop.run_callback(_throw, watch, RequestTimeout(message))
+
+
+def _throw(watch: Watch, error: RequestTimeout) -> None:
+    """Runs in the hub: raise in the request's greenlet only if that request is still going."""
+    if watch.active:
+        watch.active = False
+        watch.greenlet.throw(error)

@@ -1,0 +1,18 @@
+"""Stream chat completions from an OpenAI-compatible endpoint and measure TTFT, ITL, TPOT, E2E.
+
+    locust -f locustfiles/chat.py --host http://127.0.0.1:8000 --model NAME \
+        --headless -u 32 -r 8 --run-time 2m --csv results/run1/locust --csv-full-history
+
+Every llm-locust option is listed by `locust -f locustfiles/chat.py --help` (group "llm-locust").
+"""
+
+from locust import events
+
+from llm_locust.plugin import install
+from llm_locust.users import ChatCompletionsUser
+
+install(events)
+
+
+class ChatUser(ChatCompletionsUser):
+    """One simulated client sending streamed chat completions back to back."""

@@ -1,0 +1,74 @@
+"""Shared helpers: real Locust runners (local, master + workers) driven against the simulator.
+
+Locust monkey-patches the standard library with gevent when it is imported; it is imported
+here first so that it happens before anything else in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gevent
+import locust  # noqa: F401  (gevent monkey-patching must come first)
+import pytest
+from locust import events as global_events
+from locust.argument_parser import parse_options
+from locust.env import Environment
+from locust.event import Events
+
+from llm_locust.plugin import install
+from llm_locust.sim import run_sim
+from llm_locust.users import ChatCompletionsUser
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
+
+install(global_events)  # our options on Locust's parser (parse_options fires the global event)
+
+
+class ChatUser(ChatCompletionsUser):
+    """The chat user as a locustfile would define it."""
+
+
+def options(*args: str) -> Any:
+    """Locust's parsed options, ours included."""
+    return parse_options(args=["-f", str(LOCUSTFILE), *args])
+
+
+def new_env(opts: Any, user_classes: list | None = None) -> Environment:
+    """A fresh Environment with its own Events (no listener shared between tests)."""
+    events = Events()
+    install(events)
+    return Environment(user_classes=user_classes or [ChatUser], events=events, parsed_options=opts, host=opts.host)
+
+
+def run_local(opts: Any, users: int, seconds: float, user_classes: list | None = None) -> Environment:
+    """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does."""
+    env = new_env(opts, user_classes)
+    runner = env.create_local_runner()
+    env.events.init.fire(environment=env, runner=runner, web_ui=None)
+    runner.start(users, spawn_rate=users)
+    gevent.sleep(seconds)
+    runner.quit()
+    env.events.quitting.fire(environment=env, reverse=True)
+    return env
+
+
+def read_summary(results_dir: Path) -> dict[str, Any]:
+    return json.loads((results_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def fixed_sim():
+    """Simulator with fixed timing: TTFT 200 ms, ITL 20 ms, 64 tokens."""
+    with run_sim("--ttft-ms", "200", "--itl-ms", "20", "--output-tokens", "64") as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def fast_sim():
+    """Simulator with short fixed timing for functional runs."""
+    with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
+        yield sim

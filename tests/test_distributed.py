@@ -1,0 +1,92 @@
+"""Master + 2 workers in process (real ZeroMQ over loopback), and the `locust` CLI with --processes 2."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+
+import gevent
+from conftest import LOCUSTFILE, ROOT, new_env, options, read_summary
+
+from llm_locust.metrics import delta_from_wire
+from llm_locust.plugin import WIRE_KEY
+
+
+def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
+    opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
+                   "--interval-s", "1")  # fmt: skip
+    master_env = new_env(opts)
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+
+    sent = {"requests_ok": 0, "output_tokens": 0, "itl": 0}  # what the workers put on the wire
+
+    def count_sent(client_id, data):
+        for window in delta_from_wire(data.get(WIRE_KEY, {})).values():
+            sent["requests_ok"] += window.requests_ok
+            sent["output_tokens"] += window.output_tokens
+            sent["itl"] += window.hist["itl"].get_total_count()
+
+    workers = []
+    for _ in range(2):
+        worker_env = new_env(options())  # the master's options reach the workers with the spawn message
+        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+        worker_env.events.report_to_master.add_listener(count_sent)  # after ours: sees our delta
+        workers.append(worker)
+    deadline = time.monotonic() + 10
+    while master.worker_count < 2 and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    assert master.worker_count == 2
+
+    master.start(6, spawn_rate=6)
+    gevent.sleep(4)
+    master.quit()
+    master_env.events.quitting.fire(environment=master_env, reverse=True)
+
+    summary = read_summary(tmp_path)
+    t = summary["throughput"]
+    assert t["requests_ok"] > 10 and summary["failures"] == {}
+    assert t["requests_ok"] == sent["requests_ok"]
+    assert t["output_tokens"] == sent["output_tokens"] == 16 * t["requests_ok"]
+    assert summary["metrics"]["itl_ms"]["count"] == sent["itl"] == 15 * t["requests_ok"]
+    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    post = master_env.stats.get("/v1/chat/completions", "POST")
+    assert post.num_requests == t["requests_ok"]
+    with (tmp_path / "llm_timeseries.csv").open() as f:
+        assert sum(int(r["requests_ok"]) for r in csv.DictReader(f)) == t["requests_ok"]
+
+
+def test_locust_cli_with_two_processes(fast_sim, tmp_path):
+    """`locust -f locustfiles/chat.py --headless --processes 2`: results folder, CSVs, no secret leaked."""
+    secret = "sk-test-DO-NOT-LEAK-4f1c2b"
+    env = {**os.environ, "LLM_TEST_KEY": secret}
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--processes", "2",
+        "-u", "4", "-r", "4", "--run-time", "5s", "--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos",
+        "--api-key-env", "LLM_TEST_KEY", "--csv", str(tmp_path / "locust"), "--csv-full-history",
+        "--interval-s", "1", "--loglevel", "DEBUG",
+    ]  # fmt: skip
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+
+    summary = read_summary(tmp_path)  # results default to the folder of --csv
+    t = summary["throughput"]
+    assert t["requests_ok"] > 5 and summary["failures"] == {}
+    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    assert summary["settings"]["api_key_set"] is True
+    assert "TTFT ms" in proc.stdout and "LLM results:" in proc.stdout
+    with (tmp_path / "locust_stats.csv").open() as f:
+        rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    assert int(rows[("POST", "/v1/chat/completions")]["Request Count"]) == t["requests_ok"]
+    assert int(rows[("LLM", "TTFT")]["Request Count"]) == t["requests_ok"]
+    assert (tmp_path / "locust_stats_history.csv").stat().st_size > 0
+    assert (tmp_path / "llm_timeseries.csv").stat().st_size > 0
+
+    for path in tmp_path.iterdir():
+        assert secret not in path.read_text(errors="replace"), path
+    assert secret not in output

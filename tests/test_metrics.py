@@ -1,0 +1,69 @@
+"""Histograms and counters: recording, wire round trip, merge equals union, windows."""
+
+import random
+
+from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta_from_wire, delta_to_wire
+from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.results import metric_stats
+
+
+def make_record(rng, ok=True):
+    n = rng.randint(2, 40)
+    r = RequestRecord("chat", t_send=0.0)
+    r.t_first = rng.uniform(0.05, 0.5)
+    t = r.t_first
+    for _ in range(n - 1):
+        gap = rng.uniform(0.005, 0.05)
+        r.itl_us.append(int(gap * 1e6))
+        t += gap
+    r.t_last, r.events, r.usage_completion_tokens, r.prompt_tokens = t, n, n, 10
+    r.t_first_content = r.t_first
+    if not ok:
+        r.fail(ErrorKind.HTTP_5XX, "HTTP 500")
+    return r
+
+
+def test_record_stats_match_numpy_free_exact_values():
+    w = WindowMetrics()
+    rng = random.Random(1)
+    records = [make_record(rng) for _ in range(500)]
+    for r in records:
+        w.add(r)
+    w.add(make_record(rng, ok=False))
+    stats = metric_stats(w)
+    ttfts = sorted(r.ttft_s * 1000 for r in records)
+    assert stats["ttft_ms"]["count"] == 500
+    assert abs(stats["ttft_ms"]["p50"] - ttfts[249]) / ttfts[249] < 0.002
+    assert abs(stats["ttft_ms"]["max"] - ttfts[-1]) / ttfts[-1] < 0.002
+    assert stats["itl_ms"]["count"] == sum(len(r.itl_us) for r in records)
+    assert stats["output_tokens"]["count"] == 500
+    assert w.failures == {"http_5xx": 1} and w.requests_ok == 500
+    assert w.output_tokens == sum(r.output_tokens for r in records)
+
+
+def test_merge_of_wire_deltas_equals_the_union():
+    rng = random.Random(2)
+    recorders = [MetricsRecorder(1.0) for _ in range(3)]
+    union = WindowMetrics()
+    run = RunMetrics()
+    for i in range(300):
+        r = make_record(rng, ok=i % 10 != 0)
+        recorders[i % 3].record(r, 1000.0 + i * 0.01)
+        union.add(r)
+    for rec in recorders:
+        run.merge_delta(delta_from_wire(delta_to_wire(rec.take_delta())))
+        assert rec.take_delta() == {}
+    assert metric_stats(run.total) == metric_stats(union)
+    assert run.total.failures == union.failures and run.total.output_tokens == union.output_tokens
+    windows = run.pop_windows(float("inf"))
+    assert [start for start, _ in windows] == [1000, 1001, 1002]
+    assert sum(w.requests_ok + w.requests_failed for _, w in windows) == 300
+    assert run.pop_windows(float("inf")) == []
+
+
+def test_empty_distribution_is_none_not_zero():
+    stats = metric_stats(WindowMetrics())
+    assert stats["ttft_ms"] == {
+        "count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p95": None, "p99": None,
+        "p99_9": None, "max": None,
+    }  # fmt: skip

@@ -1,0 +1,82 @@
+"""The OpenAI chunk interpreter and the per-request metric definitions."""
+
+import orjson
+
+from llm_locust.protocol import apply_event, finish
+from llm_locust.record import ErrorKind, RequestRecord, TokenSource
+
+
+def chat(delta=None, finish_reason=None, usage=None, choices=True):
+    chunk = {"id": "c1", "object": "chat.completion.chunk"}
+    chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
+    if usage is not None:
+        chunk["usage"] = usage
+    return orjson.dumps(chunk)
+
+
+def feed(record, events):
+    for t, data in events:
+        if apply_event(record, data, t):
+            break
+    return finish(record, 99.0)
+
+
+def test_role_and_usage_chunks_are_not_tokens_and_usage_sets_the_count():
+    r = feed(
+        RequestRecord("chat", t_send=10.0),
+        [
+            (10.1, chat({"role": "assistant", "content": ""})),
+            (10.2, chat({"content": "Hello"})),
+            (10.25, chat({"content": " world"})),
+            (10.35, chat({"content": "!"}, finish_reason="stop")),
+            (10.36, chat(usage={"prompt_tokens": 5, "completion_tokens": 4}, choices=False)),
+            (10.37, b"[DONE]"),
+        ],
+    )
+    assert r.ok and r.saw_done and r.finish_reason == "stop"
+    assert r.t_first == 10.2 and r.t_last == 10.35 and r.t_done == 99.0
+    assert abs(r.ttft_s - 0.2) < 1e-9 and abs(r.e2e_s - 0.35) < 1e-9
+    assert r.events == 3 and r.output_tokens == 4 and r.token_source is TokenSource.USAGE
+    assert abs(r.tpot_s - 0.15 / 3) < 1e-9
+    assert list(r.itl_us) == [50000, 100000]
+    assert r.prompt_tokens == 5
+
+
+def test_reasoning_counts_for_ttft_but_not_ttfo_and_tool_calls_count():
+    r = feed(
+        RequestRecord("chat", t_send=0.0),
+        [
+            (0.1, chat({"reasoning_content": "hmm"})),
+            (0.2, chat({"reasoning": "more"})),
+            (0.3, chat({"tool_calls": [{"index": 0, "function": {"name": "f"}}]}, finish_reason="tool_calls")),
+        ],
+    )
+    assert r.ok and r.t_first == 0.1 and r.t_first_content == 0.3 and r.events == 3
+    assert r.token_source is TokenSource.EVENTS and r.output_tokens == 3
+
+
+def test_text_completion_chunks():
+    def text(t, fr=None):
+        return orjson.dumps({"object": "text_completion", "choices": [{"text": t, "finish_reason": fr}]})
+
+    r = feed(RequestRecord("completions", 0.0), [(0.1, text("a")), (0.2, text("")), (0.3, text("b", "length"))])
+    assert r.ok and r.events == 2 and r.t_first_content == 0.1 and r.t_last == 0.3
+
+
+def test_failures_by_kind():
+    err = feed(RequestRecord("chat", 0.0), [(0.1, chat({"content": "a"})), (0.2, b'{"error": {"message": "boom"}}')])
+    assert err.error_kind is ErrorKind.STREAM_ERROR and "boom" in err.error_message
+    bad = feed(RequestRecord("chat", 0.0), [(0.1, b"{not json")])
+    assert bad.error_kind is ErrorKind.BAD_STREAM
+    cut = feed(RequestRecord("chat", 0.0), [(0.1, chat({"content": "a"}))])
+    assert cut.error_kind is ErrorKind.INCOMPLETE
+    empty = feed(
+        RequestRecord("chat", 0.0), [(0.1, chat({"role": "assistant"}, finish_reason="stop")), (0.2, b"[DONE]")]
+    )
+    assert empty.error_kind is ErrorKind.NO_TOKENS
+    assert not (err.ok or bad.ok or cut.ok or empty.ok)
+
+
+def test_tpot_needs_two_tokens():
+    r = feed(RequestRecord("chat", 0.0), [(0.1, chat({"content": "a"}, finish_reason="stop")), (0.2, b"[DONE]")])
+    assert r.ok and r.output_tokens == 1 and r.tpot_s is None and len(r.itl_us) == 0

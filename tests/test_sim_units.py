@@ -1,0 +1,131 @@
+"""Pure unit tests of the simulator's parts that need no sockets: engine, HTTP parser, wire format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_locust.sim import http, openai
+from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence
+
+
+def test_fixed_timing_due_times_are_absolute() -> None:
+    timing = FixedTiming(ttft_s=0.2, itl_s=0.02)
+    seq = Sequence(prompt_tokens=1, output_tokens=5, t_recv_s=100.0)
+    assert timing.due_s(100.0, 0) == pytest.approx(100.2)
+    assert timing.due_s(100.0, 4) == pytest.approx(100.28)
+    assert timing.tokens_due(seq, 100.19) == 0
+    assert timing.tokens_due(seq, 100.2401) == 3
+    seq.emitted = 3
+    assert timing.tokens_due(seq, 200.0) == 2
+
+
+def _engine(max_batch: int = 2) -> BatchingEngine:
+    return BatchingEngine(
+        BatchingParams(max_batch=max_batch, decode_step_s=0.01, decode_step_s_per_seq=0.001, prefill_s_per_token=1e-4)
+    )
+
+
+def test_batching_step_durations_admission_and_ttft() -> None:
+    engine = _engine(max_batch=2)
+    a, b, c = (Sequence(prompt_tokens=10, output_tokens=2, t_recv_s=0.0) for _ in range(3))
+    assert engine.submit(a, 0.0) is True  # idle engine starts a step with `a` admitted
+    assert engine.step_end_s == pytest.approx(0.01 + 0.001 * 1 + 1e-4 * 10)
+    assert engine.submit(b, 0.001) is False and engine.submit(c, 0.002) is False
+    assert engine.complete_step() == [a]  # a's first token at the end of its admission step
+    # next step starts at the previous end (absolute), admits b (c waits: batch full)
+    step1_end = 0.011 + 0.001
+    assert engine.step_end_s == pytest.approx(step1_end + 0.01 + 0.002 + 1e-3)
+    assert b.t_admit_s == pytest.approx(step1_end) and c.t_admit_s is None
+    assert engine.complete_step() == [a, b]
+    assert a.done and engine.running == [b, c]  # a's slot goes to c at the next step start
+    assert c.queue_s > 0 and c.t_admit_s == pytest.approx(b.t_admit_s + 0.013)
+    engine.complete_step()
+    engine.complete_step()
+    assert engine.step_end_s is None and c.done
+
+
+def test_batching_cancel_frees_slot() -> None:
+    engine = _engine(max_batch=1)
+    a, b = Sequence(1, 100, 0.0), Sequence(1, 1, 0.0)
+    engine.submit(a, 0.0)
+    engine.submit(b, 0.0)
+    engine.cancel(a)
+    assert engine.complete_step() == []
+    assert engine.running == [b]
+    assert engine.complete_step() == [b]
+    assert engine.step_end_s is None
+
+
+def test_request_parser_incremental_and_pipelined() -> None:
+    parser = http.RequestParser()
+    raw = b"POST /v1/completions?x=1 HTTP/1.1\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbody"
+    raw += b"GET /health HTTP/1.1\r\n\r\n"
+    requests = []
+    for i in range(len(raw)):
+        requests += parser.feed(raw[i : i + 1])
+    assert [(r.method, r.path, r.body) for r in requests] == [
+        ("POST", "/v1/completions", b"body"),
+        ("GET", "/health", b""),
+    ]
+    assert requests[0].query == "x=1" and not requests[0].keep_alive and requests[1].keep_alive
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"POST / HTTP/1.1\r\n\r\n", 411),
+        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+        (b"garbage\r\n\r\n", 400),
+    ],
+)
+def test_request_parser_errors(raw: bytes, status: int) -> None:
+    with pytest.raises(http.HttpError) as info:
+        http.RequestParser().feed(raw)
+    assert info.value.status == status
+
+
+def test_request_parser_expect_continue() -> None:
+    parser = http.RequestParser()
+    assert parser.feed(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n") == []
+    assert parser.awaiting_continue
+
+
+def _spec(body: dict, natural: int = 128) -> openai.CompletionSpec:
+    return openai.parse_completion(json.dumps(body).encode(), "chat", "m", natural)
+
+
+def test_prompt_tokens_are_words() -> None:
+    messages = [
+        {"role": "system", "content": "a  b\nc"},
+        {"role": "user", "content": [{"type": "text", "text": "d e"}]},
+    ]
+    assert _spec({"messages": messages}).prompt_tokens == 5
+    assert _spec({"messages": [{"role": "user", "content": ""}]}).prompt_tokens == 1
+    spec = openai.parse_completion(b'{"prompt": [[1, 2, 3], "x y"]}', "completions", "m", 10)
+    assert spec.prompt_tokens == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"messages": [{"content": "x"}], "max_tokens": 0}, "max_tokens"),
+        ({"messages": [{"content": "x"}], "max_tokens": 2, "min_tokens": 3}, "min_tokens"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"content": "x"}], "max_tokens": "5"}, "max_tokens"),
+    ],
+)
+def test_invalid_requests(body: dict, message: str) -> None:
+    with pytest.raises(openai.ApiError) as info:
+        _spec(body)
+    assert info.value.status == 400 and message in info.value.message
+
+
+def test_event_encoder_builds_valid_json() -> None:
+    spec = _spec({"messages": [{"content": "x"}], "max_tokens": 3, "stream": True})
+    encoder = openai.EventEncoder(spec, "chatcmpl-7", 1, "m", offset=5)
+    events = [json.loads(b"".join(encoder.token_event(i))[6:]) for i in range(3)]
+    assert [e["choices"][0]["finish_reason"] for e in events] == [None, None, "length"]
+    assert all(e["id"] == "chatcmpl-7" and e["choices"][0]["delta"]["content"].startswith(" ") for e in events)
+    assert json.loads(encoder.usage_event()[6:])["usage"]["completion_tokens"] == 3

@@ -1,0 +1,78 @@
+"""The SSE decoder: events split anywhere, many per chunk, comments, CR/LF variants, flush."""
+
+import random
+
+import pytest
+
+from llm_locust.sse import SSEDecoder
+
+STREAM = (
+    b": keep-alive\n\n"
+    b'data: {"a": 1}\n\n'
+    b"event: ping\ndata: x\n\n"
+    b"data: line1\ndata: line2\n\n"
+    b"data:no-space\r\n\r\n"
+    b"id: 7\nretry: 100\ndata: with id\n\n"
+    b"data: [DONE]\n\n"
+)
+EXPECTED = [
+    (b'{"a": 1}', None),
+    (b"x", "ping"),
+    (b"line1\nline2", None),
+    (b"no-space", None),
+    (b"with id", None),
+    (b"[DONE]", None),
+]
+
+
+def decode(chunks: list[bytes]) -> list[tuple[bytes, str | None]]:
+    decoder = SSEDecoder()
+    events = []
+    for i, chunk in enumerate(chunks):
+        events += decoder.feed(chunk, float(i))
+    events += decoder.flush(float(len(chunks)))
+    return [(e.data, e.event) for e in events]
+
+
+def test_whole_stream_in_one_chunk():
+    assert decode([STREAM]) == EXPECTED
+
+
+def test_every_split_point_gives_the_same_events():
+    for cut in range(len(STREAM) + 1):
+        assert decode([STREAM[:cut], STREAM[cut:]]) == EXPECTED, cut
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_splits_and_byte_at_a_time(seed):
+    rng = random.Random(seed)
+    chunks, i = [], 0
+    while i < len(STREAM):
+        n = rng.randint(1, 12)
+        chunks.append(STREAM[i : i + n])
+        i += n
+    assert decode(chunks) == EXPECTED
+    assert decode([bytes([b]) for b in STREAM]) == EXPECTED
+
+
+def test_cr_only_line_endings_and_crlf_split_between_chunks():
+    assert decode([b"data: a\r\r", b"data: b\r", b"\n\r\n"]) == [(b"a", None), (b"b", None)]
+
+
+def test_event_time_is_arrival_of_its_data_line():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: x", 1.0) == []
+    assert decoder.feed(b"\n", 2.0) == []  # the data line is complete at t=2
+    (event,) = decoder.feed(b"\n", 3.0)
+    assert (event.data, event.t) == (b"x", 2.0)
+
+
+def test_flush_dispatches_an_unterminated_last_event_and_nothing_twice():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: tail", 1.0) == []
+    assert [e.data for e in decoder.flush(2.0)] == [b"tail"]
+    assert decoder.flush(3.0) == []
+
+
+def test_comments_and_blank_lines_alone_make_no_event():
+    assert decode([b": ping\n\n\n: another\n\n"]) == []
