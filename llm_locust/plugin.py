@@ -19,6 +19,7 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -130,6 +131,8 @@ class RunState:
         self.run = RunMetrics()
         self.watchdog.stop()
         self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
+        if not self.is_master:
+            _freeze_heap()
         if not self.is_worker:
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
 
@@ -328,6 +331,17 @@ class ResultsWriter:
             },
             "warnings": warnings,
         }
+
+
+def _freeze_heap() -> None:
+    """Move everything alive at test start out of the garbage collector's reach.
+
+    A full collection walks every tracked object — Locust, gevent and their modules: a pause
+    of tens of ms that shows up as false ITL/TTFT outliers in every stream of the process.
+    Frozen objects are never scanned again; what the test allocates is collected as usual.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _iso(epoch_s: float) -> str:

@@ -2,7 +2,14 @@
 
 import random
 
-from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta_from_wire, delta_to_wire
+from llm_locust.metrics import (
+    MetricsRecorder,
+    RunMetrics,
+    WindowMetrics,
+    delta_from_wire,
+    delta_to_wire,
+    distribution,
+)
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.results import metric_stats
 
@@ -67,3 +74,20 @@ def test_empty_distribution_is_none_not_zero():
         "count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p95": None, "p99": None,
         "p99_9": None, "max": None,
     }  # fmt: skip
+
+
+def test_vectorised_percentiles_equal_hdrhistograms_own_and_mean_is_exact():
+    rng = random.Random(3)
+    window = WindowMetrics()
+    values = [
+        rng.choice((rng.randint(1, 2000), rng.randint(5000, 60_000), rng.randint(1, 3_000_000))) for _ in range(5000)
+    ]
+    for v in values:
+        window._record("itl", v)
+    hist = window.hist["itl"]
+    stats = distribution(hist, window.sums["itl"])
+    for p, key in ((50, "p50"), (90, "p90"), (95, "p95"), (99, "p99"), (99.9, "p99_9")):
+        assert stats[key] == min(hist.get_value_at_percentile(p), max(values)), key
+    assert stats["mean"] == round(sum(values) / len(values), 3)
+    assert stats["min"] == min(values) and stats["max"] == hist.get_max_value()
+    assert abs(stats["max"] - max(values)) <= max(values) * 0.001
