@@ -1,4 +1,4 @@
-"""The `llm-locust` console script: `sim` (the built-in simulator) and `demo`."""
+"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `options`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_sim_parser(commands)
     add_demo_parser(commands)
+    options = commands.add_parser(
+        "options",
+        help="List the options llm-locust adds to `locust` (Locust's own --help is printed before "
+        "the locustfile that adds them is loaded)",
+    )
+    options.set_defaults(run=_print_locust_options)
     return parser
+
+
+def _print_locust_options(args: argparse.Namespace) -> int:
+    """Print the help of the options registered on Locust's parser by llm-locust."""
+    from llm_locust.settings import add_arguments
+
+    parser = argparse.ArgumentParser(prog="locust -f locustfiles/chat.py", add_help=False)
+    add_arguments(parser)
+    parser.print_help()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

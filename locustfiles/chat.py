@@ -3,7 +3,8 @@
     locust -f locustfiles/chat.py --host http://127.0.0.1:8000 --model NAME \
         --headless -u 32 -r 8 --run-time 2m --csv results/run1/locust --csv-full-history
 
-Every llm-locust option is listed by `locust -f locustfiles/chat.py --help` (group "llm-locust").
+`llm-locust options` lists the options llm-locust adds (Locust's own --help runs before this
+file is loaded, so it cannot show them).
 """
 
 from locust import events

@@ -64,11 +64,12 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
     """`locust -f locustfiles/chat.py --headless --processes 2`: results folder, CSVs, no secret leaked."""
     secret = "sk-test-DO-NOT-LEAK-4f1c2b"
     env = {**os.environ, "LLM_TEST_KEY": secret}
+    config = tmp_path / "run.conf"  # llm-locust options from a Locust config file
+    config.write_text("max-tokens = 16\nignore-eos = true\napi-key-env = LLM_TEST_KEY\ninterval-s = 1\n")
     command = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--processes", "2",
-        "-u", "4", "-r", "4", "--run-time", "5s", "--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos",
-        "--api-key-env", "LLM_TEST_KEY", "--csv", str(tmp_path / "locust"), "--csv-full-history",
-        "--interval-s", "1", "--loglevel", "DEBUG",
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", str(config), "--headless",
+        "--processes", "2", "-u", "4", "-r", "4", "--run-time", "5s", "--host", fast_sim.url,
+        "--csv", str(tmp_path / "locust"), "--csv-full-history", "--loglevel", "DEBUG",
     ]  # fmt: skip
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     output = proc.stdout + proc.stderr
@@ -78,7 +79,8 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
     t = summary["throughput"]
     assert t["requests_ok"] > 5 and summary["failures"] == {}
     assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
-    assert summary["settings"]["api_key_set"] is True
+    assert summary["settings"]["api_key_set"] is True and summary["settings"]["interval_s"] == 1
+    assert summary["metrics"]["output_tokens"]["min"] == summary["metrics"]["output_tokens"]["max"] == 16
     assert "TTFT ms" in proc.stdout and "LLM results:" in proc.stdout
     with (tmp_path / "locust_stats.csv").open() as f:
         rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
@@ -87,6 +89,7 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
     assert (tmp_path / "locust_stats_history.csv").stat().st_size > 0
     assert (tmp_path / "llm_timeseries.csv").stat().st_size > 0
 
-    for path in tmp_path.iterdir():
-        assert secret not in path.read_text(errors="replace"), path
+    for path in tmp_path.glob("*.*"):
+        if path != config:
+            assert secret not in path.read_text(errors="replace"), path
     assert secret not in output

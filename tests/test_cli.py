@@ -1,0 +1,29 @@
+"""The console script: sub-commands answer, and the README documents every option the code has."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def llm_locust(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_readme_options_table_is_exactly_the_options_of_the_code():
+    listed = set(re.findall(r"\[(--[a-z0-9-]+)", llm_locust("options")))
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Options") : readme.index("### `llm-locust sim`")]
+    documented = set(re.findall(r"^\| `(--[a-z0-9-]+)", section, flags=re.M))
+    assert listed == documented
+    assert len(listed) >= 12
+
+
+def test_sub_commands_have_help():
+    assert "--ttft-ms" in llm_locust("sim", "--help")
+    assert "--run-time-s" in llm_locust("demo", "--help")
