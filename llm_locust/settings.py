@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -128,37 +128,19 @@ class Settings:
         for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
-        api_key = options.api_key or os.environ.get(options.api_key_env, "")
-        return cls(
-            model=options.model,
-            prompt_tokens=options.prompt_tokens,
-            max_tokens=options.max_tokens,
-            ignore_eos=options.ignore_eos,
-            api_key=api_key,
-            api_key_env=options.api_key_env,
-            extra_body=extra_body,
-            connect_timeout_s=options.connect_timeout_s,
-            read_timeout_s=options.read_timeout_s,
-            request_timeout_s=options.request_timeout_s,
-            results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
-            interval_s=options.interval_s,
-        )
+        derived = {
+            "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
+            "extra_body": extra_body,
+            "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+        }
+        given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
+        return cls(**given, **derived)
 
     def public(self) -> dict[str, Any]:
         """The settings as written to results: the API key only as present or not."""
-        return {
-            "model": self.model,
-            "prompt_tokens": self.prompt_tokens,
-            "max_tokens": self.max_tokens,
-            "ignore_eos": self.ignore_eos,
-            "api_key_set": bool(self.api_key),
-            "api_key_env": self.api_key_env,
-            "extra_body": self.extra_body,
-            "connect_timeout_s": self.connect_timeout_s,
-            "read_timeout_s": self.read_timeout_s,
-            "request_timeout_s": self.request_timeout_s,
-            "interval_s": self.interval_s,
-        }
+        settings = asdict(self)
+        del settings["api_key"], settings["results_dir"]
+        return {**settings, "api_key_set": bool(self.api_key)}
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:

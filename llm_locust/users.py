@@ -8,6 +8,7 @@ plugin supplies the settings (command-line options) and collects the metrics.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import orjson
@@ -16,6 +17,7 @@ from locust import FastHttpUser, constant, task
 from llm_locust.client import stream_completion
 from llm_locust.errors import ConfigError
 from llm_locust.plugin import run_state
+from llm_locust.settings import Settings
 from llm_locust.workload import PromptFactory, chat_body, completions_body
 
 
@@ -26,6 +28,7 @@ class _StreamingUser(FastHttpUser):
     wait_time = constant(0)
     path: ClassVar[str]
     endpoint: ClassVar[str]
+    make_body: ClassVar[Callable[[Settings, str, str], bytes]]  # (settings, model, prompt) -> JSON
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -62,15 +65,11 @@ class _StreamingUser(FastHttpUser):
                     f"--model not given and {self.host}/v1/models lists no model: pass --model NAME"
                 ) from None
 
-    def body(self, prompt: str) -> bytes:
-        """The JSON request body for `prompt`."""
-        raise NotImplementedError
-
     @task
     def complete(self) -> None:
         """Send one streaming request and read it to the end."""
         settings = self.llm.settings
-        body = self.body(self.prompts.prompt(settings.prompt_tokens))
+        body = self.make_body(settings, self.model, self.prompts.prompt(settings.prompt_tokens))
         stream_completion(self.client, self.path, body, self.headers, self.endpoint, self.llm.watchdog)
 
 
@@ -80,10 +79,7 @@ class ChatCompletionsUser(_StreamingUser):
     abstract = True
     path = "/v1/chat/completions"
     endpoint = "chat"
-
-    def body(self, prompt: str) -> bytes:
-        """A chat completions body with `prompt` as the user message."""
-        return chat_body(self.llm.settings, self.model, prompt)
+    make_body = staticmethod(chat_body)
 
 
 class CompletionsUser(_StreamingUser):
@@ -92,7 +88,4 @@ class CompletionsUser(_StreamingUser):
     abstract = True
     path = "/v1/completions"
     endpoint = "completions"
-
-    def body(self, prompt: str) -> bytes:
-        """A text completions body with `prompt`."""
-        return completions_body(self.llm.settings, self.model, prompt)
+    make_body = staticmethod(completions_body)

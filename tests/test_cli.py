@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import LOCUSTFILE, ROOT
 
 
 def llm_locust(*args: str) -> str:
@@ -27,3 +27,11 @@ def test_readme_options_table_is_exactly_the_options_of_the_code():
 def test_sub_commands_have_help():
     assert "--ttft-ms" in llm_locust("sim", "--help")
     assert "--run-time-s" in llm_locust("demo", "--help")
+
+
+def test_bad_option_is_one_line_and_exit_code_2():
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-t", "1s",
+               "--host", "http://127.0.0.1:9", "--extra-body", "{bad"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "--extra-body is not valid JSON" in proc.stderr and "Traceback" not in proc.stderr
