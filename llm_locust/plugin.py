@@ -98,13 +98,10 @@ class RunState:
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
-        self.recorder = MetricsRecorder(self.settings.interval_s)
-        self.run = RunMetrics()
-        self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
-        self.model = self.settings.model
         self._model_lock = gevent.lock.Semaphore()
-        self._model_error: str | None = None
         self._results: ResultsWriter | None = None
+        self.watchdog: TimeoutWatchdog | None = None
+        self._reset()
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
         if not self.is_master:
@@ -120,21 +117,27 @@ class RunState:
     # -- every process ------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_: Any) -> None:
         """Rebuild the settings from the (now complete) options and reset the metrics."""
-        if self._results is not None:  # a previous test of this process (web UI) not yet final
-            self._results.finalize(self.run)
+        if self._results is not None:  # a previous test of this process (web UI) not yet closed
+            self._results.close()
         try:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
-        self.model = self.settings.model
-        self.recorder = MetricsRecorder(self.settings.interval_s)
-        self.run = RunMetrics()
-        self.watchdog.stop()
-        self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
+        self._reset()
         if not self.is_master:
             _freeze_heap()
         if not self.is_worker:
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
+
+    def _reset(self) -> None:
+        """Fresh per-test state from the current settings."""
+        self.model = self.settings.model
+        self._model_error: str | None = None
+        self.recorder = MetricsRecorder(self.settings.interval_s)
+        self.run = RunMetrics()
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
         """The model to request: `fetch()` it once per process; on failure stop the user."""
@@ -161,32 +164,11 @@ class RunState:
         if not record.ok:
             return
         fire = self.environment.events.request.fire
-        fire(
-            request_type="LLM",
-            name="TTFT",
-            response_time=record.ttft_s * 1000,
-            response_length=0,
-            exception=None,
-            context={},
-        )
-        tpot_s = record.tpot_s
-        if tpot_s is not None:
-            fire(
-                request_type="LLM",
-                name="TPOT",
-                response_time=tpot_s * 1000,
-                response_length=0,
-                exception=None,
-                context={},
-            )
-        fire(
-            request_type="LLM",
-            name="E2E",
-            response_time=record.e2e_s * 1000,
-            response_length=record.output_tokens,
-            exception=None,
-            context={},
-        )
+        rows = (("TTFT", record.ttft_s, 0), ("TPOT", record.tpot_s, 0), ("E2E", record.e2e_s, record.output_tokens))
+        for name, seconds, length in rows:
+            if seconds is not None:  # TPOT needs two tokens
+                fire(request_type="LLM", name=name, response_time=seconds * 1000, response_length=length,
+                     exception=None, context={})  # fmt: skip
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         """Worker: attach the windows filled since the last report."""
@@ -217,7 +199,7 @@ class RunState:
     def _on_quitting(self, environment: Environment, **_: Any) -> None:
         """Final results (the workers' last reports have arrived by now)."""
         if self._results is not None:
-            self._results.finalize(self.run)
+            self._results.close()
             self._results = None
 
 
@@ -270,9 +252,14 @@ class ResultsWriter:
         """The test stopped: record the time; finalize after the workers' last reports."""
         if self.t_stop is None:
             self.t_stop = time.time()
-        self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize, self.state.run)
+        self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 
-    def finalize(self, run: RunMetrics) -> None:
+    def close(self) -> None:
+        """Final results and close the time series (the test is over, or the process quits)."""
+        self.finalize()
+        self._timeseries.close()
+
+    def finalize(self) -> None:
         """Write all remaining windows, summary.json and print the table (safe to call again)."""
         if self._finalizer is not None and self._finalizer is not gevent.getcurrent():
             self._finalizer.kill(block=False)
@@ -281,7 +268,7 @@ class ResultsWriter:
             self.t_stop = time.time()
         self.state.merge_local()
         self._write_windows(float("inf"))
-        summary = self.summary(run)
+        summary = self.summary(self.state.run)
         path = write_summary(self.results_dir, summary)
         if not self._final:
             self._final = True
