@@ -14,7 +14,6 @@ context under `RECORD_KEY` — the plugin's request listener takes it from there
 from __future__ import annotations
 
 import socket
-import ssl
 from time import perf_counter
 from typing import Any
 
@@ -54,17 +53,17 @@ def stream_completion(
                 raw = resp._response  # the geventhttpclient response (see the module docstring)
                 try:
                     _read_events(raw, record, watch)
-                except (OSError, ssl.SSLError) as e:  # RequestTimeout included
+                except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
                     record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
                 finally:
                     raw.release()  # closes the connection unless the body was read to its end
-            watchdog.end(watch)
+            watchdog.end(watch)  # from here on no timeout may land in the reporting listeners
             finish(record, perf_counter())
             _report(resp, record)
     finally:
-        watchdog.end(watch)
+        watchdog.end(watch)  # also when the user is stopped mid-request
     return record
 
 

@@ -93,3 +93,42 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
         if path != config:
             assert secret not in path.read_text(errors="replace"), path
     assert secret not in output
+
+
+def test_a_worker_that_dies_is_reported_and_its_data_kept(fast_sim, tmp_path):
+    opts = options("--host", fast_sim.url, "--max-tokens", "8", "--ignore-eos", "--results-dir", str(tmp_path))
+    master_env = new_env(opts)
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    sent = {}  # worker index -> successful requests it reported
+
+    workers = []
+    for i in range(2):
+        worker_env = new_env(options())
+        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+
+        def count(client_id, data, i=i):
+            windows = delta_from_wire(data.get(WIRE_KEY, {})).values()
+            sent[i] = sent.get(i, 0) + sum(w.requests_ok for w in windows)
+
+        worker_env.events.report_to_master.add_listener(count)
+        workers.append(worker)
+    deadline = time.monotonic() + 10
+    while master.worker_count < 2 and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+
+    master.start(4, spawn_rate=4)
+    gevent.sleep(4)  # at least one report from each worker
+    dead = workers[1]
+    dead.user_greenlets.kill(block=True)  # dies without a word: no quit, no heartbeat, no report
+    dead.greenlet.kill(block=True)
+    gevent.sleep(6)  # the master's heartbeat checker marks it missing after ~3 s
+    master.quit()
+    master_env.events.quitting.fire(environment=master_env, reverse=True)
+
+    summary = read_summary(tmp_path)
+    assert summary["run"]["workers_lost"] == [dead.client_id]
+    assert any("1 worker(s) stopped reporting" in w for w in summary["warnings"])
+    assert sent[1] > 0  # the dead worker's reports before it died are in the totals
+    assert summary["throughput"]["requests_ok"] == sent[0] + sent[1]
