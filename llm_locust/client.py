@@ -1,9 +1,9 @@
 """One streamed completion over Locust's FastHttp session, timestamped event by event.
 
-The stream is read line by line with the connection's own `readline`, which returns as soon
-as a line is in (Locust's `iter_content`/`iter_lines` wait for 1 KiB and batch events by up
-to ~100 ms). Each line is timestamped (`time.perf_counter()`) the moment it is read, before
-any decoding. Transport errors become `ErrorKind`s here, at the boundary.
+The body comes from `arrival.body_chunks` as soon as bytes are in (Locust's `iter_content` /
+`iter_lines` wait for 1 KiB and batch events by up to ~100 ms), each piece with its arrival
+time — the kernel's receive time where available — taken before any decoding. Transport
+errors become `ErrorKind`s here, at the boundary.
 
 Reporting: the HTTP request is reported to Locust through `catch_response`, with the
 end-to-end latency (not time-to-headers) as its response time, the output tokens as its
@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.arrival import body_chunks
 from llm_locust.protocol import apply_event, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.sse import SSEDecoder
@@ -50,7 +51,7 @@ def stream_completion(
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
             record.status_code = resp.status_code or 0
             if _check_response(resp, record):
-                raw = resp._response  # the geventhttpclient response (see the module docstring)
+                raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
                     _read_events(raw, record, watch)
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
@@ -86,25 +87,20 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
 
 
 def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
-    """Read SSE lines until the stream ends, applying each event to `record` as it arrives."""
-    readline = raw.readline
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time."""
     decoder = SSEDecoder()
-    feed = decoder.feed
-    while True:
-        line = readline(b"\n")
-        t = perf_counter()
-        watch.t_active_s = t
-        if not line:  # end of body; a last line without a line ending is still buffered
-            for event in feed(raw.read(), t) + decoder.flush(t):
-                if apply_event(record, event.data, event.t):
-                    return
-            return
-        for event in feed(line, t):
+    chunks = body_chunks(raw)
+    for data, t in chunks:
+        watch.t_active_s = perf_counter()
+        for event in decoder.feed(data, t):
             if apply_event(record, event.data, event.t):
-                if record.ok:  # [DONE]: drain the end of the body so the connection is reused
-                    while readline(b"\n"):
+                if record.ok:  # [DONE]: read the rest of the body so the connection is reused
+                    for _ in chunks:
                         watch.t_active_s = perf_counter()
                 return
+    for event in decoder.flush(perf_counter()):  # a last event without its blank line
+        if apply_event(record, event.data, event.t):
+            return
 
 
 def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:

@@ -202,11 +202,12 @@ def test_trace_matches_what_was_received(sim: SimProcess) -> None:
     times = record["token_times"]
     assert record["completion_tokens"] == len(times) == 10
     assert record["finish_reason"] == "length" and record["stream"] and not record["cancelled"]
-    assert abs(times[0] - record["t_recv"] - TTFT_MS / 1e3) < 0.003
-    gaps = [b - a for a, b in pairwise(times)]
-    assert all(abs(gap - ITL_MS / 1e3) < 0.002 for gap in gaps)
+    # exact: no token is written before its absolute due time, nothing arrives before it was written;
+    # generous: how late (a busy 2-core machine running the whole suite)
+    due = [record["t_recv"] + (TTFT_MS + i * ITL_MS) / 1e3 for i in range(10)]
+    assert all(0 <= sent - due_s < 0.025 for sent, due_s in zip(times, due, strict=True))
     token_arrivals = arrivals[1:11]  # after the role event
-    assert all(0 <= arrival - sent < 0.005 for sent, arrival in zip(times, token_arrivals, strict=True))
+    assert all(0 <= arrival - sent < 0.05 for sent, arrival in zip(times, token_arrivals, strict=True))
 
 
 def test_disconnect_mid_stream_is_cancelled(sim: SimProcess) -> None:
