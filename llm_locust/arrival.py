@@ -43,6 +43,8 @@ def body_chunks(raw: Any) -> Iterator[tuple[bytes, float]]:
     body = raw._body_buffer  # filled by raw.feed() (llhttp removes the chunked framing)
     if body:  # arrived together with the headers
         yield _take(body), perf_counter()
+    if raw.message_complete:  # all of it came with the headers; the connection is released
+        return
     read = _reader(raw._sock)
     while not raw.message_complete:
         data, t = read()

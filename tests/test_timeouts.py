@@ -19,14 +19,19 @@ def serve(handler) -> StreamServer:
     return server
 
 
-def read_request(sock) -> None:
+def read_request(sock) -> bool:
+    """Read one request (headers and body); False when the client closed the connection."""
     data = b""
     while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
+        more = sock.recv(65536)
+        if not more:
+            return False
+        data += more
     head, _, body = data.partition(b"\r\n\r\n")
     length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
     while len(body) < length:
         body += sock.recv(65536)
+    return True
 
 
 def stall_after_first_token(sock, _address):
