@@ -71,16 +71,17 @@ def run_level(streams: int, args: argparse.Namespace, cores: tuple[int | None, i
             os.sched_setaffinity(sim.pid, {cores[0]})
         command = [
             sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless",
-            "--only-summary", "-u", str(streams), "-r", str(streams), "--run-time", f"{args.run_time_s}s",
-            "--host", sim.url, "--max-tokens", str(args.tokens), "--ignore-eos", "--prompt-tokens", "16",
+            "--only-summary", "-u", str(streams), "-r", str(streams / args.stagger_s),
+            "--run-time", f"{args.run_time_s}s", "--host", sim.url, "--max-tokens", str(args.tokens),
+            "--ignore-eos", "--prompt-tokens", "16",
             "--results-dir", tmp, "--loglevel", "WARNING",
         ]  # fmt: skip
         proc = subprocess.Popen(
             command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
         )
-        time.sleep(2.0)  # start-up and spawn
+        time.sleep(2.0 + args.stagger_s)  # start-up and spawn
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
-        time.sleep(max(1.0, args.run_time_s - 3.0))
+        time.sleep(max(1.0, args.run_time_s - 3.0 - args.stagger_s))
         cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
         rss = peak_rss_mb(proc.pid)
         if proc.wait(timeout=args.run_time_s + 60) != 0:
@@ -112,11 +113,18 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
+    parser.add_argument(
+        "--stagger-s",
+        type=float,
+        default=1.0,
+        help="spread the users' start over this many seconds (1 = all at once: streams in phase)",
+    )
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
     cores = (0, 1) if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2 else (None, None)
     print(f"simulator core {cores[0]}, client core {cores[1]}; fixed timing TTFT {args.ttft_ms} ms, "
-          f"ITL {args.itl_ms} ms, {args.tokens} tokens; {args.run_time_s} s per level")  # fmt: skip
+          f"ITL {args.itl_ms} ms, {args.tokens} tokens; {args.run_time_s} s per level, "
+          f"users started over {args.stagger_s} s")  # fmt: skip
     header = (f"{'streams':>8} {'events/s':>10} {'CPU %':>6} {'ITL err p50':>12} {'p99 ms':>7} "
               f"{'TTFT err p50':>13} {'p99 ms':>7} {'fail':>5} {'RSS MB':>7}")  # fmt: skip
     print(header)
