@@ -26,6 +26,7 @@ from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
 _READ_BYTES = 65536
+_PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
 _TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
 _CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
@@ -89,7 +90,8 @@ def _reader(sock: Any) -> Callable[[], tuple[bytes, float]]:
                 seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
                 # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
                 arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
-                return data, min(arrived, now)
+                if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:  # else the wall clock stepped: use now
+                    return data, arrived
         return data, now
 
     return read_stamped
