@@ -7,6 +7,7 @@ here first so that it happens before anything else in the test process.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,13 @@ def run_local(opts: Any, users: int, seconds: float, user_classes: list | None =
     runner.quit()
     env.events.quitting.fire(environment=env, reverse=True)
     return env
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def read_summary(results_dir: Path) -> dict[str, Any]:

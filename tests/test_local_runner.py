@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from itertools import pairwise
 
-from conftest import ChatUser, options, read_summary, run_local
+from conftest import ChatUser, free_port, options, read_summary, run_local
 
 from llm_locust.users import CompletionsUser
 
@@ -87,12 +87,7 @@ def test_wrong_model_is_counted_as_http_4xx(fast_sim, tmp_path):
 
 
 def test_unreachable_host_is_counted_as_connect(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port on loopback that nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    opts = options("--host", f"http://127.0.0.1:{port}", "--model", "m", "--results-dir", str(tmp_path))
+    opts = options("--host", f"http://127.0.0.1:{free_port()}", "--model", "m", "--results-dir", str(tmp_path))
     run_local(opts, users=1, seconds=0.5)
     summary = read_summary(tmp_path)
     assert summary["failures"].get("connect", 0) >= 1 and summary["throughput"]["requests_ok"] == 0

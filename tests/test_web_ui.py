@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
 
-from conftest import LOCUSTFILE, ROOT, read_summary
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import LOCUSTFILE, ROOT, free_port, read_summary
 
 
 def http(url: str, form: dict | None = None) -> bytes:
