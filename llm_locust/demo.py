@@ -8,10 +8,13 @@ time, and prints the LLM summary table and where the results folder is.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from llm_locust.results import SUMMARY_FILE, summary_table
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "chat.py"
 SIM_ARGS = ("--timing", "batching", "--max-batch", "16", "--decode-step-ms", "8", "--decode-step-ms-per-seq", "0.5")
@@ -47,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         ]  # fmt: skip
         print("$ " + " ".join(command[2:]).replace(str(LOCUSTFILE), "locustfiles/chat.py"), flush=True)
         code = subprocess.call(command)
+    summary_path = results_dir / SUMMARY_FILE
+    if summary_path.exists():  # again after Locust's own tables, so it is what the user sees last
+        print("\n" + summary_table(json.loads(summary_path.read_text())))
     print(f"\nResults folder: {results_dir.resolve()}")
     for path in sorted(results_dir.glob("*")):
         print(f"  {path.name}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -35,3 +36,14 @@ def test_bad_option_is_one_line_and_exit_code_2():
     proc = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "--extra-body is not valid JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_demo_end_to_end(tmp_path):
+    """What `make demo` runs: simulator, master + 2 worker processes, results folder, table last."""
+    out = llm_locust("demo", "--run-time-s", "4", "--users", "8", "--results-dir", str(tmp_path))
+    assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "llm_timeseries.csv", "locust_stats.csv"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0
+    assert summary["failures"] == {}
+    tail = out[out.rindex("LLM metric") :]
+    assert "TTFT ms" in tail and f"Results folder: {tmp_path}" in tail
