@@ -91,12 +91,12 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
     decoder = SSEDecoder()
     chunks = body_chunks(raw)
     for data, t in chunks:
-        watch.t_active_s = perf_counter()
+        watch.t_active_s = t  # data arrived: what the read timeout measures from
         for event in decoder.feed(data, t):
             if apply_event(record, event.data, event.t):
                 if record.ok:  # [DONE]: read the rest of the body so the connection is reused
-                    for _ in chunks:
-                        watch.t_active_s = perf_counter()
+                    for _data, t_rest in chunks:
+                        watch.t_active_s = t_rest
                 return
     for event in decoder.flush(perf_counter()):  # a last event without its blank line
         if apply_event(record, event.data, event.t):

@@ -121,6 +121,10 @@ class WindowMetrics:
         self.hist[metric].record_value(value)
         self.sums[metric] += value
 
+    def distribution(self, metric: str, scale: float = 1.0) -> dict[str, float | int | None]:
+        """`distribution` of one metric of this window (its histogram with its exact sum)."""
+        return distribution(self.hist[metric], self.sums[metric], scale)
+
     def merge(self, other: WindowMetrics) -> None:
         """Add `other`'s requests to this window."""
         for name, h in other.hist.items():

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from llm_locust.metrics import LATENCY_METRICS, WindowMetrics, distribution
+from llm_locust.metrics import LATENCY_METRICS, WindowMetrics
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "llm_timeseries.csv"
@@ -36,8 +36,8 @@ TIMESERIES_COLUMNS = (
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
-    stats = {f"{m}_ms": distribution(window.hist[m], window.sums[m], scale=1000.0) for m in LATENCY_METRICS}
-    stats["output_tokens"] = distribution(window.hist["output_tokens"], window.sums["output_tokens"])
+    stats = {f"{m}_ms": window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
+    stats["output_tokens"] = window.distribution("output_tokens")
     return stats
 
 
@@ -104,7 +104,7 @@ class TimeseriesWriter:
             round(window.output_tokens * per_s, 3),
         ]
         for metric in TIMESERIES_METRICS:
-            stats = distribution(window.hist[metric], window.sums[metric], scale=1000.0)
+            stats = window.distribution(metric, scale=1000.0)
             row.extend("" if stats[p] is None else stats[p] for p in TIMESERIES_PERCENTILES)
         self._csv.writerow(row)
         self._file.flush()

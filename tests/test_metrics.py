@@ -8,7 +8,6 @@ from llm_locust.metrics import (
     WindowMetrics,
     delta_from_wire,
     delta_to_wire,
-    distribution,
 )
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.results import metric_stats
@@ -85,7 +84,7 @@ def test_vectorised_percentiles_equal_hdrhistograms_own_and_mean_is_exact():
     for v in values:
         window._record("itl", v)
     hist = window.hist["itl"]
-    stats = distribution(hist, window.sums["itl"])
+    stats = window.distribution("itl")
     for p, key in ((50, "p50"), (90, "p90"), (95, "p95"), (99, "p99"), (99.9, "p99_9")):
         assert stats[key] == min(hist.get_value_at_percentile(p), max(values)), key
     assert stats["mean"] == round(sum(values) / len(values), 3)
