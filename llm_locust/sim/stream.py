@@ -78,11 +78,11 @@ class Generation:
         token_event = self._encoder.token_event
         if count == 1 and not done:
             prefix, tail = token_event(emitted - 1)
+            self.record.token_times.append(perf_counter())  # before the write: a client cannot beat it
             if self._chunked:
                 self._transport.write(b"%x\r\n%b%b\r\n" % (len(prefix) + len(tail), prefix, tail))
             else:
                 self._transport.write(prefix + tail)
-            self.record.token_times.append(perf_counter())
             return
         events = [prefix + tail for prefix, tail in map(token_event, range(emitted - count, emitted))]
         if done:
@@ -93,9 +93,9 @@ class Generation:
             events = [http.chunk(event) for event in events]
             if done:
                 events.append(http.LAST_CHUNK)
-        self._transport.write(b"".join(events))
         now_s = perf_counter()
         self.record.token_times.extend([now_s] * count)
+        self._transport.write(b"".join(events))
         if done:
             self._finish(now_s)
 

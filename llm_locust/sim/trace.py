@@ -4,9 +4,11 @@ One `TraceRecord` per request, with what was actually written and when (perf_cou
 CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same machine):
 
 - `t_recv`: the request was fully received;
-- `token_times`: for a streamed response, the instant right after each token event was handed to
-  the socket (events written together share an instant); for a non-streamed response, when the
-  timing model produced each token (only the last coincides with a write);
+- `token_times`: for a streamed response, the instant right before each token event was handed
+  to the socket (events written together share an instant; the bytes cannot reach a client
+  earlier — stamped after the write, a client on another core could read them first); for a
+  non-streamed response, when the timing model produced each token (only the last coincides
+  with a write);
 - `t_done`: the end of the response was written (or the client went away);
 - `queue_s`: seconds waiting for a batch slot (batching model; 0 for the fixed model);
 - `cancelled`: the client disconnected before the end; `completion_tokens` then counts what was
