@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from llm_locust.errors import ConfigError
+from llm_locust.slo import Slo, parse_slos
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -70,6 +71,13 @@ def add_arguments(parser: Any) -> None:
         help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
     )
     group.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        help="Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): "
+        "goodput counts the requests meeting every one; the summary checks each against the run",
+    )
+    group.add_argument(
         "--interval-s",
         type=float,
         default=5.0,
@@ -109,6 +117,7 @@ class Settings:
     read_timeout_s: float = 120.0
     request_timeout_s: float = 600.0
     results_dir: str = ""
+    slo: tuple[Slo, ...] = ()
     interval_s: float = 5.0
 
     @classmethod
@@ -131,6 +140,7 @@ class Settings:
         derived = {
             "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
             "extra_body": extra_body,
+            "slo": parse_slos(_as_list(options.slo)),
             "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
         }
         given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
@@ -140,7 +150,14 @@ class Settings:
         """The settings as written to results: the API key only as present or not."""
         settings = asdict(self)
         del settings["api_key"], settings["results_dir"]
-        return {**settings, "api_key_set": bool(self.api_key)}
+        return {**settings, "slo": [str(slo) for slo in self.slo], "api_key_set": bool(self.api_key)}
+
+
+def _as_list(value: str | list[str] | None) -> list[str]:
+    """An append option's value: a list from the command line, a string from a config file or the web UI."""
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:
