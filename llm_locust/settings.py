@@ -75,7 +75,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument(
         "--slo",
         action="append",
-        default=[],
+        default=None,  # not []: the web UI would parse a list field's text as integers
         help="Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): "
         "goodput counts the requests meeting every one; the summary checks each against the run",
     )
@@ -211,6 +211,7 @@ class Settings:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         _check_load(options)
         derived = {
+            "seed": _optional_int("--seed", options.seed),
             "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
             "extra_body": extra_body,
             "slo": parse_slos(_as_list(options.slo)),
@@ -262,6 +263,16 @@ def _check_load(options: Any) -> None:
         raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
     if not 0 <= options.abort_error_rate <= 1:
         raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
+
+
+def _optional_int(option: str, value: int | str | None) -> int | None:
+    """An optional integer option: None when unset; the web UI's form gives text ("" when empty)."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value) if value.strip() else None
+    except ValueError:
+        raise ConfigError(f"{option} must be an integer, got {value!r}") from None
 
 
 def _as_list(value: str | list[str] | None) -> list[str]:
