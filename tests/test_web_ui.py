@@ -1,4 +1,5 @@
-"""The Locust web UI with --processes 2: our options are form fields, a run started from the UI measures."""
+"""The Locust web UI with --processes 2: our options are form fields, a run started from the UI measures,
+the LLM view's JSON and tab rows follow it (tests/test_web_ui_browser.py drives the same in Chromium)."""
 
 from __future__ import annotations
 
@@ -46,29 +47,41 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
 
         wait_for(ready, 20, "the web UI")
         page = http(ui).decode()
-        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir"):
+        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir", "slo", "seed"):
             assert field in page, field
+        assert '"extended_tabs": [{"key": "llm", "title": "LLM"}]' in page and 'id="llm-view-link"' in page
+        # what the browser's form sends: every field, empty ones as ""
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
-                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret}  # fmt: skip
+                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
+                "sweep_users": "", "model": ""}  # fmt: skip
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
-        def llm_rows():
-            stats = json.loads(http(f"{ui}/stats/requests"))["stats"]
-            rows = {(s["method"], s["name"]): s for s in stats}
-            ttft = rows.get(("LLM", "TTFT"))
-            return rows if ttft and ttft["num_requests"] >= 8 else None
+        def llm_stats():
+            snap = json.loads(http(f"{ui}/llm/stats.json"))
+            return snap if snap["summary"] and snap["summary"]["throughput"]["requests_ok"] >= 8 else None
 
-        rows = wait_for(llm_rows, 20, "LLM rows in the web UI")
+        snap = wait_for(llm_stats, 20, "LLM stats in the web UI")
+        assert snap["state"] in ("spawning", "running") and snap["workers"] == 2 and not snap["final"]
+        stats = json.loads(http(f"{ui}/stats/requests"))
+        tab = {row["metric"]: row for row in next(t["data"] for t in stats["extended_stats"] if t["key"] == "llm")}
+        assert tab["Users (now / max)"]["window"] == "4"
+        rows = {(s["method"], s["name"]): s for s in stats["stats"]}
+        assert set(rows) == {("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("", "Aggregated")}
         assert rows[("POST", "/v1/chat/completions")]["num_failures"] == 0
-        assert secret not in http(f"{ui}/stats/requests").decode() and secret not in http(ui).decode()
+        for path in ("/stats/requests", "/", "/llm", "/llm/stats.json"):
+            assert secret not in http(ui + path).decode(), path
         http(f"{ui}/stop", {})
         summary = wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path), 20, "summary")
+        final = wait_for(lambda: (s := json.loads(http(f"{ui}/llm/stats.json")))["final"] and s, 20, "final stats")
+        assert final["summary"] == read_summary(tmp_path)
+        assert json.loads(http(f"{ui}/llm/results/summary.json")) == final["summary"]
     finally:
         proc.terminate()
         output = proc.communicate(timeout=30)[0]
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
     assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
+    assert summary["settings"]["seed"] is None and summary["settings"]["slo"] == []  # empty fields: unset
     assert secret not in output
     for path in tmp_path.iterdir():
         assert secret not in path.read_text(errors="replace"), path
