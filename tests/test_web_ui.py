@@ -85,3 +85,51 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     assert secret not in output
     for path in tmp_path.iterdir():
         assert secret not in path.read_text(errors="replace"), path
+
+
+def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
+    """A rate sweep whose second step is more than 2 users can send: the view shows each step's status
+    as it runs, warns that the open loop fell behind while the run still goes, and ends with summary.json's steps."""
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sweep.py"), "--autostart",
+               "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url,
+               "--sweep-rates", "4,60", "--max-concurrency", "2", "--step-duration-s", "6", "--warmup-s", "1",
+               "--arrival", "constant", "--interval-s", "1", "--max-tokens", "8",
+               "--results-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[int, set[str]] = {0: set(), 1: set()}
+    try:
+
+        def snapshot():
+            try:
+                return json.loads(http(f"{ui}/llm/stats.json"))
+            except OSError:
+                return None
+
+        def warned_while_running():
+            snap = snapshot()
+            for step in (snap or {}).get("steps", []):
+                seen[step["index"]].add(step["status"])
+            running = snap is not None and snap["state"] in ("spawning", "running")
+            return running and any("fell behind its schedule" in w for w in snap["warnings"]) and snap
+
+        live = wait_for(warned_while_running, 25, "the behind-schedule warning during the run")
+        stats = json.loads(http(f"{ui}/stats/requests"))
+        tab = next(t["data"] for t in stats["extended_stats"] if t["key"] == "llm")
+        assert any(row["metric"] == "Warning" and "fell behind" in row["run"] for row in tab)
+        assert '"title": "LLM steps"' in http(ui).decode()
+        final = wait_for(lambda: (s := snapshot()) is not None and s["final"] and s, 30, "the final summary")
+        steps_tab = next(t["data"] for t in json.loads(http(f"{ui}/stats/requests"))["extended_stats"]
+                         if t["key"] == "llm-steps")  # fmt: skip
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert live["steps"][-1]["status"] in ("warm-up", "measuring") and "measuring" in seen[0] | seen[1]
+    summary = read_summary(tmp_path)
+    assert [{k: v for k, v in s.items() if k != "status"} for s in final["steps"]] == summary["steps"]
+    assert [s["status"] for s in final["steps"]] == ["done", "done"]
+    assert [row["step"] for row in steps_tab] == ["0: rate=4/s", "1: rate=60/s"]
+    assert [row["status"] for row in steps_tab] == ["done", "done"]
+    assert steps_tab[1]["offered"] == "60.00" and float(steps_tab[1]["achieved"]) < 50  # 2 users
+    assert "Traceback" not in output, output[-3000:]
