@@ -7,15 +7,19 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
+import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
 
+from llm_locust.webui import report_available
 
-def http(url: str, form: dict | None = None) -> bytes:
+
+def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
-    with urllib.request.urlopen(url, data=data, timeout=10) as response:
+    with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
         return response.read()
 
 
@@ -75,6 +79,13 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
         final = wait_for(lambda: (s := json.loads(http(f"{ui}/llm/stats.json")))["final"] and s, 20, "final stats")
         assert final["summary"] == read_summary(tmp_path)
         assert json.loads(http(f"{ui}/llm/results/summary.json")) == final["summary"]
+        if report_available():  # `llm-locust report` built from the results folder, on demand
+            assert final["links"]["report"] == "llm/report"
+            assert b"<html" in http(f"{ui}/llm/report", timeout_s=120)[:500].lower()
+        else:
+            assert final["links"]["report"] is None
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                http(f"{ui}/llm/report")
     finally:
         proc.terminate()
         output = proc.communicate(timeout=30)[0]
