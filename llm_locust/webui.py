@@ -171,7 +171,9 @@ class LiveView:
         state = self.state
         runner = state.environment.runner
         writer = state.results
-        summary = None if writer is None else writer.final_summary or writer.summary(state.run)
+        summary = None
+        if writer is not None:  # while running: the summary so far, which is not a complete run yet
+            summary = writer.final_summary or {**writer.summary(state.run), "status": "incomplete"}
         history = [] if writer is None else writer.recent_rows()
         final = writer is not None and writer.final_summary is not None
         return {
