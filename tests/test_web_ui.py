@@ -11,10 +11,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary
 
-from llm_locust.webui import report_available
+from llm_locust.webui import SNAPSHOT_CACHE_S, report_available
 
 
 def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
@@ -144,3 +145,30 @@ def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
     assert [row["status"] for row in steps_tab] == ["done", "done"]
     assert steps_tab[1]["offered"] == "60.00" and float(steps_tab[1]["achieved"]) < 50  # 2 users
     assert "Traceback" not in output, output[-3000:]
+
+
+def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkeypatch):
+    """In process: a local runner with Locust's web UI; Locust's CPU warning (set by its own monitor
+    when the process is saturated) shows in the view, and requests in flight are this process's own."""
+    monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
+    opts = options("--host", fixed_sim.url, "--max-tokens", "64", "--ignore-eos", "--results-dir", str(tmp_path))
+    env = new_env(opts)
+    runner = env.create_local_runner()
+    port = free_port()
+    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
+    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
+    web_ui.start()
+    ui = f"http://127.0.0.1:{port}"
+    try:
+        runner.start(3, spawn_rate=3)
+        gevent.sleep(1.0)  # requests take 200 ms + 63 x 20 ms: users are mostly mid-request
+        runner.cpu_warning_emitted, runner.current_cpu_usage = True, 97.0  # what Locust's CPU monitor sets
+        gevent.sleep(SNAPSHOT_CACHE_S)
+        snap = json.loads(http(f"{ui}/llm/stats.json"))
+    finally:
+        runner.quit()
+        env.events.quitting.fire(environment=env, reverse=True)
+        web_ui.stop()
+    assert 1 <= snap["in_flight"] <= 3 and snap["users"] == 3 and snap["workers"] is None
+    (warning,) = snap["warnings"]
+    assert warning.startswith("CPU above 90 % (now 97 %): the client is saturated")
