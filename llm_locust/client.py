@@ -38,14 +38,21 @@ class RequestFailure(Exception):
 
 
 def stream_completion(
-    session: Any, path: str, body: bytes, headers: dict[str, str], endpoint: str, watchdog: TimeoutWatchdog
+    session: Any,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    endpoint: str,
+    watchdog: TimeoutWatchdog,
+    expected_prompt_tokens: int | None = None,
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
     `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
-    this greenlet while it waits for bytes).
+    this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's count, if
+    known) goes on the record, to be checked against the server's usage.prompt_tokens.
     """
-    record = RequestRecord(endpoint=endpoint, t_send=perf_counter())
+    record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
     watch = watchdog.start(record.t_send)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:

@@ -59,6 +59,9 @@ def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
     if usage:
         record.usage_completion_tokens = usage.get("completion_tokens")
         record.prompt_tokens = usage.get("prompt_tokens")
+        details = usage.get("completion_tokens_details")
+        if details:
+            record.reasoning_tokens = details.get("reasoning_tokens")
     return False
 
 
