@@ -83,14 +83,18 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
         return False
     status = resp.status_code
     if not 200 <= status < 300:
-        kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
-        record.fail(kind, f"HTTP {status}: {_error_body(resp)}")
+        record.fail(status_kind(status), f"HTTP {status}: {_error_body(resp)}")
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
     if not content_type.startswith("text/event-stream"):
         record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
         return False
     return True
+
+
+def status_kind(status: int) -> ErrorKind:
+    """The failure kind of a non-2xx HTTP status."""
+    return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
 def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
@@ -136,11 +140,15 @@ def _error_body(resp: Any) -> str:
 def _report(resp: Any, record: RequestRecord) -> None:
     """Set what Locust reports for the HTTP request: E2E latency, output tokens, outcome."""
     meta = resp.request_meta
-    t_end = record.t_last if record.ok else record.t_done
-    meta["response_time"] = (t_end - record.t_send) * 1000
-    meta["response_length"] = record.output_tokens if record.ok else 0
+    meta["response_time"], meta["response_length"] = report_values(record)
     meta["context"] = {**meta["context"], RECORD_KEY: record}
     if record.ok:
         resp.success()
     else:
         resp.failure(RequestFailure(record.error_kind, record.error_message))
+
+
+def report_values(record: RequestRecord) -> tuple[float, int]:
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens)."""
+    t_end = record.t_last if record.ok else record.t_done
+    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok else 0

@@ -80,10 +80,11 @@ def fit(
     for _ in range(_FIX_ROUNDS):
         if n == target:
             break
+        per_word = max(1.0, n / max(1, len(words)))  # steps sized by the text's own tokens per word
         if n > target and len(words) > 1:
-            del words[-max(1, min(n - target, len(words) - 1)) :]
+            del words[-max(1, min(int((n - target) / per_word), len(words) - 1)) :]
         elif n < target:
-            words.extend(rng.choices(vocabulary, k=target - n))
+            words.extend(rng.choices(vocabulary, k=max(1, int((target - n) / per_word))))
         else:
             break
         n = counter.count(head + " ".join(words))

@@ -78,5 +78,5 @@ def parse_header(text: str) -> tuple[str, str]:
     name, colon, value = text.partition(":")
     name = name.strip()
     if not colon or not name or any(c.isspace() for c in name):
-        raise ConfigError(f"--header {name or '(empty)'!r}...: expected 'Name: value'")
+        raise ConfigError("--header: expected 'Name: value' with a name without spaces (the value is not shown)")
     return name, value.strip()

@@ -7,6 +7,7 @@ exact on the built-in simulator, ~1 token per common English word for BPE tokeni
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from typing import Protocol
 
@@ -57,10 +58,10 @@ def _load_hf(path: str) -> HFTokenCounter:
     """Load tokenizer.json; ConfigError naming --tokenizer if it cannot be read."""
     from tokenizers import Tokenizer
 
+    if not os.path.isfile(path):
+        raise ConfigError(f"--tokenizer {path}: no such file (give the path of a tokenizer.json)")
     try:
         return HFTokenCounter(Tokenizer.from_file(path))
-    except FileNotFoundError:
-        raise ConfigError(f"--tokenizer {path}: no such file (give the path of a tokenizer.json)") from None
     except Exception as e:  # the Rust side raises plain Exception for bad files
         reason = " ".join(str(e).split())[:200]
         raise ConfigError(f"--tokenizer {path}: not a Hugging Face tokenizer.json ({reason})") from None
