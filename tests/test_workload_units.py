@@ -100,11 +100,11 @@ def test_tokenizer_prompts_have_exact_token_lengths(tmp_path):
 
 
 def test_tokenizer_file_errors(tmp_path):
-    with pytest.raises(ConfigError, match="--tokenizer .*no such file"):
+    with pytest.raises(ConfigError, match=r"--tokenizer .*no such file"):
         token_counter(str(tmp_path / "missing.json"))
     bad = tmp_path / "bad.json"
     bad.write_text("{not a tokenizer")
-    with pytest.raises(ConfigError, match="--tokenizer .*not a Hugging Face tokenizer.json"):
+    with pytest.raises(ConfigError, match=r"--tokenizer .*not a Hugging Face tokenizer\.json"):
         token_counter(str(bad))
 
 
@@ -199,7 +199,7 @@ def test_length_fields_per_server_family():
     assert length_fields("openai", "chat", 9, False) == {"max_completion_tokens": 9}
     assert length_fields("tgi", "chat", 9, False) == {"max_tokens": 9}
     for family in ("openai", "tgi"):
-        with pytest.raises(ConfigError, match="--ignore-eos: .*no request field"):
+        with pytest.raises(ConfigError, match=r"--ignore-eos: .*no request field"):
             check_length_control(family, True)
 
 
