@@ -7,10 +7,11 @@ headers, and reasoning models (reasoning_content events, usage.completion_tokens
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import gevent
-from gevent.pywsgi import WSGIServer
+from gevent.pywsgi import WSGIHandler, WSGIServer
 
 REASONING_EVENTS = 3
 CONTENT_EVENTS = 2
@@ -22,7 +23,7 @@ class RecordingServer:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None)
+        self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None, handler_class=_NoDelayHandler)
 
     def __enter__(self) -> RecordingServer:
         self._server.start()
@@ -47,6 +48,14 @@ class RecordingServer:
             return [json.dumps({"data": [{"id": "recorded-model"}]}).encode()]
         start_response("200 OK", [("Content-Type", "text/event-stream")])
         return _events(self.requests[-1]["body"])
+
+
+class _NoDelayHandler(WSGIHandler):
+    """TCP_NODELAY on every connection: Nagle + delayed ACK would hold small events back ~40 ms."""
+
+    def handle(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().handle()
 
 
 def _events(body: dict[str, Any]) -> Any:
