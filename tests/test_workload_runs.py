@@ -22,7 +22,8 @@ def test_synthetic_prompts_hit_their_token_lengths_on_the_server(fast_sim, tmp_p
     """uniform prompt lengths + a shared prefix: the server counts exactly what the client expected."""
     fast_sim.reset()
     opts = options("--host", fast_sim.url, "--prompt-tokens", "uniform:20,200", "--prefix-tokens", "16",
-                   "--max-tokens", "uniform:4,12", "--ignore-eos", "--seed", "7", "--results-dir", str(tmp_path))  # fmt: skip
+                   "--max-tokens", "uniform:4,12", "--ignore-eos", "--seed", "7",
+                   "--results-dir", str(tmp_path))  # fmt: skip
     run_local(opts, users=4, seconds=3)
     summary = read_summary(tmp_path)
     ok = summary["throughput"]["requests_ok"]
