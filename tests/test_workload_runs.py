@@ -129,9 +129,10 @@ def test_databricks_invocations_with_bearer_token(tmp_path, monkeypatch):
 
 def test_server_family_fields_reach_the_server(tmp_path):
     with RecordingServer() as server:
-        opts = options("--host", server.url, "--model", "m", "--server-family", "llamacpp", "--ignore-eos",
-                       "--max-tokens", "9", "--results-dir", str(tmp_path))  # fmt: skip
+        opts = options("--host", server.url + "/gateway", "--model", "m", "--server-family", "llamacpp",
+                       "--ignore-eos", "--max-tokens", "9", "--results-dir", str(tmp_path))  # fmt: skip
         run_local(opts, users=1, seconds=0.4)
+    assert server.requests[0]["path"] == "/gateway/v1/chat/completions"  # a base URL with a path prefix
     body = server.requests[0]["body"]
     assert (body["max_tokens"], body["n_predict"], body["ignore_eos"]) == (9, 9, True)
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
