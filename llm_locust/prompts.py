@@ -42,6 +42,7 @@ class PromptMaker:
         self.prefix = prefix
         self.prefix_tokens = prefix_tokens
         self.words = single_token_words(counter)
+        self.lead_words = leading_words(counter, self.words)
 
     def prompt(self, tokens: int) -> tuple[str, int]:
         """A prompt of `tokens` tokens after the shared prefix; returns (text, its counted tokens).
@@ -51,6 +52,8 @@ class PromptMaker:
         """
         words = self.rng.choices(self.words, k=tokens)
         head = self.prefix + " " if self.prefix else ""
+        if not head:
+            words[0] = self.rng.choice(self.lead_words)
         if self.counter.exact_words:
             return head + " ".join(words), self.prefix_tokens + tokens
         return fit(self.counter, head, words, self.prefix_tokens + tokens, self.rng, self.words)
@@ -63,6 +66,7 @@ def shared_prefix(counter: TokenCounter, tokens: int, seed: int | None) -> tuple
     rng = random.Random(f"prefix/{seed or 0}")
     words = single_token_words(counter)
     picked = rng.choices(words, k=tokens)
+    picked[0] = rng.choice(leading_words(counter, words))
     if counter.exact_words:
         return " ".join(picked), tokens
     return fit(counter, "", picked, tokens, rng, words)
@@ -89,6 +93,14 @@ def fit(
             break
         n = counter.count(head + " ".join(words))
     return head + " ".join(words), n
+
+
+def leading_words(counter: TokenCounter, words: list[str]) -> list[str]:
+    """The words of `words` that are also one token at the start of a text (no space before them)."""
+    if counter.exact_words:
+        return words
+    leading = [w for w in words if counter.count(w) == 1]
+    return leading or words
 
 
 def single_token_words(counter: TokenCounter) -> list[str]:

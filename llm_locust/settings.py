@@ -244,6 +244,7 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
         file_data_url(path)
     headers = tuple(parse_header(text) for text in _as_list(options.header))
     return {
+        "seed": _optional_int(options.seed, "--seed"),
         "prompt_tokens": parse_length(options.prompt_tokens, "--prompt-tokens"),
         "max_tokens": parse_length(options.max_tokens, "--max-tokens"),
         "server_family": family,
@@ -251,6 +252,16 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
         "image_size": parse_size(options.image_size) if options.image_size else None,
         "header": headers,
     }
+
+
+def _optional_int(value: Any, option: str) -> int | None:
+    """An optional integer option (the web UI form sends text; '' means not given)."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{option} must be a whole number, got {value!r}") from None
 
 
 def _as_list(value: Any) -> list[str]:

@@ -7,10 +7,15 @@ import random
 import subprocess
 import sys
 
+import pytest
 from conftest import LOCUSTFILE, ChatUser, options, read_summary, run_local
 from recording_server import REASONING_EVENTS, RecordingServer
+from test_workload_units import build_tokenizer
 
+from llm_locust.errors import ConfigError
 from llm_locust.images import file_data_url, png_bytes
+from llm_locust.settings import Settings
+from llm_locust.tokens import token_counter
 from llm_locust.users import CompletionsUser
 
 
@@ -179,3 +184,42 @@ def test_bad_dataset_option_exits_2_with_one_line(tmp_path):
     proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"{bad}:2: malformed JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_tokenizer_counts_are_checked_against_server_usage(fast_sim, tmp_path):
+    """Synthetic prompts sized by a BPE tokenizer match the simulator's word count (single-token words);
+    dataset words that are several BPE tokens are counted as mismatches, with their largest difference."""
+    tokenizer = build_tokenizer(tmp_path / "tokenizer.json")
+    opts = options("--host", fast_sim.url, "--tokenizer", str(tokenizer), "--prompt-tokens", "normal:40,10",
+                   "--max-tokens", "2", "--results-dir", str(tmp_path / "synthetic"))  # fmt: skip
+    run_local(opts, users=2, seconds=1.5)
+    tokens = read_summary(tmp_path / "synthetic")["tokens"]
+    assert tokens["prompt_tokens_checked"] >= 4 and tokens["prompt_token_mismatches"] == 0
+
+    dataset = tmp_path / "rare.jsonl"
+    dataset.write_text('{"prompt": "zyxwvut qponmlk"}\n')  # 2 words, many byte-level tokens
+    opts = options("--host", fast_sim.url, "--tokenizer", str(tokenizer), "--dataset", str(dataset),
+                   "--max-tokens", "2", "--results-dir", str(tmp_path / "dataset"))  # fmt: skip
+    run_local(opts, users=1, seconds=0.5)
+    tokens = read_summary(tmp_path / "dataset")["tokens"]
+    expected = token_counter(str(tokenizer)).count("zyxwvut qponmlk")
+    assert tokens["prompt_tokens_checked"] == tokens["prompt_token_mismatches"] >= 1
+    assert tokens["prompt_tokens_max_abs_diff"] == expected - 2 > 0
+
+
+def test_settings_validation(monkeypatch):
+    with pytest.raises(ConfigError, match="--provider azure needs --deployment"):
+        Settings.from_options(options("--provider", "azure"))
+    with pytest.raises(ConfigError, match="--ignore-eos: TGI"):
+        Settings.from_options(options("--server-family", "tgi", "--ignore-eos"))
+    with pytest.raises(ConfigError, match="--ignore-eos: OpenAI"):
+        Settings.from_options(options("--provider", "openai", "--ignore-eos"))
+    opts = options("--prompt-tokens", "lognormal:300,100", "--header", "A: secret", "--provider", "databricks",
+                   "--deployment", "ep")  # fmt: skip
+    monkeypatch.setenv("DATABRICKS_TOKEN", "tok")
+    settings = Settings.from_options(opts)
+    assert settings.api_key == "tok" and settings.server_family == "openai" and settings.seed is None
+    public = settings.public()
+    assert public["header"] == ["A"] and "secret" not in repr(settings) and "secret" not in json.dumps(public)
+    opts.seed = "12"  # what the web UI form sends
+    assert Settings.from_options(opts).seed == 12
