@@ -103,7 +103,11 @@ def add_workload_arguments(group: Any) -> None:
     )
     group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
     group.add_argument(
-        "--dataset-format", default="", choices=("", *DATASET_FORMATS), help="Format of --dataset (default: extension)"
+        "--dataset-format",
+        default="",
+        choices=("", *DATASET_FORMATS),
+        metavar="{" + ",".join(DATASET_FORMATS) + "}",
+        help="Format of --dataset (default: from its extension)",
     )
     group.add_argument(
         "--image", action="append", default=[], help="Image file attached to every chat request (repeatable)"
@@ -122,6 +126,7 @@ def add_provider_arguments(group: Any) -> None:
         "--server-family",
         default="",
         choices=("", *FAMILIES),
+        metavar="{" + ",".join(FAMILIES) + "}",
         help="Server software: which fields --ignore-eos sends (default: vllm; openai for hosted providers)",
     )
     group.add_argument(
