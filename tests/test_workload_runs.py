@@ -6,9 +6,11 @@ import json
 import random
 import subprocess
 import sys
+import time
 
+import gevent
 import pytest
-from conftest import LOCUSTFILE, ChatUser, options, read_summary, run_local
+from conftest import LOCUSTFILE, ChatUser, new_env, options, read_summary, run_local
 from recording_server import REASONING_EVENTS, RecordingServer
 from test_workload_units import build_tokenizer
 
@@ -223,3 +225,31 @@ def test_settings_validation(monkeypatch):
     assert public["header"] == ["A"] and "secret" not in repr(settings) and "secret" not in json.dumps(public)
     opts.seed = "12"  # what the web UI form sends
     assert Settings.from_options(opts).seed == 12
+
+
+def test_master_workload_options_reach_the_workers(fast_sim, tmp_path):
+    """Master + 2 in-process workers: the dataset and length options given to the master drive the workers."""
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text('"a b"\n"c d e"\n"f g h i"\n')
+    opts = options("--host", fast_sim.url, "--dataset", str(dataset), "--max-tokens", "uniform:2,5", "--ignore-eos",
+                   "--seed", "3", "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    fast_sim.reset()
+    master_env = new_env(opts)
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    for _ in range(2):
+        worker_env = new_env(options())
+        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+    deadline = time.monotonic() + 10
+    while master.worker_count < 2 and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    master.start(4, spawn_rate=4)
+    gevent.sleep(2.5)
+    master.quit()
+    master_env.events.quitting.fire(environment=master_env, reverse=True)
+    summary = read_summary(tmp_path / "results")
+    assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
+    assert {r["prompt_tokens"] for r in completed(fast_sim)} == {2, 3, 4}
+    outputs = summary["metrics"]["output_tokens"]
+    assert outputs["min"] == 2 and outputs["max"] == 5
