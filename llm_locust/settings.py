@@ -248,6 +248,8 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
     for path in images:
         file_data_url(path)
     headers = tuple(parse_header(text) for text in _as_list(options.header))
+    if options.client == "openai-sdk":
+        _import_openai()
     return {
         "seed": _optional_int(options.seed, "--seed"),
         "prompt_tokens": parse_length(options.prompt_tokens, "--prompt-tokens"),
@@ -257,6 +259,14 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
         "image_size": parse_size(options.image_size) if options.image_size else None,
         "header": headers,
     }
+
+
+def _import_openai() -> None:
+    """Import the openai SDK now (~1 s), not while the first users start; ConfigError if it is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigError("--client openai-sdk needs the openai package: pip install openai") from None
 
 
 def _optional_int(value: Any, option: str) -> int | None:

@@ -253,3 +253,19 @@ def test_master_workload_options_reach_the_workers(fast_sim, tmp_path):
     assert {r["prompt_tokens"] for r in completed(fast_sim)} == {2, 3, 4}
     outputs = summary["metrics"]["output_tokens"]
     assert outputs["min"] == 2 and outputs["max"] == 5
+
+
+def test_openai_sdk_client_with_azure_headers_and_reasoning(tmp_path, monkeypatch):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-secret-3")
+    with RecordingServer() as server:
+        opts = options("--host", server.url, "--provider", "azure", "--deployment", "o3", "--client", "openai-sdk",
+                       "--header", "X-Team: t", "--results-dir", str(tmp_path))  # fmt: skip
+        run_local(opts, users=1, seconds=2)
+    request = next(r for r in server.requests if r["method"] == "POST")
+    assert request["path"] == "/openai/deployments/o3/chat/completions" and request["query"] == "api-version=2024-10-21"
+    assert request["headers"]["api-key"] == "azure-secret-3" and request["headers"]["x-team"] == "t"
+    assert request["body"]["max_completion_tokens"] == 128 and request["body"]["stream_options"]["include_usage"]
+    summary = read_summary(tmp_path)
+    ok = summary["throughput"]["requests_ok"]
+    assert ok >= 2 and summary["tokens"]["reasoning_tokens"] == REASONING_EVENTS * ok
+    assert summary["metrics"]["ttfo_ms"]["p50"] - summary["metrics"]["ttft_ms"]["p50"] >= 40
