@@ -10,7 +10,8 @@ field the file gives, e.g. `max_tokens`, `temperature`):
 - JSON: a list of such objects, e.g. a ShareGPT export:
   `[{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}]`.
   A conversation with k user turns becomes k requests; request i carries the whole history
-  (system turn, user turns 1..i and the file's assistant replies 1..i-1).
+  (system turn, user turns 1..i and the file's assistant replies 1..i-1). Conversations that
+  are empty or have no user turn (common in ShareGPT exports) are skipped.
 - CSV with a header row: a `prompt` column (or a single column), optional `max_tokens` column.
 
 Errors are one line naming the file, the line (or entry) and the field.
@@ -32,7 +33,7 @@ from llm_locust.errors import ConfigError
 FORMATS = ("jsonl", "json", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
-          "bard": "assistant", "model": "assistant", "system": "system"}  # fmt: skip
+          "bard": "assistant", "bing": "assistant", "model": "assistant", "system": "system"}  # fmt: skip
 
 Request = dict[str, Any]
 Conversation = tuple[Request, ...]
@@ -70,9 +71,9 @@ def _load(path: str, fmt: str, _mtime_ns: int, _size: int) -> tuple[Conversation
         raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
     if not text.strip():
         raise ConfigError(f"{path}: the file is empty")
-    conversations = {"jsonl": _jsonl, "json": _json, "csv": _csv}[fmt](path, text)
+    conversations = [c for c in {"jsonl": _jsonl, "json": _json, "csv": _csv}[fmt](path, text) if c]
     if not conversations:
-        raise ConfigError(f"{path}: no prompt found")
+        raise ConfigError(f"{path}: no prompt found (conversations without a user turn are skipped)")
     return tuple(conversations)
 
 
@@ -145,9 +146,9 @@ def _conversation(value: Any, where: str) -> Conversation:
 
 
 def _turns(turns: Any, where: str) -> Conversation:
-    """ShareGPT turns -> one request per user turn, each with the history before it."""
-    if not isinstance(turns, list) or not turns:
-        raise ConfigError(f"{where}: 'conversations' must be a non-empty list of turns")
+    """ShareGPT turns -> one request per user turn, each with the history before it (() if none)."""
+    if not isinstance(turns, list):
+        raise ConfigError(f"{where}: 'conversations' must be a list of turns")
     history: list[dict[str, str]] = []
     requests: list[Request] = []
     for index, turn in enumerate(turns):
@@ -162,8 +163,6 @@ def _turns(turns: Any, where: str) -> Conversation:
         history.append({"role": role, "content": content})
         if role == "user":
             requests.append({"messages": tuple(history)})
-    if not requests:
-        raise ConfigError(f"{where}: the conversation has no user ('human') turn")
     return tuple(requests)
 
 

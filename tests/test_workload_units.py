@@ -132,7 +132,8 @@ def test_jsonl_prompts_bodies_and_conversations(tmp_path):
 
 def test_sharegpt_json_and_csv(tmp_path):
     sharegpt = write(tmp_path / "s.json", '[{"id": "x", "conversations": [{"from": "system", "value": "be brief"},'
-                     '{"from": "human", "value": "one"}, {"from": "gpt", "value": "two"}]}]')  # fmt: skip
+                     '{"from": "human", "value": "one"}, {"from": "gpt", "value": "two"}]},'
+                     '{"conversations": []}]')  # fmt: skip
     ((request,),) = load_dataset(sharegpt, "")
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
     table = write(tmp_path / "p.csv", 'prompt,max_tokens\n"a, b",3\nsecond prompt,\n')
@@ -152,7 +153,12 @@ def test_sharegpt_json_and_csv(tmp_path):
         ("tokens.jsonl", '{"prompt": "a", "max_tokens": 0}\n', "", r"tokens.jsonl:1: 'max_tokens' must be"),
         ("bad.json", '[{"conversations": [\n{"from": "human", "value": "a"},\n]}]', "", r"bad.json:2: malformed"),
         ("role.json", '[{"conversations": [{"from": "alien", "value": "a"}]}]', "", r"entry 0: turn 0: 'from'"),
-        ("nouser.json", '[{"conversations": [{"from": "gpt", "value": "a"}]}]', "", r"entry 0: .*no user"),
+        (
+            "nouser.json",
+            '[{"conversations": [{"from": "gpt", "value": "a"}]}, {"conversations": []}]',
+            "",
+            r"nouser.json: no prompt found \(conversations without a user turn are skipped\)",
+        ),
         ("obj.json", '{"prompt": "a"}', "", r"obj.json: expected a JSON list"),
         ("cols.csv", "a,b\n1,2\n", "", r"cols.csv:1: no 'prompt' column \(columns: a, b\)"),
         ("blank.csv", 'prompt\nx\n""\n', "", r"blank.csv:3: empty 'prompt'"),
