@@ -172,3 +172,75 @@ def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkey
     assert 1 <= snap["in_flight"] <= 3 and snap["users"] == 3 and snap["workers"] is None
     (warning,) = snap["warnings"]
     assert warning.startswith("CPU above 90 % (now 97 %): the client is saturated")
+
+
+AUTH_LOCUSTFILE = """
+from flask_login import UserMixin, login_user
+from locust import events
+
+from llm_locust.plugin import install
+from llm_locust.users import ChatCompletionsUser
+
+install(events)
+
+
+class ChatUser(ChatCompletionsUser):
+    pass
+
+
+class Tester(UserMixin):
+    def __init__(self, user_id):
+        self.id = user_id
+
+
+@events.init.add_listener
+def _auth(environment, web_ui=None, **_):
+    if web_ui is not None:
+        web_ui.app.secret_key = "test-only"
+        web_ui.login_manager.user_loader(Tester)
+
+        @web_ui.app.route("/test-login")
+        def test_login():
+            login_user(Tester("tester"))
+            return "ok"
+"""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
+    locustfile = tmp_path / "auth_locustfile.py"
+    locustfile.write_text(AUTH_LOCUSTFILE)
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--web-login", "--web-host", "127.0.0.1",
+               "--web-port", str(port), "--host", fast_sim.url, "--results-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cookies = urllib.request.HTTPCookieProcessor()
+    browser = urllib.request.build_opener(cookies, _NoRedirect)
+    try:
+
+        def status(path: str) -> int:
+            try:
+                with browser.open(ui + path, timeout=10) as response:
+                    return response.status
+            except urllib.error.HTTPError as e:
+                return e.code
+            except OSError:
+                return 0
+
+        wait_for(lambda: status("/login") == 200, 20, "the web UI")
+        for path in ("/llm", "/llm/stats.json", "/llm/results/summary.json", "/llm/report"):
+            assert status(path) == 302, path  # to the login page, like Locust's own pages
+        assert status("/test-login") == 200
+        with browser.open(f"{ui}/llm/stats.json", timeout=10) as response:
+            snap = json.loads(response.read())
+        assert snap["state"] == "ready" and snap["summary"] is None and status("/llm") == 200
+        assert status("/llm/report") == 409 and status("/llm/results/summary.json") == 404  # no run yet
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert "Traceback" not in output, output[-3000:]
