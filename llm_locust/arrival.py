@@ -25,12 +25,12 @@ from gevent.socket import wait_read
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
-_READ_BYTES = 65536
+READ_BYTES = 65536
 _PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
 _TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
-_CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and _CMSG_BYTES > 0
+CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and CMSG_BYTES > 0
 """True where arrival times can come from the kernel (plain-TCP connections on Linux)."""
 
 
@@ -43,7 +43,7 @@ def body_chunks(raw: Any) -> Iterator[tuple[bytes, float]]:
     """
     body = raw._body_buffer  # filled by raw.feed() (llhttp removes the chunked framing)
     if body:  # arrived together with the headers
-        yield _take(body), perf_counter()
+        yield take_bytes(body), perf_counter()
     if raw.message_complete:  # all of it came with the headers; the connection is released
         return
     read = _reader(raw._sock)
@@ -55,12 +55,12 @@ def body_chunks(raw: Any) -> Iterator[tuple[bytes, float]]:
             if data:
                 raise
         if body:
-            yield _take(body), t
+            yield take_bytes(body), t
         if not data and not raw.message_complete:
             raise HTTPConnectionClosed("connection closed before the end of the response")
 
 
-def _take(buffer: bytearray) -> bytes:
+def take_bytes(buffer: bytearray) -> bytes:
     """Empty `buffer`, returning what it held."""
     data = bytes(buffer)
     del buffer[:]
@@ -72,29 +72,35 @@ def _reader(sock: Any) -> Callable[[], tuple[bytes, float]]:
     if not KERNEL_TIMESTAMPS or hasattr(sock, "getpeercert"):  # TLS sockets have no recvmsg
 
         def read_plain() -> tuple[bytes, float]:
-            data = sock.recv(_READ_BYTES)
+            data = sock.recv(READ_BYTES)
             return data, perf_counter()
 
         return read_plain
 
-    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     recvmsg = sock.recvmsg
     wait_readable = _waiter(sock)
 
     def read_stamped() -> tuple[bytes, float]:
         wait_readable()  # usually nothing is there yet: wait first, saving a failing read per event
-        data, ancillary, _flags, _address = recvmsg(_READ_BYTES, _CMSG_BYTES)
-        now = perf_counter()
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
-                seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
-                # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
-                arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
-                if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:  # else the wall clock stepped: use now
-                    return data, arrived
-        return data, now
+        data, ancillary, _flags, _address = recvmsg(READ_BYTES, CMSG_BYTES)
+        return data, kernel_arrival(ancillary, perf_counter())
 
     return read_stamped
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float:
+    """The kernel's receive time (`SO_TIMESTAMPNS`) in `ancillary` (from `recvmsg`), on
+    perf_counter's clock; `now` (perf_counter s, just after the read) when it holds none or an
+    implausible one (the wall clock stepped)."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
+            arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
+            if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:
+                return arrived
+    return now
 
 
 def _waiter(sock: Any) -> Callable[[], None]:

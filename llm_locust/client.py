@@ -19,7 +19,8 @@ from typing import Any
 
 import orjson
 
-from llm_locust.arrival import body_chunks
+from llm_locust import pump
+from llm_locust.arrival import body_chunks, take_bytes
 from llm_locust.pacing import Ticket
 from llm_locust.protocol import apply_event, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
@@ -109,13 +110,32 @@ def status_kind(status: int) -> ErrorKind:
 
 
 def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time."""
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time.
+
+    Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
+    stream); otherwise (TLS) this greenlet reads it with `arrival.body_chunks`.
+    """
     decoder = SSEDecoder()
-    chunks = body_chunks(raw)
-    for data, t in chunks:
-        watch.t_active_s = t  # data arrived: what the read timeout measures from
+
+    def on_body(data: bytes, t: float) -> bool:
+        """Apply the events completed by `data` (arrived at `t`); True once the stream is over."""
         for event in decoder.feed(data, t):
             if apply_event(record, event.data, event.t):
+                return True
+        return False
+
+    if pump.available(raw):
+        body = raw._body_buffer  # what arrived together with the headers
+        done = on_body(take_bytes(body), perf_counter()) if body else False
+        if not raw.message_complete:
+            pump.pump().read(raw, on_body, watch, done)
+        if record.saw_done or not record.ok:  # [DONE], an error object or a bad chunk ended it
+            return
+    else:
+        chunks = body_chunks(raw)
+        for data, t in chunks:
+            watch.t_active_s = t  # data arrived: what the read timeout measures from
+            if on_body(data, t):
                 if record.ok:  # [DONE]: read the rest of the body so the connection is reused
                     for _data, t_rest in chunks:
                         watch.t_active_s = t_rest

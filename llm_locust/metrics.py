@@ -67,6 +67,24 @@ def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str
     return stats
 
 
+def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
+    """Record every value of `values` (int64, within 0 .. the histogram's highest) into `hist`
+    at once: what `hist.record_value` does per value, vectorised (hdrh's Python per-value path
+    costs ~1.5 µs, once per token event for the ITL)."""
+    values = values[values >= 0]
+    if not values.size:
+        return
+    # bucket = bit length of (v | sub_bucket_mask) - unit magnitude - (sub-bucket half-count magnitude + 1)
+    bit_length = np.frexp((values | hist.sub_bucket_mask).astype(np.float64))[1]
+    bucket = bit_length - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = values >> (bucket + hist.unit_magnitude)
+    index = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub_bucket - hist.sub_bucket_half_count
+    np.add.at(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], index, 1)
+    hist.total_count += int(values.size)
+    hist.min_value = min(hist.min_value, int(values.min()))
+    hist.max_value = max(hist.max_value, int(values.max()))
+
+
 def _pct_key(p: float) -> str:
     """50.0 -> "p50", 99.9 -> "p99_9"."""
     return "p" + f"{p:g}".replace(".", "_")
@@ -126,14 +144,10 @@ class WindowMetrics:
         if tpot_s is not None:
             self._record("tpot", _us(tpot_s))
         self._record("output_tokens", min(n, _HIGHEST_COUNT))
-        gaps = record.itl_us
-        if gaps:
-            if max(gaps) > _HIGHEST_US:
-                gaps = [min(g, _HIGHEST_US) for g in gaps]
-            record_itl = hist["itl"].record_value
-            for gap_us in gaps:
-                record_itl(gap_us)
-            self.sums["itl"] += sum(gaps)
+        if record.itl_us:
+            gaps_us = np.minimum(np.frombuffer(record.itl_us, dtype=np.int64), _HIGHEST_US)
+            record_values(hist["itl"], gaps_us)
+            self.sums["itl"] += int(gaps_us.sum())
 
     def _record(self, metric: str, value: int) -> None:
         self.hist[metric].record_value(value)

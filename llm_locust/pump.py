@@ -1,0 +1,178 @@
+"""One greenlet per process reads every streaming response body: epoll over all of them.
+
+Reading a stream from its own greenlet costs, per token event, a libev watcher start/stop, two
+greenlet switches and a wake-up through the hub — about half of the client's CPU per event
+(profile in benchmarks/RESULTS.md). Here each request's greenlet hands its connection to the
+process's `StreamPump` and sleeps until the response is complete. The pump's greenlet waits on
+one epoll descriptor holding every streaming socket; when it wakes it reads each ready socket
+once (non-blocking `recvmsg`, with the kernel's receive time) and hands the de-chunked body
+bytes to the request's `on_body` callback, in that greenlet, without switching.
+
+Only for plain-TCP sockets on Linux (`available`); TLS connections keep `arrival.body_chunks`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+import gevent
+from gevent.hub import Waiter, get_hub
+from gevent.monkey import get_original
+from geventhttpclient._parser import HTTPParseError
+from geventhttpclient.response import HTTPConnectionClosed
+
+from llm_locust.arrival import CMSG_BYTES, KERNEL_TIMESTAMPS, READ_BYTES, SO_TIMESTAMPNS, kernel_arrival
+from llm_locust.timeouts import Watch
+
+BodyCallback = Callable[[bytes, float], bool]
+"""Called with each piece of body bytes and its arrival time (perf_counter s); returns True
+once it needs no more bytes (the rest of the body is still read, for the connection's reuse)."""
+
+try:  # gevent's patched `select` has no epoll
+    _epoll, _EPOLLIN = get_original("select", ["epoll", "EPOLLIN"])
+except AttributeError:  # not Linux
+    _epoll = _EPOLLIN = None
+_MAX_EVENTS = 1024
+
+
+def available(raw: Any) -> bool:
+    """True when the body of `raw` (a geventhttpclient response) can be read by the pump."""
+    sock = getattr(raw, "_sock", None)
+    return (
+        KERNEL_TIMESTAMPS
+        and _epoll is not None
+        and sock is not None
+        and not hasattr(sock, "getpeercert")
+        and hasattr(sock, "_sock")
+    )
+
+
+class _Stream:
+    """One response being read by the pump."""
+
+    __slots__ = ("done", "error", "fd", "on_body", "raw", "recvmsg", "waiter", "watch")
+
+    def __init__(self, raw: Any, on_body: BodyCallback, watch: Watch) -> None:
+        self.raw = raw
+        self.on_body = on_body
+        self.watch = watch
+        self.recvmsg = raw._sock._sock.recvmsg  # the non-blocking socket under gevent's
+        self.fd = raw._sock.fileno()
+        self.done = False  # on_body needs no more bytes
+        self.error: BaseException | None = None
+        self.waiter = Waiter()
+
+
+class StreamPump:
+    """Reads the bodies of many streaming responses from one greenlet (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._hub = get_hub()
+        self._epoll = _epoll()
+        self._watcher = self._hub.loop.io(self._epoll.fileno(), 1)
+        self._streams: dict[int, _Stream] = {}
+        self._greenlet: gevent.Greenlet | None = None
+        self.rounds = 0  # wake-ups of the pump (one reads every ready socket)
+        self.reads = 0  # socket reads
+
+    @property
+    def streams(self) -> int:
+        """Responses being read now."""
+        return len(self._streams)
+
+    def read(self, raw: Any, on_body: BodyCallback, watch: Watch, done: bool = False) -> None:
+        """Read the rest of `raw`'s body (its headers are read), calling `on_body` in the pump's
+        greenlet for each piece (none when `done`: the rest is read for the connection's reuse);
+        return when the response is complete.
+
+        Raises what reading raised: socket errors, `HTTPParseError`, `HTTPConnectionClosed` (the
+        server closed first), an exception of `on_body`; and what is thrown into the waiting
+        greenlet (the watchdog's `RequestTimeout`, a stopping user's `GreenletExit`).
+        """
+        raw._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        stream = _Stream(raw, on_body, watch)
+        stream.done = done
+        self._epoll.register(stream.fd, _EPOLLIN)
+        self._streams[stream.fd] = stream
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._run)
+        try:
+            stream.waiter.get()
+        finally:
+            self._forget(stream)
+        if stream.error is not None:
+            raise stream.error
+
+    def _forget(self, stream: _Stream) -> None:
+        if self._streams.get(stream.fd) is stream:
+            del self._streams[stream.fd]
+            try:
+                self._epoll.unregister(stream.fd)
+            except OSError:  # closed already (the kernel dropped it) — nothing to undo
+                pass
+
+    def _run(self) -> None:
+        wait, watcher, poll, streams = self._hub.wait, self._watcher, self._epoll.poll, self._streams
+        try:
+            while streams:
+                wait(watcher)
+                self.rounds += 1
+                for fd, _mask in poll(0, _MAX_EVENTS):
+                    stream = streams.get(fd)
+                    if stream is not None:
+                        self._readable(stream)
+        finally:
+            self._greenlet = None
+
+    def _readable(self, stream: _Stream) -> None:
+        """Read what `stream`'s socket holds once; finish the stream when its response is over."""
+        try:
+            data, ancillary, _flags, _address = stream.recvmsg(READ_BYTES, CMSG_BYTES)
+        except BlockingIOError:
+            return
+        except BaseException as e:
+            self._end(stream, e)
+            return
+        self.reads += 1
+        t = kernel_arrival(ancillary, perf_counter())
+        stream.watch.t_active_s = t
+        raw = stream.raw
+        try:
+            raw.feed(data)  # b"": end of input, which completes a body delimited by the close
+            body = raw._body_buffer
+            if body:
+                piece = bytes(body)
+                del body[:]
+                if not stream.done:
+                    stream.done = stream.on_body(piece, t)
+        except HTTPParseError as e:
+            if data:
+                self._end(stream, e)
+                return
+        except BaseException as e:
+            self._end(stream, e)
+            return
+        if raw.message_complete:  # the parser has handed the socket back to the pool
+            self._end(stream, None)
+        elif not data:
+            self._end(stream, HTTPConnectionClosed("connection closed before the end of the response"))
+
+    def _end(self, stream: _Stream, error: BaseException | None) -> None:
+        """Stop reading `stream`; wake its request's greenlet (raising `error` there, if any)."""
+        stream.error = error
+        self._forget(stream)
+        self._hub.loop.run_callback(stream.waiter.switch, None)
+
+
+_pump: StreamPump | None = None
+
+
+def pump() -> StreamPump:
+    """This process's pump (created on first use, in the hub's thread)."""
+    global _pump
+    if _pump is None or _pump._hub is not get_hub():
+        _pump = StreamPump()
+    return _pump
