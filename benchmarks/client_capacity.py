@@ -1,19 +1,28 @@
-"""How many streamed token events/s can ONE llm-locust worker process consume, and how exactly?
+"""How many streamed token events/s can one client process consume, and how exactly? Side by side:
+llm-locust's fast client, llm-locust with the openai SDK (`--client openai-sdk`) and GuideLLM.
 
-For each concurrency level it starts the simulator (fixed timing, pinned to one core) and one
-headless Locust process (a LocalRunner = one worker, pinned to the other core) running
-locustfiles/chat.py against it over 127.0.0.1 for a bounded time, then compares what the
-client measured (summary.json) with what the simulator actually sent (its /sim/trace write
-timestamps, same CLOCK_MONOTONIC clock):
+For each client and each concurrency level (raised until the error bound breaks) it starts the
+simulator (fixed timing, pinned to one core) and the client under test (pinned to the other core)
+over 127.0.0.1 for a bounded time, then compares what the client measured with what the simulator
+actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
 
-- events/s: token events the client consumed per second of the run;
-- client CPU %: of the Locust process during the run (100 % = one core saturated);
-- ITL error p50 / p99: |client ITL percentile − server inter-write gap percentile|, ms;
-- TTFT error p50 / p99: |client TTFT percentile − server (first token write − request
-  received) percentile|, ms — includes loopback + HTTP cost, which is part of true TTFT;
-- RSS: peak resident memory of the Locust process, MB.
+- events/s: token events the simulator wrote per second inside the measurement window (every one
+  of them consumed by the client: one token per event);
+- CPU %: of the client's process tree over the window (100 % = one core); µs/event = CPU / events;
+- ITL err p50 / p99: |client ITL percentile − percentile of the simulator's inter-write gaps|, ms
+  (GuideLLM exports no per-gap data: its row compares its per-request mean gap, `*`);
+- TTFT err p50 / p99: |client TTFT percentile − percentile of (first token write − request
+  received)|, ms — includes the time a request waits in the simulator's accept queue;
+- RSS: peak resident memory of the largest client process, MB.
 
-    .venv/bin/python benchmarks/client_capacity.py [--streams 10,100,500] [--run-time-s 12]
+A level is within the bound when ITL p99 err ≤ --itl-bound-ms and TTFT p99 err ≤ --ttft-bound-ms;
+after the first level out of bound the client's ramp stops (unless --no-stop).
+
+    .venv/bin/python benchmarks/client_capacity.py --clients fast,openai-sdk,guidellm \
+        --streams 50,100,200,400,600 --run-time-s 12
+
+GuideLLM runs from its own venv (default benchmarks/.venv-guidellm, see benchmarks/RESULTS.md);
+its row is skipped with a note when that venv is missing.
 """
 
 from __future__ import annotations
@@ -27,27 +36,101 @@ import tempfile
 import time
 from itertools import pairwise
 from pathlib import Path
+from time import perf_counter
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llm_locust.sim import run_sim  # noqa: E402
+from llm_locust.demo import free_port  # noqa: E402
+from llm_locust.sim import SimProcess, run_sim  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLIENTS = ("fast", "openai-sdk", "guidellm")
+GUIDELLM = ROOT / "benchmarks" / ".venv-guidellm" / "bin" / "guidellm"
+COLUMNS = (
+    ("client", "client", "{:>10}"),
+    ("streams", "streams", "{:>7}"),
+    ("events/s", "events_per_s", "{:>9.0f}"),
+    ("CPU %", "cpu_pct", "{:>6.0f}"),
+    ("µs/event", "cpu_us_per_event", "{:>8.1f}"),
+    ("ITL err p50", "itl_err_p50_ms", "{:>11}"),
+    ("p99 ms", "itl_err_p99_ms", "{:>7}"),
+    ("TTFT err p50", "ttft_err_p50_ms", "{:>12.3f}"),
+    ("p99 ms", "ttft_err_p99_ms", "{:>8.3f}"),
+    ("fail", "failures", "{:>5}"),
+    ("RSS MB", "rss_mb", "{:>7.1f}"),
+    ("in bound", "in_bound", "{:>8}"),
+)
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` (and its reaped children), seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU time of process `pid` (and its reaped children), seconds (0 if gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its live descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, ()))
+    return tree
+
+
+def sample_cpu(proc: subprocess.Popen, timeout_s: float) -> tuple[list[tuple[float, float]], float]:
+    """Until `proc` exits: every 0.25 s, (perf_counter s, CPU seconds of its process tree so far).
+    Returns the samples and the peak RSS of its largest process, MB."""
+    samples: list[tuple[float, float]] = []
+    cpu_by_pid: dict[int, float] = {}
+    rss = 0.0
+    deadline = perf_counter() + timeout_s
+    while proc.poll() is None and perf_counter() < deadline:
+        for pid in process_tree(proc.pid):
+            cpu_by_pid[pid] = max(cpu_by_pid.get(pid, 0.0), cpu_seconds(pid))
+            rss = max(rss, peak_rss_mb(pid))
+        samples.append((perf_counter(), sum(cpu_by_pid.values())))
+        time.sleep(0.25)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    return samples, rss
+
+
+def cpu_between(samples: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """CPU seconds used between `t0` and `t1` (perf_counter s), interpolated from `samples`."""
+
+    def at(t: float) -> float:
+        for (ta, ca), (tb, cb) in pairwise(samples):
+            if ta <= t <= tb:
+                return ca + (cb - ca) * (t - ta) / (tb - ta)
+        return samples[-1][1] if samples and t > samples[-1][0] else 0.0
+
+    return at(t1) - at(t0)
+
+
 def peak_rss_mb(pid: int) -> float:
-    """Peak resident set size of `pid`, MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak resident set size of `pid`, MB (0 if gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0.0
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -63,81 +146,184 @@ def pin(core: int | None):
     return None if core is None else lambda: os.sched_setaffinity(0, {core})
 
 
-def run_level(streams: int, args: argparse.Namespace, cores: tuple[int | None, int | None]) -> dict:
-    """One concurrency level; returns the table row."""
-    sim_args = ("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--output-tokens", str(args.tokens))
-    with tempfile.TemporaryDirectory() as tmp, run_sim(*sim_args) as sim:
-        if cores[0] is not None:
-            os.sched_setaffinity(sim.pid, {cores[0]})
-        command = [
-            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless",
-            "--only-summary", "-u", str(streams), "-r", str(streams / args.stagger_s),
-            "--run-time", f"{args.run_time_s}s", "--host", sim.url, "--max-tokens", str(args.tokens),
-            "--ignore-eos", "--prompt-tokens", "16",
-            "--results-dir", tmp, "--loglevel", "WARNING",
+def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Namespace, out: Path) -> list[str]:
+    """The command line running `client` at `streams` against `sim`, writing its results to `out`."""
+    if client == "guidellm":
+        return [
+            str(args.guidellm), "benchmark", "run", "--target", sim.url, "--model", "llm-locust-sim",
+            "--processor", str(tokenizer_dir(out)), "--data", f"prompt_tokens=16,output_tokens={args.tokens}",
+            "--rate-type", "concurrent", "--rate", str(streams), "--max-seconds", str(args.run_time_s),
+            "--warmup-percent", f"{args.warmup_s / args.run_time_s:.3f}", "--output-path", str(out / "guidellm.json"),
+            "--disable-progress", "--disable-console-outputs",
         ]  # fmt: skip
-        proc = subprocess.Popen(
-            command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
-        )
-        time.sleep(2.0 + args.stagger_s)  # start-up and spawn
-        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
-        time.sleep(max(1.0, args.run_time_s - 3.0 - args.stagger_s))
-        cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
-        rss = peak_rss_mb(proc.pid)
-        if proc.wait(timeout=args.run_time_s + 60) != 0:
-            raise SystemExit(f"locust exited with {proc.returncode} at {streams} streams")
-        summary = json.loads((Path(tmp) / "summary.json").read_text())
-        trace = [r for r in sim.trace() if not r.get("cancelled") and len(r["token_times"]) == args.tokens]
-    m = summary["metrics"]
-    events = m["itl_ms"]["count"] + m["ttft_ms"]["count"]
-    server_itl = sorted((b - a) * 1e3 for r in trace for a, b in pairwise(r["token_times"]))
-    server_ttft = sorted((r["token_times"][0] - r["t_recv"]) * 1e3 for r in trace)
+    command = [
+        sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sweep.py"), "--headless",
+        "--only-summary", "--sweep-users", str(streams), "--step-duration-s", str(args.run_time_s),
+        "--warmup-s", str(args.warmup_s), "--host", sim.url, "--max-tokens", str(args.tokens),
+        "--ignore-eos", "--prompt-tokens", "16", "--client", client,
+        "--results-dir", str(out), "--loglevel", "WARNING",
+    ]  # fmt: skip
+    if args.processes > 1:
+        port = str(free_port())
+        command += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
+                    "--master-bind-port", port, "--master-port", port]  # fmt: skip
+    return command
+
+
+def tokenizer_dir(out: Path) -> Path:
+    """A small local tokenizer for GuideLLM's synthetic prompts (it would download one otherwise)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    path = out / "tokenizer"
+    path.mkdir(exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    corpus = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(40)) for i in range(100)]
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)  # fmt: skip
+    tok.train_from_iterator(corpus, trainer)
+    tok.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    return path
+
+
+def client_measures(client: str, out: Path) -> dict[str, Any]:
+    """What the client measured: ITL (or per-request mean gap) and TTFT percentiles, ms; failures."""
+    if client == "guidellm":
+        bench = json.loads((out / "guidellm.json").read_text())["benchmarks"][0]
+        metrics = bench["metrics"]
+        itl = metrics["inter_token_latency_ms"]["successful"]["percentiles"]
+        ttft = metrics["time_to_first_token_ms"]["successful"]["percentiles"]
+        failures = len(bench["requests"].get("errored", []))
+        return {"itl": (itl["p50"], itl["p99"]), "ttft": (ttft["p50"], ttft["p99"]), "failures": failures}
+    step = json.loads((out / "summary.json").read_text())["steps"][0]  # the requests sent after the warm-up
+    m = step["metrics"]
     return {
-        "streams": streams,
-        "events_per_s": events / summary["throughput"]["duration_s"],
-        "cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
-        "itl_err_p50_ms": abs(m["itl_ms"]["p50"] - percentile(server_itl, 50)),
-        "itl_err_p99_ms": abs(m["itl_ms"]["p99"] - percentile(server_itl, 99)),
-        "ttft_err_p50_ms": abs(m["ttft_ms"]["p50"] - percentile(server_ttft, 50)),
-        "ttft_err_p99_ms": abs(m["ttft_ms"]["p99"] - percentile(server_ttft, 99)),
-        "server_itl_p99_ms": percentile(server_itl, 99),
-        "failures": sum(summary["failures"].values()),
-        "rss_mb": rss,
+        "itl": (m["itl_ms"]["p50"], m["itl_ms"]["p99"]),
+        "ttft": (m["ttft_ms"]["p50"], m["ttft_ms"]["p99"]),
+        "failures": sum(step["failures"].values()),
     }
 
 
-def main() -> None:
+def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[int | None, int | None]) -> dict:
+    """One client at one concurrency level; returns the table row."""
+    sim_args = ("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--output-tokens", str(args.tokens))
+    with tempfile.TemporaryDirectory() as tmp, run_sim(*sim_args) as sim:
+        out = Path(tmp)
+        if cores[0] is not None:
+            os.sched_setaffinity(sim.pid, {cores[0]})
+        command = client_command(client, streams, sim, args, out)
+        proc = subprocess.Popen(
+            command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
+        )
+        samples, rss = sample_cpu(proc, args.run_time_s + 120)
+        stderr = proc.stderr.read() if proc.stderr else b""
+        if proc.returncode != 0:
+            raise SystemExit(f"{client} exited with {proc.returncode} at {streams} streams:\n{stderr.decode()[-2000:]}")
+        measured = client_measures(client, out)
+        full_trace = sim.trace()
+    trace = [r for r in full_trace if not r.get("cancelled") and len(r["token_times"]) == args.tokens]
+    if not trace:
+        raise SystemExit(f"{client} at {streams} streams: no complete request in the simulator's trace")
+    # the measurement window: from the warm-up's end to 1 s before the last token
+    t0 = min(r["t_recv"] for r in trace) + args.warmup_s
+    t1 = max(r["token_times"][-1] for r in trace) - 1.0
+    trace = [r for r in trace if r["t_recv"] >= t0]  # the requests the client measured (sent after warm-up)
+    if client == "guidellm":  # per-request mean gap, what GuideLLM calls ITL
+        server_itl = sorted((r["token_times"][-1] - r["token_times"][0]) * 1e3 / (args.tokens - 1) for r in trace)
+    else:
+        server_itl = sorted((b - a) * 1e3 for r in trace for a, b in pairwise(r["token_times"]))
+    server_ttft = sorted((r["token_times"][0] - r["t_recv"]) * 1e3 for r in trace)
+    events = sum(1 for r in full_trace for t in r["token_times"] if t0 <= t < t1)  # cut requests' too
+    cpu_s = cpu_between(samples, t0, t1)
+    events_per_s = events / (t1 - t0)
+    itl_err = [abs(measured["itl"][i] - percentile(server_itl, p)) for i, p in enumerate((50, 99))]
+    ttft_err = [abs(measured["ttft"][i] - percentile(server_ttft, p)) for i, p in enumerate((50, 99))]
+    return {
+        "client": client,
+        "streams": streams,
+        "processes": 1 if client == "guidellm" else args.processes,
+        "events_per_s": events_per_s,
+        "cpu_pct": 100 * cpu_s / (t1 - t0),
+        "cpu_us_per_event": 1e6 * cpu_s / events if events else float("nan"),
+        "itl_err_p50_ms": itl_err[0],
+        "itl_err_p99_ms": itl_err[1],
+        "itl_per_gap": client != "guidellm",
+        "ttft_err_p50_ms": ttft_err[0],
+        "ttft_err_p99_ms": ttft_err[1],
+        "server_itl_p99_ms": percentile(server_itl, 99),
+        "failures": measured["failures"],
+        "rss_mb": rss,
+        "in_bound": itl_err[1] <= args.itl_bound_ms and ttft_err[1] <= args.ttft_bound_ms,
+    }
+
+
+def format_row(row: dict) -> str:
+    """One line of the table."""
+    cells = []
+    for _title, key, fmt in COLUMNS:
+        value = row[key]
+        if key.startswith("itl_err"):
+            value = f"{value:.3f}" + ("" if row["itl_per_gap"] else "*")
+        elif key == "in_bound":
+            value = "yes" if value else "NO"
+        cells.append(fmt.format(value))
+    return " ".join(cells)
+
+
+def header() -> str:
+    """The table's header line."""
+    return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print the table (and write --json); return the exit code."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--streams", default="10,100,500", help="comma-separated concurrency levels")
+    parser.add_argument("--clients", default="fast", help=f"comma-separated, of {', '.join(CLIENTS)}")
+    parser.add_argument("--streams", default="10,100,500", help="comma-separated concurrency levels, rising")
     parser.add_argument("--run-time-s", type=int, default=12, help="length of each level's run, seconds")
+    parser.add_argument("--warmup-s", type=float, default=3.0, help="left out at the start of each run, s")
+    parser.add_argument("--processes", type=int, default=1, help="llm-locust worker processes (--processes)")
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--itl-ms", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
-    parser.add_argument(
-        "--stagger-s",
-        type=float,
-        default=1.0,
-        help="spread the users' start over this many seconds (1 = all at once: streams in phase)",
-    )
+    parser.add_argument("--itl-bound-ms", type=float, default=1.0, help="ITL p99 error bound, ms")
+    parser.add_argument("--ttft-bound-ms", type=float, default=2.0, help="TTFT p99 error bound, ms")
+    parser.add_argument("--no-stop", action="store_true", help="run every level even after the bound broke")
+    parser.add_argument("--guidellm", type=Path, default=GUIDELLM, help="the guidellm executable")
+    parser.add_argument("--no-pin", action="store_true", help="do not pin the simulator and the client to cores")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
-    args = parser.parse_args()
-    cores = (0, 1) if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2 else (None, None)
-    print(f"simulator core {cores[0]}, client core {cores[1]}; fixed timing TTFT {args.ttft_ms} ms, "
-          f"ITL {args.itl_ms} ms, {args.tokens} tokens; {args.run_time_s} s per level, "
-          f"users started over {args.stagger_s} s")  # fmt: skip
-    header = (f"{'streams':>8} {'events/s':>10} {'CPU %':>6} {'ITL err p50':>12} {'p99 ms':>7} "
-              f"{'TTFT err p50':>13} {'p99 ms':>7} {'fail':>5} {'RSS MB':>7}")  # fmt: skip
-    print(header)
+    args = parser.parse_args(argv)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = sorted(set(clients) - set(CLIENTS))
+    if unknown:
+        parser.error(f"--clients: unknown {', '.join(unknown)} (choose from {', '.join(CLIENTS)})")
+    pinnable = hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2 and not args.no_pin
+    cores = (0, 1) if pinnable else (None, None)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"simulator core {cores[0]}, client core {cores[1]}; fixed timing TTFT {args.ttft_ms} ms, ITL "
+          f"{args.itl_ms} ms, {args.tokens} tokens; {args.run_time_s} s per level ({args.warmup_s} s warm-up "
+          f"left out); llm-locust: {args.processes} process(es), users started at once; load average at start "
+          f"{load:.2f}")  # fmt: skip
+    print(header(), flush=True)
     rows = []
-    for streams in (int(s) for s in args.streams.split(",")):
-        row = run_level(streams, args, cores)
-        rows.append(row)
-        print(f"{row['streams']:>8} {row['events_per_s']:>10.0f} {row['cpu_pct']:>6.0f} "
-              f"{row['itl_err_p50_ms']:>12.3f} {row['itl_err_p99_ms']:>7.3f} {row['ttft_err_p50_ms']:>13.3f} "
-              f"{row['ttft_err_p99_ms']:>7.3f} {row['failures']:>5} {row['rss_mb']:>7.1f}", flush=True)  # fmt: skip
+    for client in clients:
+        if client == "guidellm" and not args.guidellm.exists():
+            print(f"{client:>10} skipped: {args.guidellm} not found (see benchmarks/RESULTS.md to install it)")
+            continue
+        for streams in (int(s) for s in args.streams.split(",")):
+            row = run_level(client, streams, args, cores)
+            rows.append(row)
+            print(format_row(row), flush=True)
+            if not row["in_bound"] and not args.no_stop:
+                break
+    if any(not r["itl_per_gap"] for r in rows):
+        print("* GuideLLM: per-request mean gap ((last − first token) / (N − 1)), it keeps no per-gap ITL")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        Path(args.json).write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -119,10 +119,7 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
 
     def on_body(data: bytes, t: float) -> bool:
         """Apply the events completed by `data` (arrived at `t`); True once the stream is over."""
-        for event in decoder.feed(data, t):
-            if apply_event(record, event.data, event.t):
-                return True
-        return False
+        return any(apply_event(record, event.data, event.t) for event in decoder.feed(data, t))
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers

@@ -13,6 +13,7 @@ Only for plain-TCP sockets on Linux (`available`); TLS connections keep `arrival
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable
 from time import perf_counter
@@ -109,10 +110,8 @@ class StreamPump:
     def _forget(self, stream: _Stream) -> None:
         if self._streams.get(stream.fd) is stream:
             del self._streams[stream.fd]
-            try:
+            with contextlib.suppress(OSError):  # closed already (the kernel dropped it): nothing to undo
                 self._epoll.unregister(stream.fd)
-            except OSError:  # closed already (the kernel dropped it) — nothing to undo
-                pass
 
     def _run(self) -> None:
         wait, watcher, poll, streams = self._hub.wait, self._watcher, self._epoll.poll, self._streams

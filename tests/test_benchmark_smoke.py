@@ -1,0 +1,29 @@
+"""The capacity benchmark still runs end to end on tiny settings and prints its table (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_capacity_benchmark_prints_its_table(tmp_path):
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "client_capacity.py"), "--clients", "fast,guidellm",
+               "--streams", "2,3", "--run-time-s", "4", "--warmup-s", "1", "--itl-ms", "5", "--tokens", "16",
+               "--no-stop", "--guidellm", str(tmp_path / "no-guidellm"), "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:3] == ["client", "streams", "events/s"])
+    assert all(title in header for title in ("CPU %", "ITL err p50", "TTFT err p50", "RSS MB", "in bound"))
+    table = [line.split() for line in lines if line.split()[:1] == ["fast"]]
+    assert [row[1] for row in table] == ["2", "3"]
+    assert "guidellm skipped" in " ".join(lines)  # no GuideLLM venv at that path: said, not a crash
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["streams"] for r in rows] == [2, 3]
+    for row in rows:
+        assert row["events_per_s"] > 0 and row["failures"] == 0 and row["rss_mb"] > 0
+        assert {"itl_err_p99_ms", "ttft_err_p99_ms", "cpu_pct", "cpu_us_per_event", "in_bound"} <= row.keys()
