@@ -57,6 +57,7 @@ from llm_locust.results import (
     write_histograms,
     write_summary,
 )
+from llm_locust.saturation import LoopMonitor, SaturationTracker
 from llm_locust.settings import Settings, add_arguments
 from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
@@ -67,6 +68,8 @@ WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 IN_FLIGHT_KEY = "llm_locust_in_flight"
 """Key of the worker's number of requests in flight in its stats report."""
+SATURATION_KEY = "llm_locust_saturation"
+"""Key of the worker's CPU / event-loop lag sample (`LoopMonitor.take`) in its stats report."""
 HISTORY_WINDOWS = 720
 """Closed time-series windows kept in memory for the live view (an hour at --interval-s 5)."""
 TICK_S = 1.0
@@ -132,6 +135,8 @@ class RunState:
         self._results: ResultsWriter | None = None
         self.watchdog: TimeoutWatchdog | None = None
         self._in_flight_by_worker: dict[str, int] = {}
+        self.monitor = None if self.is_master else LoopMonitor()  # processes running users
+        self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
@@ -156,6 +161,8 @@ class RunState:
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
         self._reset()
+        if self.monitor is not None:
+            self.monitor.start()
         if not self.is_master:
             _freeze_heap()
         if not self.is_worker:
@@ -173,6 +180,7 @@ class RunState:
         self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
+        self.saturation = SaturationTracker()
         if self.watchdog is not None:
             self.watchdog.stop()
         self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
@@ -219,6 +227,8 @@ class RunState:
             data[WIRE_KEY] = delta_to_wire(delta)
         if self.watchdog is not None:
             data[IN_FLIGHT_KEY] = self.watchdog.in_flight
+        if self.monitor is not None:
+            data[SATURATION_KEY] = self.monitor.take()
 
     def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Worker: the master's plan for this process (step, rate share, quota)."""
@@ -231,6 +241,7 @@ class RunState:
         if wire:
             self.run.merge_delta(delta_from_wire(wire))
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
+        self.saturation.add(f"worker {client_id}", data.get(SATURATION_KEY), time.time())
 
     # -- master or local ----------------------------------------------------------------
     def merge_local(self) -> None:
@@ -239,6 +250,11 @@ class RunState:
             delta = self.recorder.take_delta()
             if delta:
                 self.run.merge_delta(delta)
+
+    def sample_local(self) -> None:
+        """Local runner: this process's CPU / event-loop lag sample into the saturation tracker."""
+        if self.monitor is not None and not self.is_worker:
+            self.saturation.add("local", self.monitor.take(), time.time())
 
     def _on_test_stop(self, environment: Environment, **_: Any) -> None:
         """Mark the end of the measurement; finalize once the workers' last reports are in."""
@@ -287,6 +303,8 @@ class ResultsWriter:
         """Merge the local delta, sample users/workers, write every closed window."""
         state = self.state
         state.merge_local()
+        if self.t_stop is None:
+            state.sample_local()
         runner = state.environment.runner
         if self.t_stop is None and runner is not None and state.control is not None:
             state.control.update()
@@ -386,6 +404,7 @@ class ResultsWriter:
             warnings.append("no request succeeded: latency statistics are empty")
         if self.behind_schedule:
             warnings.append(self.behind_schedule)
+        warnings.extend(self.state.saturation.warnings)
         control = self.state.control
         return {
             "status": "complete",
@@ -425,6 +444,7 @@ class ResultsWriter:
                 "interval_s": self.settings.interval_s,
                 "rows": self._timeseries.rows,
             },
+            "client": self.state.saturation.as_dict(),
             "warnings": warnings,
         }
 
