@@ -46,9 +46,20 @@ class SSEDecoder:
             self._partial = b""
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        events: list[SSEEvent] = []
+        if not self._data and self._event is None:  # at an event boundary: whole events first
+            blocks = chunk.split(b"\n\n")
+            chunk = blocks.pop()  # what follows the last complete event
+            for block in blocks:
+                if block[:6] == b"data: " and b"\n" not in block:  # the usual event: one data line
+                    events.append(SSEEvent(block[6:], None, t))
+                else:
+                    for line in (*block.split(b"\n"), b""):
+                        event = self._line(line, t)
+                        if event is not None:
+                            events.append(event)
         lines = chunk.split(b"\n")
         self._partial = lines.pop()  # the text after the last line ending (b"" when complete)
-        events: list[SSEEvent] = []
         for line in lines:
             event = self._line(line, t)
             if event is not None:

@@ -76,3 +76,34 @@ def test_flush_dispatches_an_unterminated_last_event_and_nothing_twice():
 
 def test_comments_and_blank_lines_alone_make_no_event():
     assert decode([b": ping\n\n\n: another\n\n"]) == []
+
+
+def test_every_split_point_gives_each_event_the_arrival_of_its_first_data_line():
+    # where each event's first data line ends (its line terminator's first byte)
+    ends = []
+    for data_line in (
+        b'data: {"a": 1}',
+        b"data: x",
+        b"data: line1",
+        b"data:no-space",
+        b"data: with id",
+        b"data: [DONE]",
+    ):
+        ends.append(STREAM.index(data_line) + len(data_line))
+    for cut in range(len(STREAM) + 1):
+        decoder = SSEDecoder()
+        events = decoder.feed(STREAM[:cut], 0.0) + decoder.feed(STREAM[cut:], 1.0) + decoder.flush(2.0)
+        assert [e.t for e in events] == [0.0 if end < cut else 1.0 for end in ends], cut
+
+
+def test_many_whole_events_in_one_chunk_mixed_with_other_fields():
+    chunk = (
+        b'data: {"n": 1}\n\ndata: {"n": 2}\n\nevent: e\ndata: 3\n\n: c\n\ndata: 4\ndata: 5\n\ndata: {"n": 6}\n\ndata: 7'
+    )
+    decoder = SSEDecoder()
+    events = decoder.feed(chunk, 5.0)
+    assert [(e.data, e.event, e.t) for e in events] == [
+        (b'{"n": 1}', None, 5.0), (b'{"n": 2}', None, 5.0), (b"3", "e", 5.0), (b"4\n5", None, 5.0),
+        (b'{"n": 6}', None, 5.0),
+    ]  # fmt: skip
+    assert [(e.data, e.t) for e in decoder.feed(b"\n\n", 6.0)] == [(b"7", 6.0)]
