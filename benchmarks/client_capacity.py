@@ -151,7 +151,7 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
     if client == "guidellm":
         return [
             str(args.guidellm), "benchmark", "run", "--target", sim.url, "--model", "llm-locust-sim",
-            "--processor", str(tokenizer_dir(out)), "--data", f"prompt_tokens=16,output_tokens={args.tokens}",
+            "--processor", str(tokenizer_dir(out)), "--data", guidellm_data(args),
             "--rate-type", "concurrent", "--rate", str(streams), "--max-seconds", str(args.run_time_s),
             "--warmup-percent", f"{args.warmup_s / args.run_time_s:.3f}", "--output-path", str(out / "guidellm.json"),
             "--disable-progress", "--disable-console-outputs",
@@ -159,7 +159,7 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
     command = [
         sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sweep.py"), "--headless",
         "--only-summary", "--sweep-users", str(streams), "--step-duration-s", str(args.run_time_s),
-        "--warmup-s", str(args.warmup_s), "--host", sim.url, "--max-tokens", str(args.tokens),
+        "--warmup-s", str(args.warmup_s), "--host", sim.url, "--max-tokens", max_tokens(args),
         "--ignore-eos", "--prompt-tokens", "16", "--client", client,
         "--results-dir", str(out), "--loglevel", "WARNING",
     ]  # fmt: skip
@@ -168,6 +168,22 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
         command += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
                     "--master-bind-port", port, "--master-port", port]  # fmt: skip
     return command
+
+
+def max_tokens(args: argparse.Namespace) -> str:
+    """llm-locust's --max-tokens: the length, or a uniform spread around it."""
+    spread = args.tokens_spread
+    return str(args.tokens) if not spread else f"uniform:{args.tokens - spread},{args.tokens + spread}"
+
+
+def guidellm_data(args: argparse.Namespace) -> str:
+    """GuideLLM's synthetic --data: 16-token prompts, output lengths as `max_tokens`."""
+    data = f"prompt_tokens=16,output_tokens={args.tokens}"
+    spread = args.tokens_spread
+    if spread:
+        data += f",output_tokens_stdev={spread},output_tokens_min={args.tokens - spread},"
+        data += f"output_tokens_max={args.tokens + spread}"
+    return data
 
 
 def tokenizer_dir(out: Path) -> Path:
@@ -223,7 +239,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
             raise SystemExit(f"{client} exited with {proc.returncode} at {streams} streams:\n{stderr.decode()[-2000:]}")
         measured = client_measures(client, out)
         full_trace = sim.trace()
-    trace = [r for r in full_trace if not r.get("cancelled") and len(r["token_times"]) == args.tokens]
+    trace = [r for r in full_trace if not r.get("cancelled") and len(r["token_times"]) >= 2]
     if not trace:
         raise SystemExit(f"{client} at {streams} streams: no complete request in the simulator's trace")
     # the measurement window: from the warm-up's end to 1 s before the last token
@@ -231,7 +247,8 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
     t1 = max(r["token_times"][-1] for r in trace) - 1.0
     trace = [r for r in trace if r["t_recv"] >= t0]  # the requests the client measured (sent after warm-up)
     if client == "guidellm":  # per-request mean gap, what GuideLLM calls ITL
-        server_itl = sorted((r["token_times"][-1] - r["token_times"][0]) * 1e3 / (args.tokens - 1) for r in trace)
+        server_itl = sorted((r["token_times"][-1] - r["token_times"][0]) * 1e3 / (len(r["token_times"]) - 1)
+                            for r in trace)  # fmt: skip
     else:
         server_itl = sorted((b - a) * 1e3 for r in trace for a, b in pairwise(r["token_times"]))
     server_ttft = sorted((r["token_times"][0] - r["t_recv"]) * 1e3 for r in trace)
@@ -287,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1, help="llm-locust worker processes (--processes)")
     parser.add_argument("--ttft-ms", type=float, default=50.0)
     parser.add_argument("--itl-ms", type=float, default=10.0)
-    parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
+    parser.add_argument("--tokens", type=int, default=128, help="output tokens per request (mean)")
+    parser.add_argument(
+        "--tokens-spread", type=int, default=32,
+        help="output lengths uniform in tokens ± this (streams drift out of phase, as real requests do); "
+        "0: every request the same length, streams in phase (all events and all restarts in bursts)",
+    )  # fmt: skip
     parser.add_argument("--itl-bound-ms", type=float, default=1.0, help="ITL p99 error bound, ms")
     parser.add_argument("--ttft-bound-ms", type=float, default=2.0, help="TTFT p99 error bound, ms")
     parser.add_argument("--no-stop", action="store_true", help="run every level even after the bound broke")
@@ -303,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     cores = (0, 1) if pinnable else (None, None)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"simulator core {cores[0]}, client core {cores[1]}; fixed timing TTFT {args.ttft_ms} ms, ITL "
-          f"{args.itl_ms} ms, {args.tokens} tokens; {args.run_time_s} s per level ({args.warmup_s} s warm-up "
-          f"left out); llm-locust: {args.processes} process(es), users started at once; load average at start "
+          f"{args.itl_ms} ms, {args.tokens} ± {args.tokens_spread} tokens; {args.run_time_s} s per level "
+          f"({args.warmup_s} s warm-up left out); llm-locust: {args.processes} process(es); load average at start "
           f"{load:.2f}")  # fmt: skip
     print(header(), flush=True)
     rows = []

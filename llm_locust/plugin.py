@@ -252,8 +252,9 @@ class RunState:
                 self.run.merge_delta(delta)
 
     def sample_local(self) -> None:
-        """Local runner: this process's CPU / event-loop lag sample into the saturation tracker."""
-        if self.monitor is not None and not self.is_worker:
+        """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
+        over intervals as long as a worker's (one late wake-up alone is no saturation)."""
+        if self.monitor is not None and not self.is_worker and self.monitor.elapsed_s >= WORKER_REPORT_INTERVAL:
             self.saturation.add("local", self.monitor.take(), time.time())
 
     def _on_test_stop(self, environment: Environment, **_: Any) -> None:

@@ -55,6 +55,11 @@ class LoopMonitor:
             sleep(tick_s)
             self._lags_s.append(perf_counter() - t - tick_s)
 
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the last `take`."""
+        return time.perf_counter() - self._wall_s
+
     def take(self) -> dict[str, float | None]:
         """Since the last call: `cpu_pct` (100 = one core), loop lag `lag_p99_ms` and `lag_max_ms`
         (None without a sample); the samples are then forgotten."""

@@ -46,7 +46,7 @@ def test_tracker_keeps_peaks_and_warns_once_per_process():
 
 def test_run_reports_client_load_and_warns_when_the_loop_is_blocked(fast_sim, tmp_path):
     quiet_dir, busy_dir = tmp_path / "quiet", tmp_path / "busy"
-    run_local(options("--host", fast_sim.url, "--results-dir", str(quiet_dir)), users=2, seconds=2.5)
+    run_local(options("--host", fast_sim.url, "--results-dir", str(quiet_dir)), users=2, seconds=4.5)
     quiet = read_summary(quiet_dir)
     assert quiet["client"]["processes"]["local"]["cpu_pct_max"] > 0
     assert not any("client saturated" in w for w in quiet["warnings"])
@@ -60,7 +60,7 @@ def test_run_reports_client_load_and_warns_when_the_loop_is_blocked(fast_sim, tm
 
     hogger = gevent.spawn(hog)
     try:
-        run_local(options("--host", fast_sim.url, "--results-dir", str(busy_dir)), users=2, seconds=2.5)
+        run_local(options("--host", fast_sim.url, "--results-dir", str(busy_dir)), users=2, seconds=4.5)
     finally:
         hogger.kill()
     busy = read_summary(busy_dir)

@@ -244,3 +244,44 @@ def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
         proc.terminate()
         output = proc.communicate(timeout=30)[0]
     assert "Traceback" not in output, output[-3000:]
+
+
+def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypatch):
+    """The process running users is saturated (a greenlet holds its loop): /llm/stats.json says so
+    while the run goes on, and the live summary has the process's CPU and loop-lag peaks."""
+    monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])
+    opts = options("--host", fast_sim.url, "--results-dir", str(tmp_path))
+    env = new_env(opts)
+    runner = env.create_local_runner()
+    port = free_port()
+    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
+    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
+    web_ui.start()
+
+    def hog() -> None:
+        while True:
+            busy_until = time.perf_counter() + 0.1
+            while time.perf_counter() < busy_until:
+                pass
+            gevent.sleep(0.002)
+
+    hogger = None
+    try:
+        runner.start(2, spawn_rate=2)
+        hogger = gevent.spawn(hog)
+        deadline = time.monotonic() + 20
+        snap = {}
+        while time.monotonic() < deadline:
+            gevent.sleep(0.5)
+            snap = json.loads(http(f"http://127.0.0.1:{port}/llm/stats.json"))
+            if any(w.startswith("client saturated: local") for w in snap["warnings"]):
+                break
+    finally:
+        if hogger is not None:
+            hogger.kill()
+        runner.quit()
+        env.events.quitting.fire(environment=env, reverse=True)
+        web_ui.stop()
+    assert any(w.startswith("client saturated: local") for w in snap["warnings"]), snap.get("warnings")
+    assert snap["final"] is False  # seen while the run was going on
+    assert snap["summary"]["client"]["processes"]["local"]["lag_max_ms"] >= 30
