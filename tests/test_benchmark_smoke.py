@@ -13,7 +13,8 @@ def test_capacity_benchmark_prints_its_table(tmp_path):
     out = tmp_path / "rows.json"
     command = [sys.executable, str(ROOT / "benchmarks" / "client_capacity.py"), "--clients", "fast,guidellm",
                "--streams", "2,3", "--run-time-s", "4", "--warmup-s", "1", "--itl-ms", "5", "--tokens", "16",
-               "--tokens-spread", "4", "--no-stop", "--guidellm", str(tmp_path / "no-guidellm"), "--json", str(out)]  # fmt: skip
+               "--tokens-spread", "4", "--no-stop", "--guidellm", str(tmp_path / "no-guidellm"),
+               "--json", str(out)]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
