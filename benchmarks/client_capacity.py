@@ -13,7 +13,8 @@ actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
   (GuideLLM exports no per-gap data: its row compares its per-request mean gap, `*`);
 - TTFT err p50 / p99: |client TTFT percentile − percentile of (first token write − request
   received)|, ms — includes the time a request waits in the simulator's accept queue;
-- RSS: peak resident memory of the largest client process, MB.
+- RSS: peak resident memory of the largest client process, MB; RSS Δ: how much it grew over the
+  measurement window (flat memory: about 0).
 
 A level is within the bound when ITL p99 err ≤ --itl-bound-ms and TTFT p99 err ≤ --ttft-bound-ms;
 after the first level out of bound the client's ramp stops (unless --no-stop).
@@ -60,6 +61,7 @@ COLUMNS = (
     ("p99 ms", "ttft_err_p99_ms", "{:>8.3f}"),
     ("fail", "failures", "{:>5}"),
     ("RSS MB", "rss_mb", "{:>7.1f}"),
+    ("RSS Δ MB", "rss_growth_mb", "{:>8.1f}"),
     ("in bound", "in_bound", "{:>8}"),
 )
 
@@ -91,30 +93,38 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def sample_cpu(proc: subprocess.Popen, timeout_s: float) -> tuple[list[tuple[float, float]], float]:
-    """Until `proc` exits: every 0.25 s, (perf_counter s, CPU seconds of its process tree so far).
-    Returns the samples and the peak RSS of its largest process, MB."""
-    samples: list[tuple[float, float]] = []
+def sample_cpu(proc: subprocess.Popen, timeout_s: float) -> tuple[list[tuple[float, float, float]], float]:
+    """Until `proc` exits: every 0.25 s, (perf_counter s, CPU seconds of its process tree so far,
+    RSS of its largest process now, MB). Returns the samples and that process's peak RSS, MB."""
+    samples: list[tuple[float, float, float]] = []
     cpu_by_pid: dict[int, float] = {}
-    rss = 0.0
+    peak_mb = 0.0
     deadline = perf_counter() + timeout_s
     while proc.poll() is None and perf_counter() < deadline:
+        now_mb = 0.0
         for pid in process_tree(proc.pid):
             cpu_by_pid[pid] = max(cpu_by_pid.get(pid, 0.0), cpu_seconds(pid))
-            rss = max(rss, peak_rss_mb(pid))
-        samples.append((perf_counter(), sum(cpu_by_pid.values())))
+            peak_mb = max(peak_mb, rss_mb(pid))
+            now_mb = max(now_mb, rss_mb(pid, "VmRSS"))
+        samples.append((perf_counter(), sum(cpu_by_pid.values()), now_mb))
         time.sleep(0.25)
     if proc.poll() is None:
         proc.kill()
     proc.wait()
-    return samples, rss
+    return samples, peak_mb
 
 
-def cpu_between(samples: list[tuple[float, float]], t0: float, t1: float) -> float:
+def rss_growth_mb(samples: list[tuple[float, float, float]], t0: float, t1: float) -> float:
+    """How much the largest process's RSS grew from `t0` to `t1` (perf_counter s), MB."""
+    inside = [rss for t, _cpu, rss in samples if t0 <= t <= t1]
+    return inside[-1] - inside[0] if len(inside) >= 2 else float("nan")
+
+
+def cpu_between(samples: list[tuple[float, float, float]], t0: float, t1: float) -> float:
     """CPU seconds used between `t0` and `t1` (perf_counter s), interpolated from `samples`."""
 
     def at(t: float) -> float:
-        for (ta, ca), (tb, cb) in pairwise(samples):
+        for (ta, ca, _ra), (tb, cb, _rb) in pairwise(samples):
             if ta <= t <= tb:
                 return ca + (cb - ca) * (t - ta) / (tb - ta)
         return samples[-1][1] if samples and t > samples[-1][0] else 0.0
@@ -122,15 +132,20 @@ def cpu_between(samples: list[tuple[float, float]], t0: float, t1: float) -> flo
     return at(t1) - at(t0)
 
 
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident set size of `pid`, MB (0 if gone)."""
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """Resident set size of `pid`, MB: peak (VmHWM) or now (VmRSS); 0 if gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except (FileNotFoundError, ProcessLookupError):
         pass
     return 0.0
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set size of `pid`, MB (0 if gone)."""
+    return rss_mb(pid)
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -272,6 +287,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
         "server_itl_p99_ms": percentile(server_itl, 99),
         "failures": measured["failures"],
         "rss_mb": rss,
+        "rss_growth_mb": rss_growth_mb(samples, t0, t1),
         "in_bound": itl_err[1] <= args.itl_bound_ms and ttft_err[1] <= args.ttft_bound_ms,
     }
 

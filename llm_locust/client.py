@@ -119,7 +119,10 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
 
     def on_body(data: bytes, t: float) -> bool:
         """Apply the events completed by `data` (arrived at `t`); True once the stream is over."""
-        return any(apply_event(record, event.data, event.t) for event in decoder.feed(data, t))
+        for event in decoder.feed(data, t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
+            if apply_event(record, event.data, event.t):
+                return True
+        return False
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
