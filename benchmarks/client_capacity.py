@@ -288,6 +288,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
         "failures": measured["failures"],
         "rss_mb": rss,
         "rss_growth_mb": rss_growth_mb(samples, t0, t1),
+        "rss_timeline_mb": [(round(t - t0, 1), round(rss, 1)) for t, _cpu, rss in samples[::20]],  # every 5 s
         "in_bound": itl_err[1] <= args.itl_bound_ms and ttft_err[1] <= args.ttft_bound_ms,
     }
 

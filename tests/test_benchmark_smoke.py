@@ -27,4 +27,11 @@ def test_capacity_benchmark_prints_its_table(tmp_path):
     assert [r["streams"] for r in rows] == [2, 3]
     for row in rows:
         assert row["events_per_s"] > 0 and row["failures"] == 0 and row["rss_mb"] > 0
-        assert {"itl_err_p99_ms", "ttft_err_p99_ms", "cpu_pct", "cpu_us_per_event", "in_bound", "rss_growth_mb"} <= row.keys()
+        assert {
+            "itl_err_p99_ms",
+            "ttft_err_p99_ms",
+            "cpu_pct",
+            "cpu_us_per_event",
+            "in_bound",
+            "rss_growth_mb",
+        } <= row.keys()
