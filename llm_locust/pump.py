@@ -54,13 +54,13 @@ def available(raw: Any) -> bool:
 class _Stream:
     """One response being read by the pump."""
 
-    __slots__ = ("done", "error", "fd", "on_body", "raw", "recvmsg", "waiter", "watch")
+    __slots__ = ("done", "error", "fd", "on_body", "raw", "recvmsg_into", "waiter", "watch")
 
     def __init__(self, raw: Any, on_body: BodyCallback, watch: Watch) -> None:
         self.raw = raw
         self.on_body = on_body
         self.watch = watch
-        self.recvmsg = raw._sock._sock.recvmsg  # the non-blocking socket under gevent's
+        self.recvmsg_into = raw._sock._sock.recvmsg_into  # the non-blocking socket under gevent's
         self.fd = raw._sock.fileno()
         self.done = False  # on_body needs no more bytes
         self.error: BaseException | None = None
@@ -75,6 +75,8 @@ class StreamPump:
         self._epoll = _epoll()
         self._watcher = self._hub.loop.io(self._epoll.fileno(), 1)
         self._streams: dict[int, _Stream] = {}
+        buffer = bytearray(READ_BYTES)  # every read lands here, is parsed at once, then overwritten
+        self._buffers, self._view = [buffer], memoryview(buffer)
         self._greenlet: gevent.Greenlet | None = None
         self.rounds = 0  # wake-ups of the pump (one reads every ready socket)
         self.reads = 0  # socket reads
@@ -129,12 +131,13 @@ class StreamPump:
     def _readable(self, stream: _Stream) -> None:
         """Read what `stream`'s socket holds once; finish the stream when its response is over."""
         try:
-            data, ancillary, _flags, _address = stream.recvmsg(READ_BYTES, CMSG_BYTES)
+            size, ancillary, _flags, _address = stream.recvmsg_into(self._buffers, CMSG_BYTES)
         except BlockingIOError:
             return
         except BaseException as e:
             self._end(stream, e)
             return
+        data = bytes(self._view[:size])  # no 64 KiB allocation per read: the heap stays compact
         self.reads += 1
         t = kernel_arrival(ancillary, perf_counter())
         stream.watch.t_active_s = t
