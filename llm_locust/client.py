@@ -22,7 +22,7 @@ import orjson
 from llm_locust import pump
 from llm_locust.arrival import body_chunks, take_bytes
 from llm_locust.pacing import Ticket
-from llm_locust.protocol import apply_event, error_text, finish
+from llm_locust.protocol import TokenChunks, apply_event, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.sse import SSEDecoder
 from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
@@ -116,11 +116,12 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
     stream); otherwise (TLS) this greenlet reads it with `arrival.body_chunks`.
     """
     decoder = SSEDecoder()
+    token_chunks = TokenChunks()
 
     def on_body(data: bytes, t: float) -> bool:
         """Apply the events completed by `data` (arrived at `t`); True once the stream is over."""
         for event in decoder.feed(data, t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
-            if apply_event(record, event.data, event.t):
+            if apply_event(record, event.data, event.t, token_chunks):
                 return True
         return False
 

@@ -3,10 +3,13 @@
 Handles chat chunks (`choices[0].delta`: content, reasoning_content / reasoning, tool_calls)
 and text-completion chunks (`choices[0].text`), usage-only chunks, `[DONE]`, and error
 objects sent inside the stream (vLLM, SGLang, TGI and OpenAI all do this on mid-stream
-failures). One JSON decode per event, nothing else allocated per token beyond one ITL sample.
+failures). One JSON decode per event at most, nothing else allocated per token beyond one ITL
+sample; `TokenChunks` skips the decode for the usual chunk of a stream (see there).
 """
 
 from __future__ import annotations
+
+import re
 
 import orjson
 
@@ -16,12 +19,71 @@ _DONE = b"[DONE]"
 _MESSAGE_LIMIT = 200  # characters of server text kept in an error message
 
 
-def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
-    """Apply one SSE data payload that arrived at `t` (perf_counter s) to `record`.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)+"')
+"""A non-empty JSON string literal (escapes included)."""
+_CONTENT_KEY = b'"content":'
+
+
+class TokenChunks:
+    """One stream's usual token chunk, recognised without a JSON decode.
+
+    Servers send every content token of a stream as the same bytes around a different content
+    string: `{"id":"X",...,"choices":[{"index":0,"delta":{"content":"<text>"},...}]}`. After a
+    decoded chunk that was exactly that — one choice, a delta with only a non-empty content
+    string, no finish_reason, usage or error — the bytes before and after its content string are
+    kept; a later chunk made of those same bytes around one non-empty JSON string literal means
+    the same thing (a content token, nothing else), so it is applied without decoding. Any other
+    chunk (a different id, a finish_reason, usage, per-chunk padding like OpenAI's obfuscation,
+    an error) is decoded as usual.
+    """
+
+    __slots__ = ("_prefix", "_suffix")
+
+    def __init__(self) -> None:
+        self._prefix = self._suffix = b"\x00"  # matches no JSON chunk until one is learned
+
+    def match(self, data: bytes) -> bool:
+        """True when `data` is this stream's usual chunk around a non-empty content string."""
+        prefix, suffix = self._prefix, self._suffix
+        return (
+            data.startswith(prefix)
+            and data.endswith(suffix)
+            and _STRING.fullmatch(data, len(prefix), len(data) - len(suffix)) is not None
+        )
+
+    def learn(self, data: bytes, chunk: dict) -> None:
+        """Keep the bytes around the content string of `data` (decoded: `chunk`) if it is a plain
+        content-token chunk."""
+        if chunk.get("usage") or "error" in chunk:
+            return
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if choice.get("finish_reason") is not None or type(delta) is not dict or len(delta) != 1:
+            return
+        content = delta.get("content")
+        if type(content) is not str or not content or data.count(_CONTENT_KEY) != 1:
+            return
+        start = data.index(_CONTENT_KEY) + len(_CONTENT_KEY)
+        string = _STRING.match(data, start)
+        if string is not None:
+            self._prefix, self._suffix = data[:start], data[string.end() :]
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
+    """Apply one SSE data payload that arrived at `t` (perf_counter s) to `record`; `chunks`
+    (one per stream) recognises the stream's usual token chunk without decoding it.
 
     Returns True when the stream is over for the client: `[DONE]`, an error object, or a
     payload that is not JSON (the record is then marked failed).
     """
+    if chunks is not None and chunks.match(data):
+        _token_event(record, t)
+        if record.t_first_content is None:
+            record.t_first_content = t
+        return False
     if data == _DONE:
         record.saw_done = True
         return True
@@ -33,6 +95,8 @@ def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
     if type(chunk) is not dict:
         record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
         return True
+    if chunks is not None:
+        chunks.learn(data, chunk)
     return apply_chunk(record, chunk, t)
 
 

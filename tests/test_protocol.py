@@ -1,8 +1,11 @@
 """The OpenAI chunk interpreter and the per-request metric definitions."""
 
-import orjson
+import dataclasses
 
-from llm_locust.protocol import apply_event, finish
+import orjson
+import pytest
+
+from llm_locust.protocol import TokenChunks, apply_event, finish
 from llm_locust.record import ErrorKind, RequestRecord, TokenSource
 
 
@@ -80,3 +83,85 @@ def test_failures_by_kind():
 def test_tpot_needs_two_tokens():
     r = feed(RequestRecord("chat", 0.0), [(0.1, chat({"content": "a"}, finish_reason="stop")), (0.2, b"[DONE]")])
     assert r.ok and r.output_tokens == 1 and r.tpot_s is None and len(r.itl_us) == 0
+
+
+# -- TokenChunks: the usual token chunk applied without a JSON decode ---------------------------
+def _chat(content_json: bytes, finish: bytes = b"null", extra: bytes = b"", rid: bytes = b"c1") -> bytes:
+    head = b'{"id":"%s","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,' % rid
+    return head + b'"delta":{"content":%s}%s,"logprobs":null,"finish_reason":%s}]}' % (content_json, extra, finish)
+
+
+STREAMS = {
+    "sim-like, escapes and unicode": [
+        b'{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}',
+        _chat(b'"Hello"'),
+        _chat(b'" wor\\"ld"'),
+        _chat(b'"\\\\"'),
+        _chat(b'"\\u00e9t\\u00e9"'),
+        _chat(b'" x"'),
+        _chat(b'""'),  # empty content: no token
+        _chat(b'"!"'),
+        _chat(b'" end"', finish=b'"length"'),
+        b'{"id":"c1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}',
+        b"[DONE]",
+    ],
+    "reasoning then content, tool calls": [
+        b'{"id":"r","choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}]}',
+        b'{"id":"r","choices":[{"index":0,"delta":{"reasoning_content":"more"},"finish_reason":null}]}',
+        _chat(b'"A"', rid=b"r"),
+        _chat(b'"B"', rid=b"r"),
+        b'{"id":"r","choices":[{"index":0,"delta":{"reasoning_content":"late"},"finish_reason":null}]}',
+        _chat(b'"C"', rid=b"r"),
+        b'{"id":"r","choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]},"finish_reason":null}]}',
+        _chat(b'"D"', rid=b"r"),
+        _chat(b'"E"', finish=b'"stop"', rid=b"r"),
+        b"[DONE]",
+    ],
+    "per-chunk padding (OpenAI obfuscation) never matches": [
+        _chat(b'"a"', extra=b',"obfuscation":"x1"'),
+        _chat(b'"b"', extra=b',"obfuscation":"yy2"'),
+        _chat(b'"c"', extra=b',"obfuscation":"z3"', finish=b'"stop"'),
+        b"[DONE]",
+    ],
+    "an error object and a broken chunk after token chunks": [
+        _chat(b'"a"'),
+        _chat(b'"b"'),
+        _chat(b'"c'),  # same bytes around a string that does not close
+        _chat(b'"d"'),
+    ],
+    "content then an error in the stream": [
+        _chat(b'"a"'),
+        _chat(b'"b"'),
+        b'{"id":"c1","error":{"message":"overloaded"}}',
+        _chat(b'"c"'),
+    ],
+    "two keys in one delta": [
+        _chat(b'"a"'),
+        _chat(b'"b","reasoning":"r"'),
+        _chat(b'"","tool_calls":[1]'),
+        _chat(b'"c"'),
+        b"[DONE]",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+def test_token_chunks_give_the_same_record_as_decoding_every_chunk(name):
+    records = []
+    for chunks in (None, TokenChunks()):
+        record = RequestRecord(endpoint="chat", t_send=0.0)
+        for i, data in enumerate(STREAMS[name]):
+            if apply_event(record, data, 1.0 + i * 0.01, chunks):
+                break
+        records.append(dataclasses.asdict(record))
+    assert records[0] == records[1]
+
+
+def test_token_chunks_skip_the_decode_of_the_usual_chunk():
+    chunks = TokenChunks()
+    first, usual, last = _chat(b'"Hi"'), _chat(b'" there \\"x\\""'), _chat(b'"."', finish=b'"stop"')
+    assert not chunks.match(first)  # nothing learned yet
+    record = RequestRecord(endpoint="chat", t_send=0.0)
+    apply_event(record, first, 1.0, chunks)
+    assert chunks.match(usual) and not chunks.match(last) and not chunks.match(_chat(b'""'))
+    assert not chunks.match(_chat(b'"a"', rid=b"other")) and not chunks.match(_chat(b'"a" , "b"'))
