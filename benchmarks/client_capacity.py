@@ -66,6 +66,10 @@ COLUMNS = (
 )
 
 
+class LevelFailed(Exception):
+    """A level gave nothing to measure (said in the table; the client's ramp ends there)."""
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid` (and its reaped children), seconds (0 if gone)."""
     try:
@@ -256,7 +260,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
         full_trace = sim.trace()
     trace = [r for r in full_trace if not r.get("cancelled") and len(r["token_times"]) >= 2]
     if not trace:
-        raise SystemExit(f"{client} at {streams} streams: no complete request in the simulator's trace")
+        raise LevelFailed(f"{client:>10} {streams:>7}  no request completed: the client is far past saturation")
     # the measurement window: from the warm-up's end to 1 s before the last token
     t0 = min(r["t_recv"] for r in trace) + args.warmup_s
     t1 = max(r["token_times"][-1] for r in trace) - 1.0
@@ -352,7 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{client:>10} skipped: {args.guidellm} not found (see benchmarks/RESULTS.md to install it)")
             continue
         for streams in (int(s) for s in args.streams.split(",")):
-            row = run_level(client, streams, args, cores)
+            try:
+                row = run_level(client, streams, args, cores)
+            except LevelFailed as e:
+                print(e, flush=True)
+                break
             rows.append(row)
             print(format_row(row), flush=True)
             if not row["in_bound"] and not args.no_stop:
