@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,17 @@ def run_locust(
     return subprocess.run(
         command, cwd=ROOT, env=env or dict(os.environ), capture_output=True, text=True, timeout=timeout_s
     )
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
+    """Poll `predicate` until it returns something true (returned); fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def read_summary(results_dir: Path) -> dict[str, Any]:
