@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-all lint format bench clean
+.PHONY: install browser demo test test-all lint format bench clean
 
 install: $(STAMP)
 
@@ -14,13 +14,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)  ## simulator + locust master with 2 worker processes, ~30 s; prints the summary
+browser:  ## Chromium for the report's PNG charts and browser tests (Debian's package; installed when root)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium not installed: report PNGs and the browser tests will be skipped (apt-get install chromium)"
+
+demo: $(STAMP) browser  ## simulator + locust master with 2 worker processes, ~30 s; prints the summary
 	$(BIN)/llm-locust demo
 
-test: $(STAMP)  ## the suite CI runs (long runs marked `slow` are skipped)
+test: $(STAMP) browser  ## the suite CI runs (long runs marked `slow` are skipped)
 	$(BIN)/pytest
 
-test-all: $(STAMP)  ## everything, including the slow runs
+test-all: $(STAMP) browser  ## everything, including the slow runs
 	$(BIN)/pytest -m ""
 
 lint: $(STAMP)
