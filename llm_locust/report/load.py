@@ -125,7 +125,7 @@ def read_csv(path: Path, columns: tuple[str, ...], allow_empty: bool = False) ->
     if frame.empty and not allow_empty:
         raise ConfigError(f"{path}: no rows after the header (the run ended before its first interval)")
     for column in frame.columns:
-        if column in _TEXT_COLUMNS or frame[column].dtype != object:
+        if column in _TEXT_COLUMNS or pd.api.types.is_numeric_dtype(frame[column]):
             continue
         numbers = pd.to_numeric(frame[column], errors="coerce")
         bad = numbers.isna() & frame[column].notna()

@@ -1,0 +1,332 @@
+"""`llm-locust report` on real runs: the `locust` CLI against the simulator writes results folders,
+the report is built from them, and the numbers inside its charts (the figure JSON embedded in the
+HTML, i.e. what the browser draws) are checked against summary.json and the CSVs."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import LOCUSTFILE, ROOT, read_summary
+
+from llm_locust.errors import ConfigError
+from llm_locust.report.build import build_report
+from llm_locust.report.images import find_browser
+from llm_locust.report.mbu import Hardware, mbu
+from llm_locust.report.timeline import MAX_POINTS, downsample
+from llm_locust.sim import run_sim
+from llm_locust.slo import parse_slos
+
+BATCHING = ("--timing", "batching", "--max-batch", "4", "--decode-step-ms", "8", "--decode-step-ms-per-seq", "0.5")
+
+
+def locust_run(url: str, results_dir: Path, users: int, seconds: int, *extra: str) -> subprocess.Popen:
+    """Start a headless `locust` CLI run writing `results_dir` (Locust CSVs + llm-locust files)."""
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+        "-u", str(users), "-r", str(users), "--run-time", f"{seconds}s", "--host", url,
+        "--max-tokens", "24", "--prompt-tokens", "64", "--ignore-eos", "--interval-s", "1",
+        "--csv", str(results_dir / "locust"), "--csv-full-history", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait(process: subprocess.Popen) -> None:
+    out, _ = process.communicate(timeout=90)
+    assert process.returncode == 0, out[-3000:]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> tuple[Path, Path]:
+    """Two real runs on two batching simulators (room for 4 sequences): 2 users, and 8 users (queued)."""
+    base = tmp_path_factory.mktemp("runs")
+    light, heavy = base / "light-2u", base / "heavy-8u"
+    with run_sim(*BATCHING) as sim_a, run_sim(*BATCHING) as sim_b:
+        procs = [locust_run(sim_a.url, light, 2, 5), locust_run(sim_b.url, heavy, 8, 5)]
+        for process in procs:
+            wait(process)
+    return light, heavy
+
+
+def figures(html_text: str) -> dict[str, dict[str, Any]]:
+    """The plotly figures embedded in the report, by chart key."""
+    found = re.findall(r'<script type="application/json" data-chart="([^"]+)">(.*?)</script>', html_text, re.S)
+    return {key: json.loads(data) for key, data in found}
+
+
+def array(value: Any) -> np.ndarray:
+    """A figure array: plain list, or plotly's typed array {dtype, bdata}."""
+    if isinstance(value, dict) and "bdata" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
+    return np.array([np.nan if v is None else v for v in value], dtype=float)
+
+
+def trace(figure: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    """The one trace whose meta has every given key/value."""
+    matches = [t for t in figure["data"] if all((t.get("meta") or {}).get(k) == v for k, v in meta.items())]
+    assert len(matches) == 1, (meta, [t.get("meta") for t in figure["data"]])
+    return matches[0]
+
+
+def test_report_numbers_are_the_summary_and_timeseries_numbers(two_runs, tmp_path):
+    light, _ = two_runs
+    report = build_report([light], tmp_path / "report.html", png=False)
+    summary = read_summary(light)
+    figs = figures(report.html_path.read_text())
+    assert {"throughput_latency", "latency_vs_load", "throughput_vs_load", "llm_timeline", "locust_timeline",
+            "distributions"} <= set(figs)  # fmt: skip
+
+    curve = figs["throughput_latency"]
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        for stat in ("p50", "p90", "p99"):
+            t = trace(curve, run="light-2u", metric=metric, stat=stat)
+            assert array(t["x"]).tolist() == [summary["throughput"]["output_tokens_per_s"]]
+            assert array(t["y"]).tolist() == [summary["metrics"][metric][stat]]
+    load = trace(figs["latency_vs_load"], run="light-2u", metric="itl_ms", stat="p99")
+    assert array(load["x"]).tolist() == [2] and array(load["y"]).tolist() == [summary["metrics"]["itl_ms"]["p99"]]
+
+    with (light / "llm_timeseries.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    timeline = figs["llm_timeline"]
+    users = trace(timeline, run="light-2u", column="users")
+    assert array(users["x"]).tolist() == [float(r["elapsed_s"]) for r in rows]
+    assert array(users["y"]).tolist() == [float(r["users"]) for r in rows]
+    tokens = array(trace(timeline, run="light-2u", column="output_tokens_per_s")["y"])
+    assert tokens.tolist() == [float(r["output_tokens_per_s"]) for r in rows]
+    ttft_p90 = array(trace(timeline, run="light-2u", column="ttft_ms_p90")["y"])
+    assert np.allclose(ttft_p90, [float(r["ttft_ms_p90"] or "nan") for r in rows], equal_nan=True)
+
+    cdf = trace(figs["distributions"], run="light-2u", metric="ttft", kind="cdf")
+    assert summary["metrics"]["ttft_ms"]["p90"] in array(cdf["x"]).tolist()
+    history = trace(figs["locust_timeline"], run="light-2u", endpoint="POST /v1/chat/completions", column="Requests/s")
+    assert len(array(history["y"])) > 3
+
+    page = report.html_path.read_text()
+    assert "plotly.js" in page[:20000] and "cdn.plot.ly" not in page.split("<body>")[1][:2000]
+    assert summary["run"]["host"] in page and "2.47" in page  # run metadata: target, versions
+
+
+def test_capacity_pick_meets_every_slo_and_the_next_load_does_not(two_runs, tmp_path):
+    light, heavy = two_runs
+    p90_light = read_summary(light)["metrics"]["ttft_ms"]["p90"]
+    p90_heavy = read_summary(heavy)["metrics"]["ttft_ms"]["p90"]
+    assert p90_heavy > 1.5 * p90_light  # 8 users on 4 batch slots queue: TTFT rises
+    budget = (p90_light + p90_heavy) / 2
+    slos = parse_slos([f"ttft_p90_ms={budget:.3f}", "tpot_p99_ms=1000"])
+    report = build_report([light, heavy], tmp_path / "cmp.html", slos=slos, png=False)
+    picks = {cap.run: cap.best for cap in report.capacities}
+    assert picks["light-2u"] is not None and picks["light-2u"].ok
+    assert picks["light-2u"].output_tokens_per_s == read_summary(light)["throughput"]["output_tokens_per_s"]
+    assert picks["heavy-8u"] is None
+    capacity = figures(report.html_path.read_text())["capacity"]
+    line = trace(capacity, run="heavy-8u", slo="ttft_p90_ms")
+    assert array(line["y"]).tolist() == [p90_heavy] and line["marker"]["symbol"] == ["x"]
+    page = report.html_path.read_text()
+    assert "light-2u: capacity run" in page and "heavy-8u: no step meets every SLO" in page
+
+
+def test_comparison_of_two_runs_overlays_both_and_tables_them_side_by_side(two_runs, tmp_path):
+    light, heavy = two_runs
+    report = build_report([light, heavy], tmp_path / "cmp.html", png=False)
+    page = report.html_path.read_text()
+    figs = figures(page)
+    for run, folder in (("light-2u", light), ("heavy-8u", heavy)):
+        summary = read_summary(folder)
+        t = trace(figs["throughput_latency"], run=run, metric="ttft_ms", stat="p50")
+        assert array(t["x"]).tolist() == [summary["throughput"]["output_tokens_per_s"]]
+        assert array(t["y"]).tolist() == [summary["metrics"]["ttft_ms"]["p50"]]
+        assert trace(figs["llm_timeline"], run=run, column="users")["legendgroup"] == run
+    colors = {trace(figs["throughput_latency"], run=r, metric="e2e_ms", stat="p50")["line"]["color"]
+              for r in ("light-2u", "heavy-8u")}  # fmt: skip
+    assert len(colors) == 2
+    comparison = page[page.index("<h2>Comparison</h2>") :]
+    comparison = comparison[: comparison.index("</table>")]
+    assert "<th>light-2u</th><th>heavy-8u</th>" in comparison
+    heavy_tps = read_summary(heavy)["throughput"]["output_tokens_per_s"]
+    assert f"{heavy_tps:,.4g}" in comparison
+
+
+def test_plain_locust_run_gives_the_charts_its_csvs_allow(tmp_path):
+    locustfile = tmp_path / "plain.py"
+    locustfile.write_text(
+        "from locust import HttpUser, constant, task\n\n"
+        "class Plain(HttpUser):\n    wait_time = constant(0.05)\n\n"
+        "    @task\n    def models(self):\n        self.client.get('/v1/models')\n"
+    )
+    results = tmp_path / "plain"
+    with run_sim() as sim:
+        command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "2", "-r", "2",
+                   "--run-time", "4s", "--host", sim.url, "--csv", str(results / "plain"),
+                   "--csv-full-history"]  # fmt: skip
+        subprocess.run(command, check=True, capture_output=True, timeout=60)
+    assert not (results / "summary.json").exists()
+    report = build_report([results], png=False)
+    assert report.html_path == results / "report.html"
+    figs = figures(report.html_path.read_text())
+    assert set(figs) == {"locust_timeline"}
+    requests = trace(figs["locust_timeline"], run="plain", endpoint="GET /v1/models", column="Requests/s")
+    assert array(requests["y"]).max() > 1
+    page = report.html_path.read_text()
+    assert "summary.json: a plain Locust run" in page and "GET" in page and "/v1/models" in page
+
+
+def _damage(folder: Path, name: str, content: str | None) -> None:
+    """Overwrite (or delete, content None) one file of a results folder."""
+    if content is None:
+        (folder / name).unlink()
+    else:
+        (folder / name).write_text(content)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("summary.json", '{"run": {"host": "x"}, "metr', "summary.json: not valid JSON"),
+        ("summary.json", "", "summary.json: empty file"),
+        ("summary.json", '{"run": {}, "metrics": {}}', "summary.json: missing object 'throughput'"),
+        ("llm_timeseries.csv", "", "llm_timeseries.csv: empty file"),
+        ("llm_timeseries.csv", "time,elapsed_s\n1,2\n", "llm_timeseries.csv: missing column(s) window_start_epoch_s"),
+        ("locust_stats.csv", "Type,Name\n", "locust_stats.csv: missing column(s) Request Count"),
+        ("histograms.json", '{"run": {"ttft": "not-an-hdr"}}', "histograms.json: run.ttft is not an encoded"),
+    ],
+)
+def test_bad_files_are_one_line_errors_naming_the_file(two_runs, tmp_path, name, content, message):
+    folder = tmp_path / "run"
+    shutil.copytree(two_runs[0], folder)
+    _damage(folder, name, content)
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        build_report([folder], tmp_path / "r.html", png=False)
+    assert "\n" not in str(info.value) and str(folder) in str(info.value)
+
+
+def test_non_numeric_cell_names_file_line_and_column(two_runs, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(two_runs[0], folder)
+    lines = (folder / "llm_timeseries.csv").read_text().splitlines()
+    cells = lines[2].split(",")
+    cells[7] = "lots"  # output_tokens_per_s of the second data row (line 3)
+    lines[2] = ",".join(cells)
+    (folder / "llm_timeseries.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=r"llm_timeseries.csv, line 3: column 'output_tokens_per_s' holds 'lots'"):
+        build_report([folder], tmp_path / "r.html", png=False)
+
+
+def test_cli_bad_folder_exits_2_with_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for folder, message in (
+        (tmp_path / "empty", "not a results folder"),
+        (tmp_path / "nope", "no such results folder"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(folder)], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 2 and message in proc.stderr and str(folder) in proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_writes_report_and_pngs(two_runs, tmp_path):
+    if find_browser() is None:
+        pytest.skip("no Chromium on this machine (make browser / apt-get install chromium): PNG export needs one")
+    out = tmp_path / "out" / "light.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "llm_locust.cli", "report", str(two_runs[0]), "-o", str(out),
+         "--slo", "ttft_p90_ms=5000"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"Report: {out.resolve()}" in proc.stdout and "light-2u: capacity run" in proc.stdout
+    pngs = sorted((tmp_path / "out" / "light_png").glob("*.png"))
+    assert {p.stem for p in pngs} >= {"throughput_latency", "llm_timeline", "capacity", "distributions"}
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
+
+
+def test_mbu_follows_databricks_definition(two_runs, tmp_path):
+    # Databricks' example: a 7B model in 16-bit at TPOT 14 ms moves 1 TB/s, 50 % of a 2 TB/s GPU
+    assert mbu(Hardware(7, 2, 2000), 14.0) == pytest.approx(0.5)
+    assert mbu(Hardware(7, 2, 2000, kv_cache_gb=14), 14.0) == pytest.approx(1.0)
+    with pytest.raises(ConfigError, match="--peak-bandwidth-gbs must be > 0"):
+        Hardware(7, 2, 0)
+    hardware = Hardware(8, 2, 3350)
+    report = build_report([two_runs[0]], tmp_path / "r.html", hardware=hardware, png=False)
+    line = trace(figures(report.html_path.read_text())["mbu"], run="light-2u", metric="mbu_percent")
+    tpot_p50 = read_summary(two_runs[0])["metrics"]["tpot_ms"]["p50"]
+    assert array(line["y"]).tolist() == pytest.approx([100 * 16e9 / (tpot_p50 / 1000) / 3350e9])
+
+
+def test_long_history_is_binned_keeping_spikes():
+    n = 10 * MAX_POINTS + 7
+    frame = pd.DataFrame({"t": np.arange(n, dtype=float), "rate": np.ones(n), "p99": np.ones(n)})
+    frame.loc[12345, "p99"] = 500.0
+    binned = downsample(frame, "t", ["p99"], ["rate"])
+    assert len(binned) <= MAX_POINTS and binned["rate"].eq(1.0).all() and binned["p99"].max() == 500.0
+
+
+def test_report_package_never_imports_locust():
+    code = (
+        "import sys, llm_locust.report.build, llm_locust.report.cli, llm_locust.cli as c; c.build_parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('locust', 'gevent')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+
+
+def _pixels_near(image: Any, rgb: tuple[int, int, int], tolerance: int = 40) -> int:
+    """How many pixels of `image` (PIL RGB) are within `tolerance` of the colour `rgb`."""
+    data = np.asarray(image.convert("RGB"), dtype=int)
+    return int((np.abs(data - np.array(rgb)).sum(axis=2) < tolerance).sum())
+
+
+def test_report_renders_in_headless_chromium_without_console_errors(two_runs, tmp_path):
+    browser = find_browser()
+    if browser is None:
+        pytest.skip("no Chromium on this machine (make browser / apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
+    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
+    slos = parse_slos(["ttft_p90_ms=100000"])
+    report = build_report(list(two_runs), tmp_path / "both.html", slos=slos, png=False)
+    problems: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+            def offline(route: Any) -> None:  # the report must need nothing but its own file
+                if not route.request.url.startswith("file:"):
+                    problems.append(f"network request: {route.request.url}")
+                    route.abort()
+                else:
+                    route.continue_()
+
+            page.route("**/*", offline)
+            page.goto(report.html_path.resolve().as_uri())
+            page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
+            assert page.evaluate("document.body.dataset.chartsRendered") == str(len(report.charts))
+            shots = {chart.key: page.locator(f"#{chart.key}").screenshot() for chart in report.charts}
+        finally:
+            chromium.close()
+    assert problems == []
+    run_colors = [(0x63, 0x6E, 0xFA), (0xEF, 0x55, 0x3B)]  # plotly's first two colours: light-2u, heavy-8u
+    for key, png in shots.items():
+        image = image_module.open(io.BytesIO(png))
+        assert image.width > 1000 and image.height > 300, key
+        white = _pixels_near(image, (255, 255, 255), tolerance=30)
+        assert white < 0.985 * image.width * image.height, f"{key}: blank"
+        if key in ("throughput_latency", "latency_vs_load", "llm_timeline", "capacity", "distributions"):
+            for rgb in run_colors:
+                assert _pixels_near(image, rgb) > 30, f"{key}: no trace drawn in colour {rgb}"
