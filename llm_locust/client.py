@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from llm_locust.arrival import body_chunks
+from llm_locust.pacing import Ticket
 from llm_locust.protocol import apply_event, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.sse import SSEDecoder
@@ -38,14 +39,23 @@ class RequestFailure(Exception):
 
 
 def stream_completion(
-    session: Any, path: str, body: bytes, headers: dict[str, str], endpoint: str, watchdog: TimeoutWatchdog
+    session: Any,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    endpoint: str,
+    watchdog: TimeoutWatchdog,
+    ticket: Ticket | None = None,
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
     `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
-    this greenlet while it waits for bytes).
+    this greenlet while it waits for bytes); `ticket` (from the pacer) gives the request its
+    due time, sweep step and whether it counts for that step.
     """
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter())
+    if ticket is not None:
+        record.t_sched, record.step, record.measured = ticket
     watch = watchdog.start(record.t_send)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:

@@ -16,16 +16,18 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.record import RequestRecord
+from llm_locust.slo import Slo, request_meets
 
-LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay")
 """Histograms in µs: time to first token / first output, time per output token, inter-token
-latency (every gap between token events), end-to-end latency."""
+latency (every gap between token events), end-to-end latency, client queue delay (open loop:
+how late each request was sent)."""
 COUNT_METRICS = ("output_tokens",)
 """Histograms of per-request counts (tokens)."""
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -79,6 +81,7 @@ class WindowMetrics:
     )
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LATENCY_METRICS + COUNT_METRICS, 0))
     requests_ok: int = 0
+    requests_good: int = 0  # successful requests that met every --slo (goodput)
     output_tokens: int = 0
     prompt_tokens: int = 0
     token_events: int = 0
@@ -86,14 +89,18 @@ class WindowMetrics:
     token_sources: Counter[str] = field(default_factory=Counter)
     usage_event_mismatches: int = 0  # successful requests whose usage count != token events
 
-    def add(self, record: RequestRecord) -> None:
-        """Count one finished request: latencies only when it succeeded."""
+    def add(self, record: RequestRecord, good: bool = True) -> None:
+        """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
+        queue_delay_s = record.queue_delay_s
+        if queue_delay_s is not None:  # how late it left is known even when it failed
+            self._record("queue_delay", _us(queue_delay_s))
         if not record.ok:
             self.failures[str(record.error_kind)] += 1
             return
         hist = self.hist
         n = record.output_tokens
         self.requests_ok += 1
+        self.requests_good += good
         self.output_tokens += n
         self.prompt_tokens += record.prompt_tokens or 0
         self.token_events += record.events
@@ -132,6 +139,7 @@ class WindowMetrics:
                 self.hist[name].add(h)
                 self.sums[name] += other.sums[name]
         self.requests_ok += other.requests_ok
+        self.requests_good += other.requests_good
         self.output_tokens += other.output_tokens
         self.prompt_tokens += other.prompt_tokens
         self.token_events += other.token_events
@@ -150,6 +158,7 @@ class WindowMetrics:
             "hist": {n: h.encode() for n, h in self.hist.items() if h.get_total_count()},
             "sums": {n: self.sums[n] for n, h in self.hist.items() if h.get_total_count()},
             "requests_ok": self.requests_ok,
+            "requests_good": self.requests_good,
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
             "token_events": self.token_events,
@@ -166,6 +175,7 @@ class WindowMetrics:
             window.hist[name].add(HdrHistogram.decode(encoded))
             window.sums[name] = data["sums"][name]
         window.requests_ok = data["requests_ok"]
+        window.requests_good = data["requests_good"]
         window.output_tokens = data["output_tokens"]
         window.prompt_tokens = data["prompt_tokens"]
         window.token_events = data["token_events"]
@@ -180,14 +190,32 @@ def _us(seconds: float | None) -> int:
     return min(max(0, round(seconds * 1e6)), _HIGHEST_US) if seconds is not None else 0
 
 
-class MetricsRecorder:
-    """Per-process collector: finished requests into windows keyed by their start (epoch s)."""
+class WindowKey(NamedTuple):
+    """Where a finished request's metrics go: the time window of its completion (start, epoch
+    s), the sweep step it was sent in (-1: none) and whether it counts for that step."""
 
-    def __init__(self, interval_s: float) -> None:
+    start: int
+    step: int
+    measured: bool
+
+
+Delta = dict[WindowKey, WindowMetrics]
+"""What one process measured since its last report."""
+
+
+class MetricsRecorder:
+    """Per-process collector: finished requests into windows keyed by `WindowKey`.
+
+    `slos` decide which successful requests are good (goodput): every objective met by the
+    request's own TTFT, TTFO, TPOT, E2E and largest inter-token gap.
+    """
+
+    def __init__(self, interval_s: float, slos: tuple[Slo, ...] = ()) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
-        self._pending: dict[int, WindowMetrics] = {}
+        self.slos = slos
+        self._pending: Delta = {}
 
     def window_start(self, t_wall_s: float) -> int:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
@@ -195,48 +223,72 @@ class MetricsRecorder:
 
     def record(self, record: RequestRecord, t_wall_s: float) -> None:
         """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""
-        key = self.window_start(t_wall_s)
+        key = WindowKey(self.window_start(t_wall_s), record.step, record.measured)
         window = self._pending.get(key)
         if window is None:
             window = self._pending[key] = WindowMetrics()
-        window.add(record)
+        window.add(record, self._good(record))
 
-    def take_delta(self) -> dict[int, WindowMetrics]:
+    def _good(self, record: RequestRecord) -> bool:
+        if not self.slos or not record.ok:
+            return record.ok
+        values_ms = {"ttft": record.ttft_s, "ttfo": record.ttfo_s, "tpot": record.tpot_s, "e2e": record.e2e_s}
+        values_ms = {k: None if v is None else v * 1e3 for k, v in values_ms.items()}
+        values_ms["itl"] = max(record.itl_us) / 1e3 if record.itl_us else None
+        return request_meets(self.slos, values_ms)
+
+    def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""
         delta, self._pending = self._pending, {}
         return delta
 
 
-def delta_to_wire(delta: dict[int, WindowMetrics]) -> dict[str, Any]:
-    """A recorder delta as a msgpack-able dict with string keys."""
-    return {str(start): window.to_wire() for start, window in delta.items()}
+def delta_to_wire(delta: Delta) -> dict[str, Any]:
+    """A recorder delta as a msgpack-able dict with string keys ("start:step:measured")."""
+    return {f"{k.start}:{k.step}:{int(k.measured)}": window.to_wire() for k, window in delta.items()}
 
 
-def delta_from_wire(data: dict[str, Any]) -> dict[int, WindowMetrics]:
+def delta_from_wire(data: dict[str, Any]) -> Delta:
     """Reverse of `delta_to_wire`."""
-    return {int(start): WindowMetrics.from_wire(window) for start, window in data.items()}
+    delta = {}
+    for key, window in data.items():
+        start, step, measured = key.split(":")
+        delta[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+    return delta
 
 
 class RunMetrics:
-    """The merged metrics of a run: totals, plus windows until the time series takes them."""
+    """The merged metrics of a run: totals, per sweep step (warm-up excluded), and the time
+    windows until the time series takes them."""
 
     def __init__(self) -> None:
         self.total = WindowMetrics()
+        self.steps: dict[int, WindowMetrics] = {}
+        self.warmup_requests: Counter[int] = Counter()  # per step: requests sent during its warm-up
         self._windows: dict[int, WindowMetrics] = {}
         self.deltas_merged = 0
 
-    def merge_delta(self, delta: dict[int, WindowMetrics]) -> None:
-        """Merge one process's delta into the totals and its windows."""
-        for start, window in delta.items():
+    def merge_delta(self, delta: Delta) -> None:
+        """Merge one process's delta into the totals, its step and its time window."""
+        for key, window in delta.items():
             self.total.merge(window)
-            mine = self._windows.get(start)
-            if mine is None:
-                self._windows[start] = window
-            else:
-                mine.merge(window)
+            if key.step >= 0:
+                if key.measured:
+                    _merge_into(self.steps, key.step, window)
+                else:
+                    self.warmup_requests[key.step] += window.requests_ok + window.requests_failed
+            _merge_into(self._windows, key.start, window)
         self.deltas_merged += 1
 
     def pop_windows(self, before_s: float) -> list[tuple[int, WindowMetrics]]:
         """Remove and return, oldest first, the windows that started before `before_s`."""
         ready = sorted(start for start in self._windows if start < before_s)
         return [(start, self._windows.pop(start)) for start in ready]
+
+
+def _merge_into(windows: dict[int, WindowMetrics], key: int, window: WindowMetrics) -> None:
+    """Add `window` to `windows[key]` (a copy of it when the key is new: `window` is shared)."""
+    mine = windows.get(key)
+    if mine is None:
+        mine = windows[key] = WindowMetrics()
+    mine.merge(window)

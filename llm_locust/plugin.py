@@ -37,18 +37,24 @@ from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from llm_locust import __version__
 from llm_locust.client import RECORD_KEY
+from llm_locust.control import PLAN_MESSAGE, LoadController
 from llm_locust.errors import ConfigError
-from llm_locust.metrics import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
+from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta_from_wire, delta_to_wire
+from llm_locust.pacing import Pacer, Plan
 from llm_locust.record import RequestRecord
 from llm_locust.results import (
     TimeseriesWriter,
+    iso_time,
     metric_stats,
+    step_summary,
     summary_table,
     throughput,
     token_accounting,
+    write_histograms,
     write_summary,
 )
 from llm_locust.settings import Settings, add_arguments
+from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
 
 logger = logging.getLogger("llm_locust")
@@ -56,6 +62,8 @@ logger = logging.getLogger("llm_locust")
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 TICK_S = 1.0
+SCHEDULE_LAG_WARN_MS = 100.0
+"""Open loop: a p90 client queue delay above this in a time window means the run fell behind."""
 
 _states: weakref.WeakKeyDictionary[Environment, RunState] = weakref.WeakKeyDictionary()
 _installed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -83,7 +91,10 @@ def run_state(environment: Environment) -> RunState:
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     """Create the run state; a bad option ends the process with a one-line error (exit 2)."""
     try:
-        _states[environment] = RunState(environment)
+        state = RunState(environment)
+        if state.settings.steps and environment.shape_class is None and not state.is_worker:
+            raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
+        _states[environment] = state
     except ConfigError as e:
         logger.error("%s", e)
         sys.exit(2)
@@ -99,6 +110,8 @@ class RunState:
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
         self._model_lock = gevent.lock.Semaphore()
+        self.pacer = Pacer()
+        self.control: LoadController | None = None  # master / local: steps, plans, limits
         self._results: ResultsWriter | None = None
         self.watchdog: TimeoutWatchdog | None = None
         self._reset()
@@ -108,6 +121,7 @@ class RunState:
             events.request.add_listener(self._on_request)
         if self.is_worker:
             events.report_to_master.add_listener(self._on_report_to_master)
+            runner.register_message(PLAN_MESSAGE, self._on_plan)
         else:
             events.test_stop.add_listener(self._on_test_stop)
             events.quitting.add_listener(self._on_quitting)
@@ -127,13 +141,19 @@ class RunState:
         if not self.is_master:
             _freeze_heap()
         if not self.is_worker:
+            self.control = LoadController(environment, self.settings, None if self.is_master else self.pacer)
+            steps = self.settings.steps
+            if steps and environment.shape_class is not None:  # the sweep starts now
+                self.control.enter_step(steps[0])
+            self.control.update()
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
 
     def _reset(self) -> None:
         """Fresh per-test state from the current settings."""
         self.model = self.settings.model
         self._model_error: str | None = None
-        self.recorder = MetricsRecorder(self.settings.interval_s)
+        self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
+        self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
         if self.watchdog is not None:
             self.watchdog.stop()
@@ -176,6 +196,10 @@ class RunState:
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
 
+    def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Worker: the master's plan for this process (step, rate share, quota)."""
+        self.pacer.apply(Plan.from_wire(msg.data))
+
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         """Master: merge a worker's delta."""
@@ -193,6 +217,8 @@ class RunState:
 
     def _on_test_stop(self, environment: Environment, **_: Any) -> None:
         """Mark the end of the measurement; finalize once the workers' last reports are in."""
+        if self.control is not None:
+            self.control.end_step()
         if self._results is not None:
             self._results.stop()
 
@@ -215,6 +241,7 @@ class ResultsWriter:
         self.users_max = 0
         self.workers_max = 0
         self.workers_lost: set[str] = set()
+        self.behind_schedule: str | None = None
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
         # windows close once every worker has reported past them
@@ -234,6 +261,13 @@ class ResultsWriter:
         state = self.state
         state.merge_local()
         runner = state.environment.runner
+        if self.t_stop is None and runner is not None and state.control is not None:
+            state.control.update()
+            reason = state.control.check_limits(state.run.total)
+            if reason is not None and state.control.stop_reason is None:
+                state.control.stop_reason = reason
+                logger.info("ending the run: %s", reason)
+                gevent.spawn(_end_run, state.environment)
         if self.t_stop is None and runner is not None:
             users = runner.user_count
             self.users_max = max(self.users_max, users)
@@ -246,7 +280,27 @@ class ResultsWriter:
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
-            self._timeseries.write(start, window, self._users_by_window.pop(start, 0))
+            self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            self._check_schedule(start, window)
+
+    def _step_at(self, epoch_s: float) -> int | None:
+        """Index of the sweep step running at `epoch_s`, None outside sweeps."""
+        control = self.state.control
+        for span in control.spans if control is not None else ():
+            if span.start_s <= epoch_s < (span.end_s or float("inf")):
+                return span.step.index
+        return None
+
+    def _check_schedule(self, start: int, window: WindowMetrics) -> None:
+        """Open loop: warn (once) when requests left late — every user busy, or the client saturated."""
+        delay = window.distribution("queue_delay", scale=1000.0)
+        if self.behind_schedule is None and delay["count"] and delay["p90"] > SCHEDULE_LAG_WARN_MS:
+            self.behind_schedule = (
+                f"open loop fell behind its schedule from {iso_time(start)}: p90 client queue delay "
+                f"{delay['p90']:.0f} ms (all users busy: raise -u / --max-concurrency, or the client is "
+                "saturated: add worker processes); the offered rate was not achieved"
+            )
+            logger.warning("%s", self.behind_schedule)
 
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
@@ -269,6 +323,7 @@ class ResultsWriter:
         self.state.merge_local()
         self._write_windows(float("inf"))
         summary = self.summary(self.state.run)
+        write_histograms(self.results_dir, self.state.run)
         path = write_summary(self.results_dir, summary)
         if not self._final:
             self._final = True
@@ -290,6 +345,9 @@ class ResultsWriter:
             )
         if run.total.requests_ok == 0:
             warnings.append("no request succeeded: latency statistics are empty")
+        if self.behind_schedule:
+            warnings.append(self.behind_schedule)
+        control = self.state.control
         return {
             "status": "complete",
             "llm_locust_version": __version__,
@@ -298,17 +356,29 @@ class ResultsWriter:
                 "host": env.host,
                 "user_classes": [u.__name__ for u in env.user_classes],
                 "role": "master" if self.state.is_master else "local",
-                "start_time": _iso(self.t_start),
-                "end_time": _iso(self.t_stop or time.time()),
+                "start_time": iso_time(self.t_start),
+                "end_time": iso_time(self.t_stop or time.time()),
                 "duration_s": round(duration_s, 3),
                 "users_max": self.users_max,
                 "workers_max": self.workers_max,
                 "workers_lost": sorted(self.workers_lost),
                 "locust_csv_prefix": getattr(options, "csv_prefix", None),
+                "stop_reason": None if control is None else control.stop_reason,
             },
             "settings": self.settings.public(),
+            "load": {
+                "model": self.settings.load_model,
+                "rate_per_s": self.settings.request_rate or None,
+                "arrival": self.settings.arrival if self.settings.load_model.startswith("rate") else None,
+                "burstiness": self.settings.burstiness if self.settings.arrival == "gamma" else None,
+            },
             "metrics": metric_stats(run.total),
             "throughput": throughput(run.total, duration_s),
+            "slo": [r.as_dict() for r in evaluate(self.settings.slo, metric_stats(run.total))],
+            "steps": [
+                step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
+                for span in (control.spans if control is not None else ())
+            ],
             "failures": dict(run.total.failures),
             "tokens": token_accounting(run.total),
             "timeseries": {
@@ -320,6 +390,15 @@ class ResultsWriter:
         }
 
 
+def _end_run(environment: Environment) -> None:
+    """End the run as its own end would: quit when headless (the CLI then exits), else stop."""
+    runner = environment.runner
+    if getattr(environment.parsed_options, "headless", False):
+        runner.quit()
+    else:
+        runner.stop()
+
+
 def _freeze_heap() -> None:
     """Move everything alive at test start out of the garbage collector's reach.
 
@@ -329,8 +408,3 @@ def _freeze_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def _iso(epoch_s: float) -> str:
-    """Epoch seconds as a local ISO-8601 time with its UTC offset."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch_s))

@@ -10,6 +10,8 @@ the moment never happened (e.g. no token arrived).
 - E2E   = t_last - t_send: last token-bearing event (t_done, the stream end, is kept too).
 - TPOT  = (t_last - t_first) / (N - 1) for N >= 2 output tokens (GuideLLM/AIPerf "ITL").
 - ITL   = every gap between consecutive token-bearing events (vLLM's ITL), in `itl_us`.
+- queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
+  arrival process wanted it sent; None in closed loop).
 - N     = output tokens: usage.completion_tokens when the server sent usage, else the number
   of token-bearing events; `token_source` says which.
 """
@@ -49,6 +51,9 @@ class RequestRecord:
 
     endpoint: str
     t_send: float
+    t_sched: float | None = None  # open loop: when the arrival process wanted it sent
+    step: int = -1  # index of the sweep step it was sent in (-1: not a sweep)
+    measured: bool = True  # sent after the step's warm-up: counts for the step
     t_first: float | None = None
     t_first_content: float | None = None
     t_last: float | None = None
@@ -100,6 +105,11 @@ class RequestRecord:
     def e2e_s(self) -> float | None:
         """End-to-end latency to the last token, seconds."""
         return None if self.t_last is None else self.t_last - self.t_send
+
+    @property
+    def queue_delay_s(self) -> float | None:
+        """Open loop: seconds the request was sent after it was due (client queue delay)."""
+        return None if self.t_sched is None else self.t_send - self.t_sched
 
     @property
     def tpot_s(self) -> float | None:

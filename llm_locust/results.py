@@ -15,16 +15,19 @@ from typing import Any
 
 import orjson
 
-from llm_locust.metrics import LATENCY_METRICS, WindowMetrics
+from llm_locust.load import StepSpan
+from llm_locust.metrics import LATENCY_METRICS, RunMetrics, WindowMetrics
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "llm_timeseries.csv"
+HISTOGRAMS_FILE = "histograms.json"
 TIMESERIES_METRICS = ("ttft", "tpot", "itl", "e2e")
 TIMESERIES_PERCENTILES = ("p50", "p90", "p99")
 TIMESERIES_COLUMNS = (
     "time",
     "window_start_epoch_s",
     "elapsed_s",
+    "step",
     "users",
     "requests_ok",
     "requests_failed",
@@ -44,15 +47,44 @@ def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
 def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
     """Token and request rates of `window` over `duration_s` seconds; failures never count."""
     per_s = 1.0 / duration_s if duration_s > 0 else 0.0
+    finished = window.requests_ok + window.requests_failed
     return {
         "duration_s": round(duration_s, 3),
         "requests_ok": window.requests_ok,
         "requests_failed": window.requests_failed,
+        "requests_good": window.requests_good,
         "output_tokens": window.output_tokens,
         "prompt_tokens": window.prompt_tokens,
         "requests_per_s": round(window.requests_ok * per_s, 3),
+        "achieved_rate_per_s": round(finished * per_s, 3),
+        "goodput_per_s": round(window.requests_good * per_s, 3),
+        "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
         "output_tokens_per_s": round(window.output_tokens * per_s, 3),
         "total_tokens_per_s": round((window.output_tokens + window.prompt_tokens) * per_s, 3),
+    }
+
+
+def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: int) -> dict[str, Any]:
+    """One sweep step: its load, its measurement window and the metrics of the requests sent in
+    it (after warm-up). Throughput divides by the measurement window: in a steady state as many
+    requests are sent in it as finish in it."""
+    window = window or WindowMetrics()
+    step = span.step
+    measured = throughput(window, span.measure_s)
+    return {
+        "index": step.index,
+        "label": step.label,
+        "users": step.users,
+        "rate_per_s": step.rate_per_s,
+        "start_time": iso_time(span.start_s),
+        "end_time": iso_time(span.end_s or time.time()),
+        "warmup_s": step.warmup_s,
+        "measure_s": round(span.measure_s, 3),
+        "warmup_requests": warmup_requests,
+        "metrics": metric_stats(window),
+        "throughput": measured,
+        "achieved_rate_per_s": measured["achieved_rate_per_s"],
+        "failures": dict(window.failures),
     }
 
 
@@ -68,10 +100,25 @@ def token_accounting(window: WindowMetrics) -> dict[str, Any]:
 
 def write_summary(results_dir: Path, summary: dict[str, Any]) -> Path:
     """Write summary.json atomically; return its path."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    path = results_dir / SUMMARY_FILE
+    return _write_json(results_dir / SUMMARY_FILE, summary, orjson.OPT_INDENT_2)
+
+
+def write_histograms(results_dir: Path, run: RunMetrics) -> Path:
+    """Write histograms.json atomically: every non-empty histogram of the run and of each step,
+    as `HdrHistogram.encode()` text (µs for latencies, tokens for output_tokens); return its path."""
+
+    def encoded(window: WindowMetrics) -> dict[str, str]:
+        return {m: h.encode().decode() for m, h in window.hist.items() if h.get_total_count()}
+
+    document = {"run": encoded(run.total), "steps": {str(i): encoded(w) for i, w in sorted(run.steps.items())}}
+    return _write_json(results_dir / HISTOGRAMS_FILE, document, 0)
+
+
+def _write_json(path: Path, document: dict[str, Any], option: int) -> Path:
+    """Write `document` to `path` atomically (temp file + rename); return `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    tmp.write_bytes(orjson.dumps(document, option=option | orjson.OPT_NON_STR_KEYS))
     os.replace(tmp, path)
     return path
 
@@ -90,13 +137,15 @@ class TimeseriesWriter:
         self._file.flush()
         self.rows = 0
 
-    def write(self, start_epoch_s: int, window: WindowMetrics, users: int) -> None:
-        """Write the row of the window that starts at `start_epoch_s` (epoch seconds)."""
+    def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> None:
+        """Write the row of the window that starts at `start_epoch_s` (epoch seconds), in sweep
+        step `step` (None outside sweeps)."""
         per_s = 1.0 / self.interval_s
         row: list[Any] = [
             time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
             start_epoch_s,
             round(start_epoch_s - self.t_start_epoch_s, 3),
+            "" if step is None else step,
             users,
             window.requests_ok,
             window.requests_failed,
@@ -135,6 +184,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     for warning in summary.get("warnings", []):
         lines.append(f"WARNING: {warning}")
     return "\n".join(lines)
+
+
+def iso_time(epoch_s: float) -> str:
+    """Epoch seconds as a local ISO-8601 time with its UTC offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch_s))
 
 
 def _fmt(value: float | None) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from llm_locust.errors import ConfigError
+from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
 from llm_locust.slo import Slo, parse_slos
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -70,6 +71,7 @@ def add_arguments(parser: Any) -> None:
         default="",
         help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
     )
+    add_load_arguments(parser)
     group.add_argument(
         "--slo",
         action="append",
@@ -82,6 +84,65 @@ def add_arguments(parser: Any) -> None:
         type=float,
         default=5.0,
         help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
+    )
+
+
+def add_load_arguments(parser: Any) -> None:
+    """The load-model options: open-loop request rate, sweeps, limits."""
+    group = _WebUIGroup(parser.add_argument_group("llm-locust load", "Open-loop request rate, sweeps and limits"))
+    group.add_argument(
+        "--request-rate",
+        type=float,
+        default=0.0,
+        help="Open loop: send R requests/s in total, split across all workers (0: closed loop, each user "
+        "sends its next request when the last ended); -u is then only the cap on requests in flight",
+    )
+    group.add_argument(
+        "--arrival",
+        choices=ARRIVAL_KINDS,
+        default="poisson",
+        help="Arrival process of --request-rate / --sweep-rates: poisson (default), constant, gamma",
+    )
+    group.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        help="Gamma arrivals' shape: 1 = Poisson, < 1 burstier, > 1 more regular (default 1)",
+    )
+    group.add_argument(
+        "--sweep-users", default="", help="Concurrency sweep, e.g. 1,2,4,8,16 (needs -f locustfiles/sweep.py)"
+    )
+    group.add_argument(
+        "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
+    )
+    group.add_argument(
+        "--seed", type=int, default=None, help="Seed of the random arrival times (and workload), for repeatable runs"
+    )
+    group.add_argument("--step-duration-s", type=float, default=30.0, help="Length of each sweep step, seconds")
+    group.add_argument(
+        "--warmup-s",
+        type=float,
+        default=5.0,
+        help="Start of each sweep step left out of its metrics, seconds (default 5)",
+    )
+    group.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=256,
+        help="Rate sweep: users per step, the cap on requests in flight (default 256)",
+    )
+    group.add_argument(
+        "--max-requests",
+        type=int,
+        default=0,
+        help="End the run after this many requests in total across workers (0: no limit)",
+    )
+    group.add_argument(
+        "--abort-error-rate",
+        type=float,
+        default=0.0,
+        help="End the run early once more than this share of requests failed (e.g. 0.5; checked "
+        "after 20 requests; 0: never)",
     )
 
 
@@ -117,6 +178,17 @@ class Settings:
     read_timeout_s: float = 120.0
     request_timeout_s: float = 600.0
     results_dir: str = ""
+    request_rate: float = 0.0  # requests/s in total, 0 = closed loop
+    arrival: ArrivalKind = "poisson"
+    burstiness: float = 1.0
+    sweep_users: str = ""
+    sweep_rates: str = ""
+    step_duration_s: float = 30.0
+    warmup_s: float = 5.0
+    max_concurrency: int = 256
+    max_requests: int = 0
+    abort_error_rate: float = 0.0
+    seed: int | None = None
     slo: tuple[Slo, ...] = ()
     interval_s: float = 5.0
 
@@ -137,6 +209,7 @@ class Settings:
         for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
+        _check_load(options)
         derived = {
             "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
             "extra_body": extra_body,
@@ -144,13 +217,51 @@ class Settings:
             "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
         }
         given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
-        return cls(**given, **derived)
+        settings = cls(**given, **derived)
+        _ = settings.steps  # a bad sweep raises here, once
+        return settings
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The sweep's steps (empty when the run is not a sweep)."""
+        return sweep_steps(
+            parse_number_list("--sweep-users", self.sweep_users, int) if self.sweep_users else [],
+            parse_number_list("--sweep-rates", self.sweep_rates, float) if self.sweep_rates else [],
+            self.max_concurrency,
+            self.step_duration_s,
+            self.warmup_s,
+        )
+
+    @property
+    def load_model(self) -> str:
+        """concurrency, rate, concurrency_sweep or rate_sweep."""
+        if self.sweep_users:
+            return "concurrency_sweep"
+        if self.sweep_rates:
+            return "rate_sweep"
+        return "rate" if self.request_rate else "concurrency"
 
     def public(self) -> dict[str, Any]:
         """The settings as written to results: the API key only as present or not."""
         settings = asdict(self)
         del settings["api_key"], settings["results_dir"]
         return {**settings, "slo": [str(slo) for slo in self.slo], "api_key_set": bool(self.api_key)}
+
+
+def _check_load(options: Any) -> None:
+    """Validate the load-model options; ConfigError naming the first bad one."""
+    if options.request_rate < 0:
+        raise ConfigError(f"--request-rate must be >= 0 requests/s (0: closed loop), got {options.request_rate}")
+    if not options.burstiness > 0:
+        raise ConfigError(f"--burstiness must be > 0, got {options.burstiness}")
+    if options.request_rate and options.sweep_rates:
+        raise ConfigError("--request-rate and --sweep-rates exclude each other: the sweep sets the rate of each step")
+    if options.max_concurrency < 1:
+        raise ConfigError(f"--max-concurrency must be >= 1, got {options.max_concurrency}")
+    if options.max_requests < 0:
+        raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
+    if not 0 <= options.abort_error_rate <= 1:
+        raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
 
 
 def _as_list(value: str | list[str] | None) -> list[str]:

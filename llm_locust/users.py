@@ -1,7 +1,8 @@
 """Locust User classes that stream completions from an OpenAI-compatible endpoint.
 
 `ChatCompletionsUser` (POST /v1/chat/completions) and `CompletionsUser` (POST /v1/completions)
-run closed-loop: each user sends its next request as soon as the last one ended. Subclass them
+send when the process's pacer hands them a ticket: in closed loop as soon as their last request
+ended, in open loop (`--request-rate`) at the due times of the arrival process. Subclass them
 in a locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the
 plugin supplies the settings (command-line options) and collects the metrics.
 """
@@ -67,10 +68,11 @@ class _StreamingUser(FastHttpUser):
 
     @task
     def complete(self) -> None:
-        """Send one streaming request and read it to the end."""
+        """Send one streaming request when the pacer says so and read it to the end."""
+        ticket = self.llm.pacer.take()
         settings = self.llm.settings
         body = self.make_body(settings, self.model, self.prompts.prompt(settings.prompt_tokens))
-        stream_completion(self.client, self.path, body, self.headers, self.endpoint, self.llm.watchdog)
+        stream_completion(self.client, self.path, body, self.headers, self.endpoint, self.llm.watchdog, ticket)
 
 
 class ChatCompletionsUser(_StreamingUser):

@@ -1,0 +1,28 @@
+"""A sweep: steps of concurrency or of request rate, one point of the latency/throughput curve each.
+
+    # concurrency sweep: 1, 2, 4, ... users, 60 s per step, the first 10 s of each left out
+    locust -f locustfiles/sweep.py --host http://127.0.0.1:8000 --headless \
+        --sweep-users 1,2,4,8,16,32 --step-duration-s 60 --warmup-s 10 --csv results/sweep/locust
+
+    # request-rate sweep (Poisson arrivals), at most 256 requests in flight
+    locust -f locustfiles/sweep.py --host http://127.0.0.1:8000 --headless \
+        --sweep-rates 1,2,4,8 --max-concurrency 256 --step-duration-s 60 --csv results/rate-sweep/locust
+
+summary.json has one entry per step under "steps"; `llm-locust report` draws one point per step.
+"""
+
+from locust import events
+
+from llm_locust.plugin import install
+from llm_locust.shape import SweepShape
+from llm_locust.users import ChatCompletionsUser
+
+install(events)
+
+
+class ChatUser(ChatCompletionsUser):
+    """One simulated client sending streamed chat completions."""
+
+
+class Sweep(SweepShape):
+    """The steps given by --sweep-users / --sweep-rates."""
