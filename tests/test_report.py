@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -330,3 +331,86 @@ def test_report_renders_in_headless_chromium_without_console_errors(two_runs, tm
         if key in ("throughput_latency", "latency_vs_load", "llm_timeline", "capacity", "distributions"):
             for rgb in run_colors:
                 assert _pixels_near(image, rgb) > 30, f"{key}: no trace drawn in colour {rgb}"
+
+
+SWEEP_LOCUSTFILE = ROOT / "locustfiles" / "sweep.py"
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory) -> Path:
+    """A real concurrency sweep 1, 2, 4, 8 users on a simulator with 4 batch slots: throughput
+    saturates at 4 and TTFT jumps at 8 (requests queue); run with an SLO so goodput is recorded."""
+    results = tmp_path_factory.mktemp("sweep") / "sweep"
+    with run_sim(*BATCHING) as sim:
+        command = [
+            sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless", "--only-summary",
+            "--host", sim.url, "--sweep-users", "1,2,4,8", "--step-duration-s", "4", "--warmup-s", "1",
+            "--max-tokens", "24", "--prompt-tokens", "64", "--ignore-eos", "--interval-s", "1",
+            "--slo", "ttft_p90_ms=150", "--csv", str(results / "locust"), "--csv-full-history",
+        ]  # fmt: skip
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return results
+
+
+def test_sweep_report_one_point_per_step_and_capacity_pick(sweep_run, tmp_path):
+    summary = read_summary(sweep_run)
+    steps = summary["steps"]
+    assert [s["users"] for s in steps] == [1, 2, 4, 8]
+    p90 = [s["metrics"]["ttft_ms"]["p90"] for s in steps]
+    assert p90[3] > 3 * max(p90[:3])  # 8 users on 4 slots: half of them wait a whole generation
+    budget_ms = (max(p90[:3]) + p90[3]) / 2
+    slos = parse_slos([f"ttft_p90_ms={budget_ms:.3f}", "e2e_p99_ms=60000"])
+    report = build_report([sweep_run], tmp_path / "sweep.html", slos=slos, png=False)
+    figs = figures(report.html_path.read_text())
+
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        for stat in ("p50", "p90", "p99"):
+            t = trace(figs["throughput_latency"], run="sweep", metric=metric, stat=stat)
+            assert array(t["x"]).tolist() == [s["throughput"]["output_tokens_per_s"] for s in steps]
+            assert array(t["y"]).tolist() == [s["metrics"][metric][stat] for s in steps]
+            assert t["text"] == [s["label"] for s in steps]
+    itl = trace(figs["latency_vs_load"], run="sweep", metric="itl_ms", stat="p99")
+    assert array(itl["x"]).tolist() == [1, 2, 4, 8]
+    assert array(itl["y"]).tolist() == [s["metrics"]["itl_ms"]["p99"] for s in steps]
+    goodput = trace(figs["throughput_vs_load"], run="sweep", metric="goodput_requests_per_s")
+    assert array(goodput["y"]).tolist() == [s["throughput"]["goodput_per_s"] for s in steps]
+    achieved = trace(figs["throughput_vs_load"], run="sweep", metric="achieved_rate_per_s")
+    assert array(achieved["y"]).tolist() == [s["achieved_rate_per_s"] for s in steps]
+
+    # the capacity: the highest step whose every SLO statistic is within its threshold
+    meeting = [
+        s for s in steps if s["metrics"]["ttft_ms"]["p90"] <= budget_ms and s["metrics"]["e2e_ms"]["p99"] <= 60000
+    ]
+    (cap,) = report.capacities
+    assert cap.best is not None and cap.best.label == meeting[-1]["label"] == "users=4"
+    assert cap.best.output_tokens_per_s == meeting[-1]["throughput"]["output_tokens_per_s"]
+    assert [c.ok for c in cap.checks] == [True, True, True, False]
+    pick = trace(figs["capacity"], run="sweep", slo="ttft_p90_ms", pick="users=4")
+    assert array(pick["x"]).tolist() == [4]
+
+    # step boundaries on the time axis: each step's start, seconds after the run's start
+    t0 = datetime.fromisoformat(summary["run"]["start_time"]).timestamp()
+    starts = [datetime.fromisoformat(s["start_time"]).timestamp() - t0 for s in steps]
+    lines = [s["x0"] for s in figs["llm_timeline"]["layout"]["shapes"] if s["type"] == "line"]
+    assert lines == pytest.approx(starts)
+    step_column = trace(figs["llm_timeline"], run="sweep", column="users")
+    assert len(array(step_column["y"])) == summary["timeseries"]["rows"]
+
+
+def test_sweep_distributions_come_from_histograms_json(sweep_run, tmp_path):
+    summary = read_summary(sweep_run)
+    report = build_report([sweep_run], tmp_path / "sweep.html", png=False)
+    figs = figures(report.html_path.read_text())
+    for metric, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("e2e", "e2e_ms"), ("itl", "itl_ms")):
+        cdf = trace(figs["distributions"], run="sweep", metric=metric, kind="cdf")
+        x, y = array(cdf["x"]), array(cdf["y"])
+        assert y[-1] == pytest.approx(1.0) and np.all(np.diff(y) > 0)
+        one = 1 / summary["metrics"][key]["count"]  # HdrHistogram rounds the target count to a sample
+        for stat, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+            (i,) = np.flatnonzero(np.isclose(x, summary["metrics"][key][stat], atol=0.0005))
+            assert y[i] >= q - one and (i == 0 or y[i - 1] < q + one)  # the CDF crosses q at the summary's value
+        shares = array(trace(figs["distributions"], run="sweep", metric=metric, kind="histogram")["y"])
+        assert shares.sum() == pytest.approx(100.0)
+    tokens = trace(figs["distributions"], run="sweep", metric="output_tokens", kind="cdf")
+    assert array(tokens["x"]).tolist() == [24.0]  # --max-tokens 24 --ignore-eos: every answer 24 tokens

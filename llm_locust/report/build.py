@@ -18,7 +18,7 @@ from llm_locust.report.images import write_pngs
 from llm_locust.report.load import RunData, load_run
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.tables import all_step_rows, comparison_table, run_facts, warnings_of
-from llm_locust.slo import Slo
+from llm_locust.slo import Slo, parse_slos
 
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
@@ -68,6 +68,7 @@ def build_report(
     if output.is_dir():
         raise ConfigError(f"-o {output}: is a folder; give the report's file name, e.g. {output / 'report.html'}")
     rows = all_step_rows(runs)
+    slos = slos or _recorded_slos(runs)
     capacities = [cap for run in runs if (cap := capacity(run, slos)) is not None]
     built = [
         charts.throughput_latency(runs, rows),
@@ -98,6 +99,15 @@ def build_report(
 def png_folder(output: Path) -> Path:
     """Where the PNGs of the report `output` go: `report_png/` beside `report.html`."""
     return output.with_name(output.stem + "_png")
+
+
+def _recorded_slos(runs: list[RunData]) -> tuple[Slo, ...]:
+    """Without --slo: the SLOs the first run that had any was run with (its settings' `slo`)."""
+    for run in runs:
+        recorded = ((run.summary or {}).get("settings") or {}).get("slo")
+        if recorded:
+            return parse_slos(recorded)
+    return ()
 
 
 def _unique_names(runs: list[RunData]) -> None:

@@ -38,8 +38,8 @@ def finish(figure: go.Figure, height_px: int, title: str) -> go.Figure:
         template="plotly_white",
         height=height_px,
         title={"text": title, "x": 0.01},
-        margin={"l": 60, "r": 20, "t": 80, "b": 50},
-        legend={"orientation": "h", "y": -0.15, "x": 0},
+        margin={"l": 60, "r": 20, "t": 110, "b": 50},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1 + 45 / height_px, "xanchor": "right", "x": 1},
         hovermode="closest",
     )
     return figure

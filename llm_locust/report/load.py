@@ -24,9 +24,8 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
-from llm_locust.results import SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
+from llm_locust.results import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
 
-HISTOGRAMS_FILE = "histograms.json"
 HISTOGRAM_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tokens", "queue_delay")
 """Metrics histograms.json may hold: latencies in µs, output_tokens in tokens."""
 LOCUST_STATS_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Average Response Time", "Requests/s")
@@ -79,7 +78,7 @@ def load_run(path: Path) -> RunData:
         )
     timeseries_path = path / TIMESERIES_FILE
     if timeseries_path.exists():
-        run.timeseries = read_csv(timeseries_path, TIMESERIES_COLUMNS)
+        run.timeseries = read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"))
     elif run.summary is not None:
         run.missing.append(f"{TIMESERIES_FILE} (LLM metrics over time)")
     histograms_path = path / HISTOGRAMS_FILE

@@ -50,6 +50,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
     slo_attainment when the summary has them.
     """
     rows = []
+    slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
     for index, label, source in step_sources(run):
         throughput = source["throughput"]
         row: dict[str, Any] = {
@@ -58,7 +59,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
             "label": label,
             "users": source.get("users"),
             "rate_per_s": source.get("rate_per_s"),
-            "achieved_rate_per_s": source.get("achieved_rate_per_s", throughput.get("requests_per_s")),
+            "achieved_rate_per_s": source.get("achieved_rate_per_s", throughput.get("achieved_rate_per_s")),
             **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
             "failures": sum((source.get("failures") or {}).values()),
         }
@@ -68,18 +69,18 @@ def step_rows(run: RunData) -> pd.DataFrame:
             for stat in STATS:
                 row[f"{metric}_ms_{stat}"] = stats.get(stat)
         row["output_tokens_mean"] = (metrics.get("output_tokens") or {}).get("mean")
-        row.update(_goodput(source))
+        row.update(_goodput(source, bool(slos_set)))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _goodput(source: dict[str, Any]) -> dict[str, float | None]:
-    """Goodput (requests/s meeting every SLO) and SLO attainment (0..1) of a step or run, if recorded."""
-    slo = source.get("slo") or {}
+def _goodput(source: dict[str, Any], slos_set: bool) -> dict[str, float | None]:
+    """Goodput (requests/s meeting every SLO the run was given) and SLO attainment (0..1); None
+    when the run had no SLOs (every request would count as good)."""
     throughput = source.get("throughput") or {}
-    goodput = slo.get("goodput_requests_per_s", throughput.get("goodput_requests_per_s"))
-    attainment = slo.get("attainment", throughput.get("slo_attainment"))
-    return {"goodput_requests_per_s": goodput, "slo_attainment": attainment}
+    if not slos_set:
+        return {"goodput_requests_per_s": None, "slo_attainment": None}
+    return {"goodput_requests_per_s": throughput.get("goodput_per_s"), "slo_attainment": throughput["slo_attainment"]}
 
 
 def all_step_rows(runs: list[RunData]) -> pd.DataFrame:
