@@ -17,6 +17,7 @@ from llm_locust.report.load import RunData
 
 METRICS = ("ttft", "tpot", "itl", "e2e", "output_tokens")
 HISTOGRAM_BINS = 60
+MAX_CDF_POINTS = 1000
 _PERCENTILE_POINTS = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99_9", 0.999),
                       ("max", 1.0))  # fmt: skip
 
@@ -41,6 +42,15 @@ def cdf_points(hist: HdrHistogram, scale: float) -> tuple[np.ndarray, np.ndarray
     )
     cumulative = np.cumsum(counts[indices]) / hist.get_total_count()
     return values / scale, cumulative
+
+
+def thin_cdf(values: np.ndarray, cumulative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~MAX_CDF_POINTS of the CDF: the points where it crosses a multiple of 0.001, and the last."""
+    if len(values) <= MAX_CDF_POINTS:
+        return values, cumulative
+    keep = np.flatnonzero(np.diff(np.floor(cumulative * 1000), prepend=-1.0) > 0)
+    keep = np.union1d(keep, [len(values) - 1])
+    return values[keep], cumulative[keep]
 
 
 def histogram_bins(values: np.ndarray, cumulative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -72,6 +82,7 @@ def distributions(runs: list[RunData]) -> Chart | None:
             if hist is not None and hist.get_total_count():
                 values, cumulative = cdf_points(hist, 1.0 if metric == "output_tokens" else 1000.0)
                 centres, shares = histogram_bins(values, cumulative)
+                values, cumulative = thin_cdf(values, cumulative)
                 figure.add_trace(
                     go.Scatter(
                         x=centres, y=shares, mode="lines", line={"color": color, "shape": "hvh"}, name=run.name,

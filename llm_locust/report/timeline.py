@@ -97,24 +97,25 @@ def downsample(frame: pd.DataFrame, x: str, peak_columns: list[str], mean_column
 
 
 def _mark_steps(figure: go.Figure, runs: list[RunData], unit_s: float) -> None:
-    """Dotted line at each step start and shaded warm-up, spanning every subplot."""
+    """Dotted line at each step start and shaded warm-up, spanning every subplot (set in one layout
+    update: plotly re-validates every shape on each `add_shape`)."""
+    shapes: list[dict] = []
+    labels: list[dict] = []
     for i, run in enumerate(runs):
         color = run_color(i)
         for span in step_spans(run):
             start, measure = span.start_s / unit_s, span.measure_start_s / unit_s
-            figure.add_shape(
-                type="line", xref="x", yref="paper", x0=start, x1=start, y0=0, y1=1,
-                line={"color": color, "dash": "dot", "width": 1},
-            )  # fmt: skip
+            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": start, "x1": start, "y0": 0, "y1": 1,
+                           "line": {"color": color, "dash": "dot", "width": 1}})  # fmt: skip
             if measure > start:
-                figure.add_shape(
-                    type="rect", xref="x", yref="paper", x0=start, x1=measure, y0=0, y1=1,
-                    fillcolor=with_alpha(color, 0.07), line={"width": 0}, layer="below",
-                )  # fmt: skip
-            figure.add_annotation(
-                x=start, y=1.0, xref="x", yref="paper", text=span.label, showarrow=False, xanchor="left",
-                yanchor="bottom", font={"size": 10, "color": color}, textangle=-30,
-            )  # fmt: skip
+                shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": start, "x1": measure, "y0": 0,
+                               "y1": 1, "fillcolor": with_alpha(color, 0.07), "line": {"width": 0},
+                               "layer": "below"})  # fmt: skip
+            labels.append({"x": start, "y": 1.0, "xref": "x", "yref": "paper", "text": span.label, "showarrow": False,
+                           "xanchor": "left", "yanchor": "bottom", "font": {"size": 10, "color": color},
+                           "textangle": -30})  # fmt: skip
+    if shapes:
+        figure.update_layout(shapes=shapes, annotations=[*figure.layout.annotations, *labels])
 
 
 def llm_timeline(runs: list[RunData]) -> Chart | None:
