@@ -9,15 +9,31 @@ from pathlib import Path
 from llm_locust.errors import ConfigError
 from llm_locust.slo import parse_slos
 
+DESCRIPTION = (
+    "Turn one or many results folders into one self-contained HTML report with PNG images of each chart. "
+    "Several folders are overlaid on the same axes and compared side by side."
+)
+
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `report` sub-command."""
     parser = commands.add_parser(
         "report",
         help="Turn one or many results folders into one HTML report (plotly, works offline) and PNG charts",
-        description="Turn one or many results folders into one self-contained HTML report with PNG images of "
-        "each chart. Several folders are overlaid on the same axes and compared side by side.",
+        description=DESCRIPTION,
     )
+    return add_arguments(parser)
+
+
+def main(argv: list[str]) -> int:
+    """`llm-locust report ARGV...` from Python (the demo uses it); return the exit code."""
+    return run(
+        add_arguments(argparse.ArgumentParser(prog="llm-locust report", description=DESCRIPTION)).parse_args(argv)
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The report's arguments and options on `parser`; return it."""
     parser.add_argument("results_dirs", nargs="+", type=Path, metavar="RESULTS_DIR", help="results folder(s)")
     parser.add_argument(
         "-o", "--output", type=Path, default=None,
