@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import io
 import json
 import re
@@ -415,3 +416,34 @@ def test_sweep_distributions_come_from_histograms_json(sweep_run, tmp_path):
         assert shares.sum() == pytest.approx(100.0)
     tokens = trace(figs["distributions"], run="sweep", metric="output_tokens", kind="cdf")
     assert array(tokens["x"]).tolist() == [24.0]  # --max-tokens 24 --ignore-eos: every answer 24 tokens
+
+
+def test_rate_sweep_achieved_vs_offered_and_the_saturation_banner(tmp_path):
+    """An open-loop sweep whose second rate two users cannot send: the run warns it fell behind its
+    schedule, the report shows that warning as a banner and draws achieved against offered."""
+    results = tmp_path / "rate"
+    with run_sim(*BATCHING) as sim:
+        command = [
+            sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless", "--only-summary",
+            "--host", sim.url, "--sweep-rates", "2,40", "--max-concurrency", "2", "--step-duration-s", "4",
+            "--warmup-s", "1", "--max-tokens", "24", "--prompt-tokens", "64", "--ignore-eos", "--interval-s", "1",
+            "--csv", str(results / "locust"), "--csv-full-history",
+        ]  # fmt: skip
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    summary = read_summary(results)
+    steps = summary["steps"]
+    assert summary["load"]["model"] == "rate_sweep" and [s["rate_per_s"] for s in steps] == [2.0, 40.0]
+    assert steps[1]["achieved_rate_per_s"] < 20  # two users at ~0.25 s per request cannot send 40/s
+    (warning,) = [w for w in summary["warnings"] if "fell behind its schedule" in w]
+
+    report = build_report([results], png=False)
+    page = report.html_path.read_text()
+    assert f'<div class="banner">⚠ rate: {html.escape(warning)}</div>' in page
+    figs = figures(page)
+    offered = trace(figs["throughput_vs_load"], run="rate", metric="offered_rate_per_s")
+    assert array(offered["x"]).tolist() == array(offered["y"]).tolist() == [2.0, 40.0]
+    achieved = trace(figs["throughput_vs_load"], run="rate", metric="achieved_rate_per_s")
+    assert array(achieved["x"]).tolist() == [2.0, 40.0]
+    assert array(achieved["y"]).tolist() == [s["achieved_rate_per_s"] for s in steps]
+    assert figs["latency_vs_load"]["layout"]["xaxis3"]["title"]["text"] == "Offered rate (requests/s)"

@@ -68,6 +68,7 @@ def build_report(
     if output.is_dir():
         raise ConfigError(f"-o {output}: is a folder; give the report's file name, e.g. {output / 'report.html'}")
     rows = all_step_rows(runs)
+    slos_given = bool(slos)
     slos = slos or _recorded_slos(runs)
     capacities = [cap for run in runs if (cap := capacity(run, slos)) is not None]
     built = [
@@ -83,7 +84,7 @@ def build_report(
     ]
     chart_list = [chart for chart in built if chart is not None]
     banners = [f"{run.name}: {warning}" for run in runs for warning in warnings_of(run)]
-    sections = _sections(runs, rows, capacities, hardware)
+    sections = _sections(runs, rows, capacities, hardware, slos_given)
     names = ", ".join(run.name for run in runs)
     page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +120,7 @@ def _unique_names(runs: list[RunData]) -> None:
 
 
 def _sections(
-    runs: list[RunData], rows: pd.DataFrame, capacities: list[Capacity], hardware: Hardware | None
+    runs: list[RunData], rows: pd.DataFrame, capacities: list[Capacity], hardware: Hardware | None, slos_given: bool
 ) -> list[Section]:
     """Run metadata, missing data, capacity, comparison, steps and Locust tables."""
     facts = [run_facts(run) for run in runs]
@@ -129,7 +130,7 @@ def _sections(
         meta.parts += [note(f"{run.name}: missing {item}") for item in run.missing]
     sections = [meta]
     if capacities:
-        sections.append(_capacity_section(capacities))
+        sections.append(_capacity_section(capacities, slos_given))
     if len(runs) > 1 and not rows.empty:
         picks = {cap.run: cap.best.step for cap in capacities if cap.best is not None}
         chosen = _chosen_rows(rows, picks)
@@ -184,9 +185,13 @@ def _chosen_rows(rows: pd.DataFrame, picks: dict[str, int | None]) -> pd.DataFra
     return pd.DataFrame(chosen)
 
 
-def _capacity_section(capacities: list[Capacity]) -> Section:
+def _capacity_section(capacities: list[Capacity], given: bool) -> Section:
     """The capacity pick of each run and its per-step SLO table."""
     section = Section("Capacity under the SLOs")
+    if not given:
+        section.parts.append(
+            note("SLOs: those the run was given (--slo of the run); pass --slo to the report for others.")
+        )
     for cap in capacities:
         slos = [result.slo for result in cap.checks[0].results]
         if cap.best is None:
@@ -195,10 +200,11 @@ def _capacity_section(capacities: list[Capacity]) -> Section:
             )
         else:
             best = cap.best
-            load = "" if best.load is None else f", {cap.load_title.lower()} {best.load:g}"
+            unit = "req/s offered" if cap.load_title.startswith("Offered") else "users"
+            load = "" if best.load is None else f" ({best.load:g} {unit})"
             section.parts.append(
                 paragraph(
-                    f"{cap.run}: capacity {best.label}{load} — {best.output_tokens_per_s:,.1f} output tok/s, "
+                    f"{cap.run}: capacity {best.label}{load}: {best.output_tokens_per_s:,.1f} output tok/s, "
                     f"{best.requests_per_s:,.2f} req/s, meeting {', '.join(map(str, slos))}.",
                     "pick",
                 )

@@ -32,7 +32,7 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bo
 table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th { background: #f5f5f5; } td:first-child, th:first-child { text-align: left; }
-td.ok { color: #2e7d32; } td.fail { color: #c62828; font-weight: bold; }
+td.t { text-align: left; } td.ok { color: #2e7d32; } td.fail { color: #c62828; font-weight: bold; }
 .chart { width: 100%; } .desc { color: #555; max-width: 1100px; }
 """
 
@@ -84,6 +84,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], classes: Iterab
         )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _text_class(value: Any) -> str:
+    """CSS class of a cell without one: `t` (left-aligned) for text."""
+    return "t" if isinstance(value, str) else ""
 
 
 def banner(text: str) -> str:

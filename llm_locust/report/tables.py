@@ -59,7 +59,11 @@ def step_rows(run: RunData) -> pd.DataFrame:
             "label": label,
             "users": source.get("users"),
             "rate_per_s": source.get("rate_per_s"),
-            "achieved_rate_per_s": source.get("achieved_rate_per_s", throughput.get("achieved_rate_per_s")),
+            "achieved_rate_per_s": _first(
+                source.get("achieved_rate_per_s"),
+                throughput.get("achieved_rate_per_s"),
+                throughput.get("requests_per_s"),
+            ),
             **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
             "failures": sum((source.get("failures") or {}).values()),
         }
@@ -72,6 +76,11 @@ def step_rows(run: RunData) -> pd.DataFrame:
         row.update(_goodput(source, bool(slos_set)))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (older summaries lack the newer keys)."""
+    return next((value for value in values if value is not None), None)
 
 
 def _goodput(source: dict[str, Any], slos_set: bool) -> dict[str, float | None]:
@@ -145,7 +154,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     best = rows.loc[rows.groupby("run", sort=False)["output_tokens_per_s"].idxmax()]
     columns = {
-        "label": "step (highest output tok/s)",
+        "label": "step",
         "users": "users",
         "rate_per_s": "offered rate req/s",
         "output_tokens_per_s": "output tok/s",
