@@ -414,6 +414,12 @@ def test_sweep_distributions_come_from_histograms_json(sweep_run, tmp_path):
             assert y[i] >= q - one and (i == 0 or y[i - 1] < q + one)  # the CDF crosses q at the summary's value
         shares = array(trace(figs["distributions"], run="sweep", metric=metric, kind="histogram")["y"])
         assert shares.sum() == pytest.approx(100.0)
+    for step in summary["steps"]:  # per step: each CDF crosses 0.9 at the step's own p90
+        cdf = trace(figs["step_distributions"], run="sweep", step=step["label"], metric="ttft")
+        x, y = array(cdf["x"]), array(cdf["y"])
+        (i,) = np.flatnonzero(np.isclose(x, step["metrics"]["ttft_ms"]["p90"], atol=0.0005))
+        one = 1 / step["metrics"]["ttft_ms"]["count"]
+        assert y[i] >= 0.9 - one and (i == 0 or y[i - 1] < 0.9 + one)
     tokens = trace(figs["distributions"], run="sweep", metric="output_tokens", kind="cdf")
     assert array(tokens["x"]).tolist() == [24.0]  # --max-tokens 24 --ignore-eos: every answer 24 tokens
 
@@ -447,3 +453,15 @@ def test_rate_sweep_achieved_vs_offered_and_the_saturation_banner(tmp_path):
     assert array(achieved["x"]).tolist() == [2.0, 40.0]
     assert array(achieved["y"]).tolist() == [s["achieved_rate_per_s"] for s in steps]
     assert figs["latency_vs_load"]["layout"]["xaxis3"]["title"]["text"] == "Offered rate (requests/s)"
+
+
+def test_lost_worker_and_incomplete_run_get_banners(two_runs, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(two_runs[0], folder)
+    summary = read_summary(folder)
+    summary["run"]["workers_lost"] = ["vm_1234abcd"]  # as the master records a worker that stopped reporting
+    summary["status"] = "incomplete"
+    (folder / "summary.json").write_text(json.dumps(summary))
+    page = build_report([folder], png=False).html_path.read_text()
+    assert '<div class="banner">⚠ run: 1 worker(s) lost during the run: vm_1234abcd</div>' in page
+    assert "run: the run did not complete" in page

@@ -81,6 +81,7 @@ def build_report(
         timeline.locust_timeline(runs),
         timeline.failures_chart(runs),
         distributions.distributions(runs),
+        distributions.step_distributions(runs),
     ]
     chart_list = [chart for chart in built if chart is not None]
     banners = [f"{run.name}: {warning}" for run in runs for warning in warnings_of(run)]

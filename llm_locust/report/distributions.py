@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 from hdrh.histogram import HdrHistogram
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color
@@ -125,4 +126,44 @@ def distributions(runs: list[RunData]) -> Chart | None:
         "Distributions",
         "Whole run, successful requests only; ITL pools every gap between token events." + note,
         finish(figure, 1600, "Distributions"),
+    )
+
+
+STEP_METRICS = ("ttft", "tpot", "e2e")
+
+
+def step_distributions(runs: list[RunData]) -> Chart | None:
+    """CDF of TTFT, TPOT and E2E per step (one row per run with steps and histograms.json):
+    how the whole distribution moves as load grows (queueing shows as a second mode in TTFT)."""
+    swept = [run for run in runs if run.steps and run.histograms and len(run.histograms) > 1]
+    if not swept:
+        return None
+    titles = [f"{run.name}: {LATENCY_TITLES[m]} (ms)" for run in swept for m in STEP_METRICS]
+    figure = make_subplots(rows=len(swept), cols=len(STEP_METRICS), subplot_titles=titles,
+                           vertical_spacing=0.12 / len(swept), horizontal_spacing=0.06)  # fmt: skip
+    for row, run in enumerate(swept, start=1):
+        colors = sample_colorscale("Viridis", [i / max(len(run.steps) - 1, 1) * 0.9 for i in range(len(run.steps))])
+        for n, step in enumerate(run.steps):
+            index = str(step.get("index", n))
+            label = step.get("label") or f"step {index}"
+            for col, metric in enumerate(STEP_METRICS, start=1):
+                hist = run.histograms.get(index, {}).get(metric)
+                if hist is None or not hist.get_total_count():
+                    continue
+                values, cumulative = thin_cdf(*cdf_points(hist, 1000.0))
+                figure.add_trace(
+                    go.Scatter(
+                        x=values, y=cumulative, mode="lines", line={"color": colors[n]}, name=label,
+                        legendgroup=f"{run.name} {label}", showlegend=col == 1 and row == 1,
+                        meta={"run": run.name, "step": label, "metric": metric, "kind": "cdf"},
+                        hovertemplate="%{x:.4g} ms: %{y:.4f}<extra>" + f"{run.name} {label}" + "</extra>",
+                    ),
+                    row=row, col=col,
+                )  # fmt: skip
+        figure.update_yaxes(title_text="fraction ≤ x", range=[0, 1.02], row=row, col=1)
+    return Chart(
+        "step_distributions",
+        "Distributions per step",
+        "CDF of each step's requests (after its warm-up), from histograms.json; darker = less load.",
+        finish(figure, 380 * len(swept) + 60, "Distributions per step"),
     )
