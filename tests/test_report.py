@@ -112,7 +112,11 @@ def test_report_numbers_are_the_summary_and_timeseries_numbers(two_runs, tmp_pat
     cdf = trace(figs["distributions"], run="light-2u", metric="ttft", kind="cdf")
     assert summary["metrics"]["ttft_ms"]["p90"] in array(cdf["x"]).tolist()
     history = trace(figs["locust_timeline"], run="light-2u", endpoint="POST /v1/chat/completions", column="Requests/s")
-    assert len(array(history["y"])) > 3
+    with (light / "locust_stats_history.csv").open() as f:
+        posts = [r for r in csv.DictReader(f) if r["Name"] == "/v1/chat/completions"]
+    assert posts and array(history["y"]).tolist() == [float(r["Requests/s"]) for r in posts]
+    t0 = datetime.fromisoformat(summary["run"]["start_time"]).timestamp()
+    assert array(history["x"]).tolist() == pytest.approx([int(r["Timestamp"]) - t0 for r in posts])
 
     page = report.html_path.read_text()
     assert "plotly.js" in page[:20000] and "cdn.plot.ly" not in page.split("<body>")[1][:2000]
@@ -465,3 +469,14 @@ def test_lost_worker_and_incomplete_run_get_banners(two_runs, tmp_path):
     page = build_report([folder], png=False).html_path.read_text()
     assert '<div class="banner">⚠ run: 1 worker(s) lost during the run: vm_1234abcd</div>' in page
     assert "run: the run did not complete" in page
+
+
+def test_time_series_without_rows_is_noted_not_fatal(two_runs, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(two_runs[0], folder)
+    header = (folder / "llm_timeseries.csv").read_text().splitlines()[0]
+    (folder / "llm_timeseries.csv").write_text(header + "\n")  # a run shorter than one interval
+    report = build_report([folder], png=False)
+    page = report.html_path.read_text()
+    assert "run: missing llm_timeseries.csv rows" in page
+    assert "llm_timeline" not in figures(page) and "throughput_latency" in figures(page)

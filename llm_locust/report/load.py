@@ -78,7 +78,11 @@ def load_run(path: Path) -> RunData:
         )
     timeseries_path = path / TIMESERIES_FILE
     if timeseries_path.exists():
-        run.timeseries = read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"))
+        run.timeseries = _rows_or_note(
+            run,
+            read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"), allow_empty=True),
+            f"{TIMESERIES_FILE} rows (the run ended before its first interval closed)",
+        )
     elif run.summary is not None:
         run.missing.append(f"{TIMESERIES_FILE} (LLM metrics over time)")
     histograms_path = path / HISTOGRAMS_FILE
@@ -96,7 +100,9 @@ def load_run(path: Path) -> RunData:
     run.locust_stats = read_csv(Path(f"{prefix}_stats.csv"), LOCUST_STATS_COLUMNS)
     history_path = Path(f"{prefix}_stats_history.csv")
     if history_path.exists():
-        run.locust_history = read_csv(history_path, LOCUST_HISTORY_COLUMNS)
+        run.locust_history = _rows_or_note(
+            run, read_csv(history_path, LOCUST_HISTORY_COLUMNS, allow_empty=True), f"{history_path.name} rows"
+        )
     else:
         run.missing.append(f"{history_path.name} (Locust's history: run with --csv-full-history)")
     failures_path = Path(f"{prefix}_failures.csv")
@@ -133,6 +139,14 @@ def read_csv(path: Path, columns: tuple[str, ...], allow_empty: bool = False) ->
             value = frame[column].iloc[index]
             raise ConfigError(f"{path}, line {index + 2}: column {column!r} holds {value!r}, not a number")
         frame[column] = numbers
+    return frame
+
+
+def _rows_or_note(run: RunData, frame: pd.DataFrame, missing: str) -> pd.DataFrame | None:
+    """`frame`, or None (noting `missing` on `run`) when it has no rows."""
+    if frame.empty:
+        run.missing.append(missing)
+        return None
     return frame
 
 
