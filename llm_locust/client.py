@@ -45,17 +45,17 @@ def stream_completion(
     headers: dict[str, str],
     endpoint: str,
     watchdog: TimeoutWatchdog,
+    expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
     `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
-    this greenlet while it waits for bytes); `ticket` (from the pacer) gives the request its
-    due time, sweep step and whether it counts for that step.
+    this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's count, if
+    known) goes on the record, to be checked against the server's usage.prompt_tokens; `ticket`
+    (from the pacer) gives the request its due time, sweep step and whether it counts for it.
     """
-    record = RequestRecord(endpoint=endpoint, t_send=perf_counter())
-    if ticket is not None:
-        record.t_sched, record.step, record.measured = ticket
+    record = new_record(endpoint, expected_prompt_tokens, ticket)
     watch = watchdog.start(record.t_send)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
@@ -78,6 +78,14 @@ def stream_completion(
     return record
 
 
+def new_record(endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None) -> RequestRecord:
+    """The record of a request being sent now (perf_counter), with what the pacer's ticket says."""
+    record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
+    if ticket is not None:
+        record.t_sched, record.step, record.measured = ticket
+    return record
+
+
 def _check_response(resp: Any, record: RequestRecord) -> bool:
     """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
     error = getattr(resp, "error", None)
@@ -86,14 +94,18 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
         return False
     status = resp.status_code
     if not 200 <= status < 300:
-        kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
-        record.fail(kind, f"HTTP {status}: {_error_body(resp)}")
+        record.fail(status_kind(status), f"HTTP {status}: {_error_body(resp)}")
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
     if not content_type.startswith("text/event-stream"):
         record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
         return False
     return True
+
+
+def status_kind(status: int) -> ErrorKind:
+    """The failure kind of a non-2xx HTTP status."""
+    return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
 def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
@@ -139,11 +151,15 @@ def _error_body(resp: Any) -> str:
 def _report(resp: Any, record: RequestRecord) -> None:
     """Set what Locust reports for the HTTP request: E2E latency, output tokens, outcome."""
     meta = resp.request_meta
-    t_end = record.t_last if record.ok else record.t_done
-    meta["response_time"] = (t_end - record.t_send) * 1000
-    meta["response_length"] = record.output_tokens if record.ok else 0
+    meta["response_time"], meta["response_length"] = report_values(record)
     meta["context"] = {**meta["context"], RECORD_KEY: record}
     if record.ok:
         resp.success()
     else:
         resp.failure(RequestFailure(record.error_kind, record.error_message))
+
+
+def report_values(record: RequestRecord) -> tuple[float, int]:
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens)."""
+    t_end = record.t_last if record.ok else record.t_done
+    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok else 0

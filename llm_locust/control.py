@@ -28,6 +28,7 @@ logger = logging.getLogger("llm_locust")
 PLAN_MESSAGE = "llm_locust_plan"
 """Custom message type master -> worker carrying a `Plan.to_wire()`."""
 ABORT_MIN_REQUESTS = 20
+RESEND_S = 5.0
 _LOCAL = "local"
 
 
@@ -41,6 +42,7 @@ class LoadController:
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
         self._sent: dict[str, Plan] = {}
+        self._resent_s = time.monotonic()
 
     @property
     def step(self) -> Step | None:
@@ -63,7 +65,8 @@ class LoadController:
             self.spans[-1].end_s = now_s or time.time()
 
     def update(self) -> None:
-        """Send each process its plan if it changed."""
+        """Send each process its plan if it changed, and every `RESEND_S` anyway (a worker drops
+        messages that arrive before it registered their handler; a repeated plan is a no-op)."""
         runner = self.environment.runner
         step = self.step
         rate_per_s = self.settings.request_rate or None
@@ -73,6 +76,10 @@ class LoadController:
         if step is not None:
             warmup_left_s = max(0.0, self.spans[-1].measure_from_s - time.time())
         users = self._users_by_process(runner)
+        now_s = time.monotonic()
+        resend = now_s - self._resent_s >= RESEND_S
+        if resend:
+            self._resent_s = now_s
         rates = worker_shares(rate_per_s, users) if rate_per_s else {}
         quotas = integer_shares(self.settings.max_requests, users) if self.settings.max_requests else {}
         seed = self.settings.seed
@@ -86,7 +93,7 @@ class LoadController:
                 burstiness=self.settings.burstiness,
                 seed=None if seed is None else seed * 1000 + ordinal,
             )
-            if self._same(self._sent.get(process), plan):
+            if self._same(self._sent.get(process), plan) and not resend:
                 continue
             self._sent[process] = plan
             if self.pacer is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llm-locust demo: {LOCUSTFILE} not found (run the demo from a clone of the repository)")
         return 2
     results_dir = Path(args.results_dir or f"results/demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    master_port = free_port()  # not Locust's 5557: another run on this machine may hold it
     with run_sim(*SIM_ARGS) as sim:
         print(f"simulator: {sim.url} ({' '.join(SIM_ARGS)})", flush=True)
         command = [
@@ -49,8 +51,11 @@ def run(args: argparse.Namespace) -> int:
             "--run-time", f"{args.run_time_s}s", "--host", sim.url,
             "--max-tokens", "64", "--prompt-tokens", "256", "--ignore-eos", "--interval-s", "2",
             "--csv", str(results_dir / "locust"), "--csv-full-history", "--results-dir", str(results_dir),
+            "--master-bind-host", "127.0.0.1",
+            "--master-bind-port", str(master_port), "--master-port", str(master_port),
         ]  # fmt: skip
-        print("$ " + " ".join(command[2:]).replace(str(LOCUSTFILE), "locustfiles/chat.py"), flush=True)
+        shown = command[2 : command.index("--master-bind-host")]
+        print("$ " + " ".join(shown).replace(str(LOCUSTFILE), "locustfiles/chat.py"), flush=True)
         code = subprocess.call(command)
     summary_path = results_dir / SUMMARY_FILE
     if summary_path.exists():  # again after Locust's own tables, so it is what the user sees last
@@ -62,3 +67,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n$ llm-locust report {results_dir}", flush=True)
         code = max(code, report_main([str(results_dir)]))
     return code
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -88,6 +88,10 @@ class WindowMetrics:
     failures: Counter[str] = field(default_factory=Counter)
     token_sources: Counter[str] = field(default_factory=Counter)
     usage_event_mismatches: int = 0  # successful requests whose usage count != token events
+    reasoning_tokens: int = 0  # usage.completion_tokens_details.reasoning_tokens, summed
+    prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
+    prompt_mismatches: int = 0  # ... of which the counts differ
+    prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
@@ -107,6 +111,13 @@ class WindowMetrics:
         self.token_sources[str(record.token_source)] += 1
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:
             self.usage_event_mismatches += 1
+        self.reasoning_tokens += record.reasoning_tokens or 0
+        if record.expected_prompt_tokens is not None and record.prompt_tokens is not None:
+            self.prompt_checks += 1
+            diff = abs(record.prompt_tokens - record.expected_prompt_tokens)
+            if diff:
+                self.prompt_mismatches += 1
+                self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
         self._record("ttft", _us(record.ttft_s))
         self._record("e2e", _us(record.e2e_s))
         if record.ttfo_s is not None:
@@ -146,6 +157,10 @@ class WindowMetrics:
         self.failures.update(other.failures)
         self.token_sources.update(other.token_sources)
         self.usage_event_mismatches += other.usage_event_mismatches
+        self.reasoning_tokens += other.reasoning_tokens
+        self.prompt_checks += other.prompt_checks
+        self.prompt_mismatches += other.prompt_mismatches
+        self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
 
     @property
     def requests_failed(self) -> int:
@@ -165,6 +180,7 @@ class WindowMetrics:
             "failures": dict(self.failures),
             "token_sources": dict(self.token_sources),
             "usage_event_mismatches": self.usage_event_mismatches,
+            "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
         }
 
     @classmethod
@@ -182,6 +198,8 @@ class WindowMetrics:
         window.failures = Counter(data["failures"])
         window.token_sources = Counter(data["token_sources"])
         window.usage_event_mismatches = data["usage_event_mismatches"]
+        (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
+         window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
         return window
 
 

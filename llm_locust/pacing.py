@@ -17,7 +17,7 @@ Tickets also carry the step and whether the request counts for it (sent after it
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any, NamedTuple
 
@@ -87,9 +87,12 @@ class Pacer:
         self.sent = 0
 
     def apply(self, plan: Plan) -> None:
-        """Follow `plan` from now on; users waiting for a ticket of the old plan take a new one."""
-        now_s = perf_counter()
+        """Follow `plan` from now on; users waiting for a ticket of the old plan take a new one.
+        The same plan again (the master repeats plans) changes nothing."""
         old = self.plan
+        if plan == replace(old, warmup_left_s=plan.warmup_left_s):
+            return
+        now_s = perf_counter()
         self.plan = plan
         self._measure_from_s = now_s + plan.warmup_left_s
         if not plan.rate_per_s:

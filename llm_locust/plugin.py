@@ -79,19 +79,23 @@ def install(events: Any) -> None:
 
 
 def run_state(environment: Environment) -> RunState:
-    """The llm-locust state of `environment`; ConfigError if the locustfile did not install it."""
-    try:
-        return _states[environment]
-    except KeyError:
-        raise ConfigError(
-            "llm-locust is not installed: call llm_locust.plugin.install(events) in the locustfile"
-        ) from None
+    """The llm-locust state of `environment`; ConfigError if the locustfile did not install it.
+
+    Created here when users come first: a worker can get its spawn message while it still waits
+    for the master's ack, before Locust fires `init`.
+    """
+    state = _states.get(environment)
+    if state is None:
+        if environment.events not in _installed:
+            raise ConfigError("llm-locust is not installed: call llm_locust.plugin.install(events) in the locustfile")
+        state = _states[environment] = RunState(environment)
+    return state
 
 
 def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     """Create the run state; a bad option ends the process with a one-line error (exit 2)."""
     try:
-        state = RunState(environment)
+        state = _states.get(environment) or RunState(environment)
         if state.settings.steps and environment.shape_class is None and not state.is_worker:
             raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
         _states[environment] = state

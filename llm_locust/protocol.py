@@ -33,6 +33,14 @@ def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
     if type(chunk) is not dict:
         record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
         return True
+    return apply_chunk(record, chunk, t)
+
+
+def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
+    """Apply one decoded chunk (a JSON object) that arrived at `t` (perf_counter s) to `record`.
+
+    Returns True when the chunk ends the stream: an error object (the record is marked failed).
+    """
     error = chunk.get("error")
     if error:
         record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
@@ -59,6 +67,9 @@ def apply_event(record: RequestRecord, data: bytes, t: float) -> bool:
     if usage:
         record.usage_completion_tokens = usage.get("completion_tokens")
         record.prompt_tokens = usage.get("prompt_tokens")
+        details = usage.get("completion_tokens_details")
+        if details:
+            record.reasoning_tokens = details.get("reasoning_tokens")
     return False
 
 

@@ -13,7 +13,8 @@ the moment never happened (e.g. no token arrived).
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
 - N     = output tokens: usage.completion_tokens when the server sent usage, else the number
-  of token-bearing events; `token_source` says which.
+  of token-bearing events; `token_source` says which. Reasoning tokens (part of N) come from
+  usage.completion_tokens_details.reasoning_tokens when the server sends it.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class RequestRecord:
     events: int = 0  # token-bearing events received
     itl_us: array = field(default_factory=lambda: array("q"))  # gaps between token events, µs
     usage_completion_tokens: int | None = None
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # usage.prompt_tokens (the server's count)
+    expected_prompt_tokens: int | None = None  # the client's count of the prompt it sent, when known
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
     finish_reason: str | None = None
     saw_done: bool = False
     status_code: int = 0

@@ -89,12 +89,21 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
 
 
 def token_accounting(window: WindowMetrics) -> dict[str, Any]:
-    """Where output-token counts came from and how server usage and client events agree."""
+    """Where output-token counts came from, how server and client counts agree, reasoning tokens.
+
+    `prompt_tokens_checked` counts successful requests whose prompt length the client knew
+    (synthetic prompts, or --tokenizer) and the server reported; `prompt_token_mismatches` those
+    where usage.prompt_tokens differed (chat templates and BOS tokens add a constant on real servers).
+    """
     return {
         "sources": dict(window.token_sources),
         "token_events": window.token_events,
         "usage_event_mismatches": window.usage_event_mismatches,
         "tokens_per_event": round(window.output_tokens / window.token_events, 4) if window.token_events else None,
+        "reasoning_tokens": window.reasoning_tokens,
+        "prompt_tokens_checked": window.prompt_checks,
+        "prompt_token_mismatches": window.prompt_mismatches,
+        "prompt_tokens_max_abs_diff": window.prompt_max_abs_diff,
     }
 
 

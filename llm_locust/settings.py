@@ -14,11 +14,18 @@ from typing import Any
 
 import orjson
 
+from llm_locust.datasets import FORMATS as DATASET_FORMATS
+from llm_locust.datasets import load_dataset
+from llm_locust.distributions import LengthDist, parse_length
 from llm_locust.errors import ConfigError
+from llm_locust.images import file_data_url, parse_size
 from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
+from llm_locust.providers import API_KEY_ENV, FAMILIES, PROVIDERS, check_length_control, parse_header, server_family
 from llm_locust.slo import Slo, parse_slos
+from llm_locust.tokens import token_counter
 
-DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_AZURE_API_VERSION = "2024-10-21"
+CLIENTS = ("fast", "openai-sdk")
 
 
 def add_arguments(parser: Any) -> None:
@@ -28,19 +35,10 @@ def add_arguments(parser: Any) -> None:
         "--model", default="", help="Model name sent in each request (default: the first of GET /v1/models)"
     )
     group.add_argument(
-        "--prompt-tokens", type=int, default=128, help="Length of the synthetic prompt, in tokens (~words)"
-    )
-    group.add_argument("--max-tokens", type=int, default=128, help="max_tokens of each request")
-    group.add_argument(
-        "--ignore-eos",
-        action="store_true",
-        default=False,
-        help="Send ignore_eos=true (vLLM, SGLang, simulator) so every output has max_tokens tokens",
-    )
-    group.add_argument(
         "--api-key-env",
-        default=DEFAULT_API_KEY_ENV,
-        help="Environment variable holding the API key sent as 'Authorization: Bearer' (never printed)",
+        default="",
+        help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
+        "--provider azure; DATABRICKS_TOKEN with --provider databricks); never printed",
     )
     group.add_argument(
         "--api-key",
@@ -85,6 +83,77 @@ def add_arguments(parser: Any) -> None:
         default=5.0,
         help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
     )
+    add_workload_arguments(group)
+    add_provider_arguments(group)
+
+
+# -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
+def add_workload_arguments(group: Any) -> None:
+    """Options that shape each request: lengths, prompts, files, images."""
+    group.add_argument(
+        "--prompt-tokens",
+        default="128",
+        help="Synthetic prompt length in tokens: N, uniform:MIN,MAX, normal:MEAN,SD[,MIN,MAX], "
+        "lognormal:MEAN,SD[,MIN,MAX]",
+    )
+    group.add_argument("--max-tokens", default="128", help="max_tokens of each request: N or a distribution")
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        default=False,
+        help="Make every output exactly max_tokens long with the fields of --server-family (vLLM/SGLang: "
+        "ignore_eos + min_tokens; llama.cpp: ignore_eos + n_predict)",
+    )
+    group.add_argument(
+        "--seed", type=int, default=None, help="Seed of prompts, lengths and arrival times (default: random)"
+    )
+    group.add_argument(
+        "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
+    )
+    group.add_argument(
+        "--tokenizer", default="", help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly"
+    )
+    group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
+    group.add_argument(
+        "--dataset-format",
+        default="",
+        choices=("", *DATASET_FORMATS),
+        metavar="{" + ",".join(DATASET_FORMATS) + "}",
+        help="Format of --dataset (default: from its extension)",
+    )
+    group.add_argument(
+        "--image", action="append", default=[], help="Image file attached to every chat request (repeatable)"
+    )
+    group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
+
+
+def add_provider_arguments(group: Any) -> None:
+    """Options that say how to talk to the endpoint: provider, paths, auth, server family, client."""
+    group.add_argument(
+        "--provider", default="openai-compatible", choices=PROVIDERS, help="Request paths and auth of the endpoint"
+    )
+    group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
+    group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
+    group.add_argument(
+        "--server-family",
+        default="",
+        choices=("", *FAMILIES),
+        metavar="{" + ",".join(FAMILIES) + "}",
+        help="Server software: which fields --ignore-eos sends (default: vllm; openai for hosted providers)",
+    )
+    group.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        is_secret=True,
+        help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
+    )
+    group.add_argument(
+        "--client",
+        default="fast",
+        choices=CLIENTS,
+        help="fast (default; timestamps every event on arrival) or openai-sdk (the openai package, max_retries=0)",
+    )
 
 
 def add_load_arguments(parser: Any) -> None:
@@ -114,9 +183,6 @@ def add_load_arguments(parser: Any) -> None:
     )
     group.add_argument(
         "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
-    )
-    group.add_argument(
-        "--seed", type=int, default=None, help="Seed of the random arrival times (and workload), for repeatable runs"
     )
     group.add_argument("--step-duration-s", type=float, default=30.0, help="Length of each sweep step, seconds")
     group.add_argument(
@@ -168,11 +234,8 @@ class Settings:
     """Validated LLM settings of a run. `api_key` never appears in repr, logs or results."""
 
     model: str = ""
-    prompt_tokens: int = 128
-    max_tokens: int = 128
-    ignore_eos: bool = False
     api_key: str = field(default="", repr=False)
-    api_key_env: str = DEFAULT_API_KEY_ENV
+    api_key_env: str = "OPENAI_API_KEY"
     extra_body: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
@@ -188,9 +251,26 @@ class Settings:
     max_concurrency: int = 256
     max_requests: int = 0
     abort_error_rate: float = 0.0
-    seed: int | None = None
     slo: tuple[Slo, ...] = ()
     interval_s: float = 5.0
+    # workload (add_workload_arguments)
+    prompt_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    max_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    ignore_eos: bool = False
+    seed: int | None = None
+    prefix_tokens: int = 0
+    tokenizer: str = ""
+    dataset: str = ""
+    dataset_format: str = ""
+    image: tuple[str, ...] = ()
+    image_size: tuple[int, int] | None = None
+    # provider (add_provider_arguments)
+    provider: str = "openai-compatible"
+    deployment: str = ""
+    api_version: str = DEFAULT_AZURE_API_VERSION
+    server_family: str = "vllm"
+    header: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    client: str = "fast"
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -203,18 +283,18 @@ class Settings:
                 raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
             if not isinstance(extra_body, dict):
                 raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
-        for name in ("prompt_tokens", "max_tokens"):
-            if getattr(options, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
         for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         _check_load(options)
+        api_key_env = options.api_key_env or API_KEY_ENV[options.provider]
         derived = {
-            "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
+            "api_key": options.api_key or os.environ.get(api_key_env, ""),
+            "api_key_env": api_key_env,
             "extra_body": extra_body,
             "slo": parse_slos(_as_list(options.slo)),
             "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            **_workload_and_provider(options),
         }
         given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
         settings = cls(**given, **derived)
@@ -245,7 +325,13 @@ class Settings:
         """The settings as written to results: the API key only as present or not."""
         settings = asdict(self)
         del settings["api_key"], settings["results_dir"]
-        return {**settings, "slo": [str(slo) for slo in self.slo], "api_key_set": bool(self.api_key)}
+        settings.update(
+            prompt_tokens=str(self.prompt_tokens),
+            max_tokens=str(self.max_tokens),
+            header=[name for name, _ in self.header],  # names only: values may be credentials
+            slo=[str(slo) for slo in self.slo],
+        )
+        return {**settings, "api_key_set": bool(self.api_key)}
 
 
 def _check_load(options: Any) -> None:
@@ -264,11 +350,60 @@ def _check_load(options: Any) -> None:
         raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
 
 
-def _as_list(value: str | list[str] | None) -> list[str]:
-    """An append option's value: a list from the command line, a string from a config file or the web UI."""
-    if not value:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def _workload_and_provider(options: Any) -> dict[str, Any]:
+    """The validated workload and provider settings; files (dataset, tokenizer, images) are loaded once here."""
+    provider = options.provider
+    if provider in ("azure", "databricks") and not options.deployment:
+        what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
+        raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
+    family = server_family(options.server_family, provider)
+    check_length_control(family, options.ignore_eos)
+    if options.prefix_tokens < 0:
+        raise ConfigError(f"--prefix-tokens must be >= 0, got {options.prefix_tokens}")
+    if options.tokenizer:
+        token_counter(options.tokenizer)  # a bad file fails now, with its name
+    if options.dataset:
+        load_dataset(options.dataset, options.dataset_format)
+    images = tuple(_as_list(options.image))
+    for path in images:
+        file_data_url(path)
+    headers = tuple(parse_header(text) for text in _as_list(options.header))
+    if options.client == "openai-sdk":
+        _import_openai()
+    return {
+        "seed": _optional_int(options.seed, "--seed"),
+        "prompt_tokens": parse_length(options.prompt_tokens, "--prompt-tokens"),
+        "max_tokens": parse_length(options.max_tokens, "--max-tokens"),
+        "server_family": family,
+        "image": images,
+        "image_size": parse_size(options.image_size) if options.image_size else None,
+        "header": headers,
+    }
+
+
+def _import_openai() -> None:
+    """Import the openai SDK now (~1 s), not while the first users start; ConfigError if it is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigError("--client openai-sdk needs the openai package: pip install openai") from None
+
+
+def _optional_int(value: Any, option: str) -> int | None:
+    """An optional integer option (the web UI form sends text; '' means not given)."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{option} must be a whole number, got {value!r}") from None
+
+
+def _as_list(value: Any) -> list[str]:
+    """A repeatable option's values (the web UI form sends one string: one value per line)."""
+    if isinstance(value, str):
+        return [line for line in value.splitlines() if line.strip()]
+    return list(value or [])
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:

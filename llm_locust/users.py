@@ -2,14 +2,14 @@
 
 `ChatCompletionsUser` (POST /v1/chat/completions) and `CompletionsUser` (POST /v1/completions)
 send when the process's pacer hands them a ticket: in closed loop as soon as their last request
-ended, in open loop (`--request-rate`) at the due times of the arrival process. Subclass them
+ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
+sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them
 in a locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the
 plugin supplies the settings (command-line options) and collects the metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import orjson
@@ -18,18 +18,16 @@ from locust import FastHttpUser, constant, task
 from llm_locust.client import stream_completion
 from llm_locust.errors import ConfigError
 from llm_locust.plugin import run_state
-from llm_locust.settings import Settings
-from llm_locust.workload import PromptFactory, chat_body, completions_body
+from llm_locust.providers import auth_headers, completion_path
+from llm_locust.workload import Workload
 
 
 class _StreamingUser(FastHttpUser):
-    """Shared machinery: timeouts and auth from the settings, the model, one request per task."""
+    """Shared machinery: timeouts, path and auth from the settings, the model, one request per task."""
 
     abstract = True
     wait_time = constant(0)
-    path: ClassVar[str]
-    endpoint: ClassVar[str]
-    make_body: ClassVar[Callable[[Settings, str, str], bytes]]  # (settings, model, prompt) -> JSON
+    endpoint: ClassVar[str]  # 'chat' or 'completions'
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -39,15 +37,27 @@ class _StreamingUser(FastHttpUser):
         self.connection_timeout = settings.connect_timeout_s
         self.network_timeout = None
         super().__init__(environment)
-        self.headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
-        if settings.api_key:
-            self.headers["Authorization"] = f"Bearer {settings.api_key}"
-        self.prompts = PromptFactory()
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+            **auth_headers(settings.provider, settings.api_key),
+            **dict(settings.header),
+        }
+        self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
+        self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.sdk = None
+        if settings.client == "openai-sdk":
+            from llm_locust.sdk_client import SdkClient  # imports openai: only when asked for
+
+            self.sdk = SdkClient(self, settings)
         self.model = ""
 
     def on_start(self) -> None:
-        """Resolve the model once per process (GET /v1/models when --model is not given)."""
-        self.model = self.llm.model or self.llm.resolve_model(lambda: self._first_model())
+        """Resolve the model once per process (GET /v1/models when --model is not given).
+
+        Azure and Databricks name the model in the path: their default model is the deployment.
+        """
+        self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
 
     def _first_model(self) -> str:
         """The id of the first model the server lists at /v1/models."""
@@ -70,24 +80,24 @@ class _StreamingUser(FastHttpUser):
     def complete(self) -> None:
         """Send one streaming request when the pacer says so and read it to the end."""
         ticket = self.llm.pacer.take()
-        settings = self.llm.settings
-        body = self.make_body(settings, self.model, self.prompts.prompt(settings.prompt_tokens))
-        stream_completion(self.client, self.path, body, self.headers, self.endpoint, self.llm.watchdog, ticket)
+        request = self.workload.next_request(self.model)
+        if self.sdk is not None:
+            self.sdk.stream(request, ticket)
+            return
+        watchdog = self.llm.watchdog
+        stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
+                          request.expected_prompt_tokens, ticket)  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):
     """Streams POST /v1/chat/completions with a synthetic user message."""
 
     abstract = True
-    path = "/v1/chat/completions"
     endpoint = "chat"
-    make_body = staticmethod(chat_body)
 
 
 class CompletionsUser(_StreamingUser):
     """Streams POST /v1/completions with a synthetic prompt."""
 
     abstract = True
-    path = "/v1/completions"
     endpoint = "completions"
-    make_body = staticmethod(completions_body)

@@ -7,7 +7,9 @@ here first so that it happens before anything else in the test process.
 from __future__ import annotations
 
 import json
-import socket
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 
+from llm_locust.demo import free_port
 from llm_locust.plugin import install
 from llm_locust.sim import run_sim
 from llm_locust.users import ChatCompletionsUser
@@ -57,11 +60,23 @@ def run_local(opts: Any, users: int, seconds: float, user_classes: list | None =
     return env
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def master_port_args() -> list[str]:
+    """Locust options putting a master and its `--processes` workers on a free port."""
+    port = str(free_port())
+    return ["--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--master-port", port]
+
+
+def run_locust(
+    locustfile: Path, *args: str, timeout_s: float = 90, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the `locust` CLI headless with `locustfile` and `args` (bounded by `timeout_s`); with
+    `--processes`, on a free master port (another run's workers must never join this master)."""
+    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", *args]
+    if "--processes" in args:
+        command += master_port_args()
+    return subprocess.run(
+        command, cwd=ROOT, env=env or dict(os.environ), capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def read_summary(results_dir: Path) -> dict[str, Any]:

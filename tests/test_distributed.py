@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
-import sys
 import time
 
 import gevent
-from conftest import LOCUSTFILE, ROOT, new_env, options, read_summary
+from conftest import LOCUSTFILE, new_env, options, read_summary, run_locust
 
 from llm_locust.metrics import delta_from_wire
 from llm_locust.plugin import WIRE_KEY
@@ -66,12 +64,11 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
     env = {**os.environ, "LLM_TEST_KEY": secret}
     config = tmp_path / "run.conf"  # llm-locust options from a Locust config file
     config.write_text("max-tokens = 16\nignore-eos = true\napi-key-env = LLM_TEST_KEY\ninterval-s = 1\n")
-    command = [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--config", str(config), "--headless",
-        "--processes", "2", "-u", "4", "-r", "4", "--run-time", "5s", "--host", fast_sim.url,
-        "--csv", str(tmp_path / "locust"), "--csv-full-history", "--loglevel", "DEBUG",
-    ]  # fmt: skip
-    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = run_locust(
+        LOCUSTFILE, "--config", str(config), "--processes", "2", "-u", "4", "-r", "4", "--run-time", "5s",
+        "--host", fast_sim.url, "--csv", str(tmp_path / "locust"), "--csv-full-history", "--loglevel", "DEBUG",
+        env=env, timeout_s=60,
+    )  # fmt: skip
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
 

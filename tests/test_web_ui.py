@@ -9,7 +9,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from conftest import LOCUSTFILE, ROOT, free_port, read_summary
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
 
 
 def http(url: str, form: dict | None = None) -> bytes:
@@ -32,7 +32,8 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     secret = "sk-webui-SECRET-77aa"
     port = free_port()
     command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--processes", "2",
-               "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url]  # fmt: skip
+               "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url,
+               *master_port_args()]  # fmt: skip
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ui = f"http://127.0.0.1:{port}"
     try:

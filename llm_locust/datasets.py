@@ -1,0 +1,180 @@
+"""Prompt files (`--dataset`): JSONL, JSON (ShareGPT-style conversations) and CSV, loaded once.
+
+Every file becomes a tuple of conversations; a conversation is the tuple of requests one user
+sends in order, each a dict of request-body fields (`messages` or `prompt`, plus any other
+field the file gives, e.g. `max_tokens`, `temperature`):
+
+- JSONL, one JSON value per line: a string (a prompt), or an object with `prompt` (string),
+  `messages` (an OpenAI messages list: a full request body, sent as given) or `conversations`
+  (ShareGPT turns, below). Other fields of a `prompt`/`messages` object go into the body.
+- JSON: a list of such objects, e.g. a ShareGPT export:
+  `[{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}]`.
+  A conversation with k user turns becomes k requests; request i carries the whole history
+  (system turn, user turns 1..i and the file's assistant replies 1..i-1). Conversations that
+  are empty or have no user turn (common in ShareGPT exports) are skipped.
+- CSV with a header row: a `prompt` column (or a single column), optional `max_tokens` column.
+
+Errors are one line naming the file, the line (or entry) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llm_locust.errors import ConfigError
+
+FORMATS = ("jsonl", "json", "csv")
+_EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
+_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+          "bard": "assistant", "bing": "assistant", "model": "assistant", "system": "system"}  # fmt: skip
+
+Request = dict[str, Any]
+Conversation = tuple[Request, ...]
+
+
+def dataset_format(path: str, given: str) -> str:
+    """The format of `path`: `given` (--dataset-format) or from its extension."""
+    if given:
+        return given
+    fmt = _EXTENSIONS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ConfigError(
+            f"--dataset {path}: cannot tell the format from the extension; "
+            f"name it .jsonl, .json or .csv or give --dataset-format {{{','.join(FORMATS)}}}"
+        )
+    return fmt
+
+
+def load_dataset(path: str, fmt: str) -> tuple[Conversation, ...]:
+    """The conversations of the file (parsed once per process while the file is unchanged)."""
+    try:
+        stat = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"--dataset {path}: {e.strerror or e}") from None
+    return _load(path, dataset_format(path, fmt), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, fmt: str, _mtime_ns: int, _size: int) -> tuple[Conversation, ...]:
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    if not text.strip():
+        raise ConfigError(f"{path}: the file is empty")
+    conversations = [c for c in {"jsonl": _jsonl, "json": _json, "csv": _csv}[fmt](path, text) if c]
+    if not conversations:
+        raise ConfigError(f"{path}: no prompt found (conversations without a user turn are skipped)")
+    return tuple(conversations)
+
+
+def _jsonl(path: str, text: str) -> list[Conversation]:
+    conversations = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{number}: malformed JSON ({e.msg} at column {e.colno})") from None
+        conversations.append(_conversation(value, f"{path}:{number}"))
+    return conversations
+
+
+def _json(path: str, text: str) -> list[Conversation]:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ConfigError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(value, list):
+        raise ConfigError(f"{path}: expected a JSON list of conversations (ShareGPT style); for one prompt per "
+                          "line use .jsonl")  # fmt: skip
+    return [_conversation(item, f"{path}: entry {index}") for index, item in enumerate(value)]
+
+
+def _csv(path: str, text: str) -> list[Conversation]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = reader.fieldnames or []
+    column = "prompt" if "prompt" in columns else columns[0] if len(columns) == 1 else None
+    if column is None:
+        raise ConfigError(f"{path}:1: no 'prompt' column (columns: {', '.join(columns)})")
+    conversations = []
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        prompt = row.get(column)
+        if not prompt or not prompt.strip():
+            raise ConfigError(f"{where}: empty '{column}'")
+        request: Request = {"prompt": prompt}
+        max_tokens = (row.get("max_tokens") or "").strip()
+        if max_tokens:
+            request["max_tokens"] = _positive_int(max_tokens, where, "max_tokens")
+        conversations.append((request,))
+    return conversations
+
+
+def _conversation(value: Any, where: str) -> Conversation:
+    """One line / entry as a conversation; ConfigError naming `where` and the field."""
+    if isinstance(value, str) and value.strip():
+        return ({"prompt": value},)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected an object with 'prompt', 'messages' or 'conversations', or a string")
+    if "conversations" in value or "conversation" in value:
+        return _turns(value.get("conversations", value.get("conversation")), where)
+    if "messages" in value:
+        messages = value["messages"]
+        if not isinstance(messages, list) or not messages or not all(_is_message(m) for m in messages):
+            raise ConfigError(f"{where}: 'messages' must be a non-empty list of {{'role', 'content'}} objects")
+        request = dict(value)
+    elif "prompt" in value:
+        if not isinstance(value["prompt"], str) or not value["prompt"].strip():
+            raise ConfigError(f"{where}: 'prompt' must be a non-empty string")
+        request = dict(value)
+    else:
+        raise ConfigError(f"{where}: no 'prompt', 'messages' or 'conversations' field (has: {', '.join(value)})")
+    if "max_tokens" in request:
+        request["max_tokens"] = _positive_int(request["max_tokens"], where, "max_tokens")
+    return (request,)
+
+
+def _turns(turns: Any, where: str) -> Conversation:
+    """ShareGPT turns -> one request per user turn, each with the history before it (() if none)."""
+    if not isinstance(turns, list):
+        raise ConfigError(f"{where}: 'conversations' must be a list of turns")
+    history: list[dict[str, str]] = []
+    requests: list[Request] = []
+    for index, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise ConfigError(f"{where}: turn {index} is not an object")
+        role = _ROLES.get(str(turn.get("from", turn.get("role", ""))).lower())
+        content = turn.get("value", turn.get("content"))
+        if role is None:
+            raise ConfigError(f"{where}: turn {index}: 'from' must be one of {', '.join(sorted(_ROLES))}")
+        if not isinstance(content, str):
+            raise ConfigError(f"{where}: turn {index}: 'value' must be a string")
+        history.append({"role": role, "content": content})
+        if role == "user":
+            requests.append({"messages": tuple(history)})
+    return tuple(requests)
+
+
+def _is_message(message: Any) -> bool:
+    return isinstance(message, dict) and isinstance(message.get("role"), str) and "content" in message
+
+
+def _positive_int(value: Any, where: str, field: str) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or (isinstance(value, float) and value != number) or isinstance(value, bool):
+        raise ConfigError(f"{where}: '{field}' must be a whole number >= 1, got {value!r}")
+    return number

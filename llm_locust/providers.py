@@ -1,0 +1,82 @@
+"""Who is on the other end: request paths and auth per provider, length-control fields per server.
+
+Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, llama.cpp, ...),
+`openai`, `azure` (deployment + api-version in the path, `api-key` header) and `databricks`
+(serving endpoint invocations, bearer token).
+
+Server families (`--server-family`) say which request fields make an output exactly
+`max_tokens` long when `--ignore-eos` is given — checked against each server's source:
+vLLM and SGLang read `ignore_eos` and `min_tokens`; llama.cpp's server reads `ignore_eos` and
+`n_predict`; TGI's and OpenAI's chat APIs have no such field (nothing can force the length).
+OpenAI's reasoning models reject `max_tokens` on chat: the `openai` family sends
+`max_completion_tokens` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from llm_locust.errors import ConfigError
+
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks")
+FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai")
+API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
+               "databricks": "DATABRICKS_TOKEN"}  # fmt: skip
+_DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai"}
+_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)"}
+_OPENAI_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+def server_family(family: str, provider: str) -> str:
+    """The family to use: `family` if given, else the provider's usual one."""
+    return family or _DEFAULT_FAMILY[provider]
+
+
+def check_length_control(family: str, ignore_eos: bool) -> None:
+    """ConfigError if `--ignore-eos` asks for exact output lengths the family cannot give."""
+    if ignore_eos and family in _NO_LENGTH_CONTROL:
+        raise ConfigError(
+            f"--ignore-eos: {_NO_LENGTH_CONTROL[family]} has no request field that forces the output length "
+            f"(--server-family {family}); drop --ignore-eos, outputs will stop at end-of-sequence or max_tokens"
+        )
+
+
+def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
+    """The body fields that set the output length (`max_tokens` tokens, exactly if `ignore_eos`)."""
+    key = "max_completion_tokens" if family == "openai" and endpoint == "chat" else "max_tokens"
+    fields: dict[str, Any] = {key: max_tokens}
+    if ignore_eos:
+        if family in ("vllm", "sglang"):
+            fields.update(ignore_eos=True, min_tokens=max_tokens)
+        elif family == "llamacpp":
+            fields.update(ignore_eos=True, n_predict=max_tokens)
+    return fields
+
+
+def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
+    """The path (and query) to POST completions of `endpoint` ('chat' or 'completions') to."""
+    if provider == "azure":
+        kind = "chat/completions" if endpoint == "chat" else "completions"
+        return f"/openai/deployments/{quote(deployment, safe='')}/{kind}?api-version={quote(api_version, safe='')}"
+    if provider == "databricks":
+        return f"/serving-endpoints/{quote(deployment, safe='')}/invocations"
+    return _OPENAI_PATHS[endpoint]
+
+
+def auth_headers(provider: str, api_key: str) -> dict[str, str]:
+    """The authentication header for `provider` (none without a key)."""
+    if not api_key:
+        return {}
+    if provider == "azure":
+        return {"api-key": api_key}
+    return {"Authorization": f"Bearer {api_key}"}
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """'Name: value' -> (name, value); ConfigError naming --header (the value is never shown)."""
+    name, colon, value = text.partition(":")
+    name = name.strip()
+    if not colon or not name or any(c.isspace() for c in name):
+        raise ConfigError("--header: expected 'Name: value' with a name without spaces (the value is not shown)")
+    return name, value.strip()

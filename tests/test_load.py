@@ -1,0 +1,86 @@
+"""Load models, pure parts: arrival processes, sweep steps, shares across workers, plans."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from llm_locust.errors import ConfigError
+from llm_locust.load import ArrivalProcess, Step, integer_shares, parse_number_list, step_at, sweep_steps, worker_shares
+from llm_locust.pacing import Plan
+
+
+def gaps(kind: str, rate: float, n: int, burstiness: float = 1.0, seed: int = 1) -> np.ndarray:
+    process = ArrivalProcess(rate, kind, burstiness, 100.0, random.Random(seed))  # type: ignore[arg-type]
+    return np.diff([process.next_s() for _ in range(n + 1)])
+
+
+def ks_exponential(samples: np.ndarray, rate: float) -> float:
+    """Kolmogorov-Smirnov distance between `samples` and Exp(rate)."""
+    x = np.sort(samples)
+    cdf = 1 - np.exp(-rate * x)
+    n = len(x)
+    return float(max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n)))
+
+
+def test_poisson_gaps_are_exponential_at_the_rate() -> None:
+    g = gaps("poisson", 20.0, 20_000)
+    assert abs(g.mean() - 1 / 20) < 0.002
+    assert ks_exponential(g, 20.0) < 1.63 / math.sqrt(len(g))  # KS critical value, alpha = 0.01
+
+
+def test_constant_and_gamma_gaps() -> None:
+    assert np.allclose(gaps("constant", 4.0, 100), 0.25)
+    bursty, regular = gaps("gamma", 10.0, 20_000, 0.25), gaps("gamma", 10.0, 20_000, 4.0)
+    for g in (bursty, regular):
+        assert abs(g.mean() - 0.1) < 0.005
+    # coefficient of variation of Gamma(k) is 1/sqrt(k): 2 for k = 0.25, 0.5 for k = 4
+    assert abs(bursty.std() / bursty.mean() - 2.0) < 0.15
+    assert abs(regular.std() / regular.mean() - 0.5) < 0.05
+
+
+def test_seeded_arrivals_repeat() -> None:
+    assert np.array_equal(gaps("poisson", 5.0, 50, seed=7), gaps("poisson", 5.0, 50, seed=7))
+
+
+def test_sweep_steps_and_step_at() -> None:
+    steps = sweep_steps([1, 4], [], 256, 10.0, 2.0)
+    assert steps == (Step(0, 1, None, 10.0, 2.0), Step(1, 4, None, 10.0, 2.0))
+    assert [s.label for s in steps] == ["users=1", "users=4"]
+    assert step_at(steps, 0.0) == steps[0] and step_at(steps, 10.0) == steps[1] and step_at(steps, 20.0) is None
+    rates = sweep_steps([], [0.5, 2.0], 64, 10.0, 0.0)
+    assert [(s.users, s.rate_per_s, s.label) for s in rates] == [(64, 0.5, "rate=0.5/s"), (64, 2.0, "rate=2/s")]
+    assert sweep_steps([], [], 8, 10.0, 0.0) == ()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: parse_number_list("--sweep-users", "1,x", int), "'x' is not a int"),
+        (lambda: parse_number_list("--sweep-rates", "1,-2", float), "every value must be > 0"),
+        (lambda: sweep_steps([1], [1.0], 8, 10.0, 0.0), "exclude each other"),
+        (lambda: sweep_steps([1], [], 8, 0.0, 0.0), "--step-duration-s must be > 0"),
+        (lambda: sweep_steps([1], [], 8, 10.0, 10.0), "--warmup-s must be >= 0 and shorter"),
+    ],
+)
+def test_bad_sweeps_name_the_option(call, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+def test_shares_follow_the_users_and_add_up() -> None:
+    assert worker_shares(10.0, {"a": 3, "b": 1}) == {"a": 7.5, "b": 2.5}
+    assert worker_shares(10.0, {"a": 0, "b": 0}) == {"a": 5.0, "b": 5.0}
+    assert worker_shares(10.0, {"a": 2, "b": 0}) == {"a": 10.0, "b": 0.0}
+    for total in range(0, 40):
+        shares = integer_shares(total, {"a": 3, "b": 3, "c": 1})
+        assert sum(shares.values()) == total and max(shares["a"], shares["b"]) - min(shares["a"], shares["b"]) <= 1
+
+
+def test_plan_round_trips_the_wire() -> None:
+    plan = Plan(Step(2, 8, 1.5, 30.0, 5.0), 0.75, 12, 4.2, "gamma", 0.5, 1001)
+    assert Plan.from_wire(plan.to_wire()) == plan
+    assert Plan.from_wire(Plan().to_wire()) == Plan()
