@@ -1,7 +1,8 @@
 """PNG images of the charts (for slides and pull requests), drawn by kaleido in a Chromium browser.
 
 kaleido drives an installed Chrome/Chromium (on Debian: `apt-get install chromium`); it finds
-it on PATH or through BROWSER_PATH. All charts are drawn in one browser session.
+it on PATH or through BROWSER_PATH. All charts are drawn in one browser session, with plotly.js
+from the plotly package and nothing fetched from the network.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-import plotly.io as pio
+import kaleido
 
 from llm_locust.report.chart import Chart
 
@@ -36,13 +37,13 @@ def write_pngs(charts: list[Chart], folder: Path) -> tuple[list[Path], str | Non
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / f"{chart.key}.png" for chart in charts]
     os.environ.setdefault("BROWSER_PATH", browser)
-    try:
-        pio.write_images(
-            [chart.figure for chart in charts],
-            paths,
-            width=PNG_WIDTH_PX,
-            height=[chart.figure.layout.height or 500 for chart in charts],
-        )
+    jobs = [
+        {"fig": chart.figure, "path": path, "opts": {"format": "png", "width": PNG_WIDTH_PX,
+                                                     "height": chart.figure.layout.height or 500}}
+        for chart, path in zip(charts, paths, strict=True)
+    ]  # fmt: skip
+    try:  # mathjax off: it would be fetched from a CDN (the charts have no LaTeX)
+        kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False})
     except Exception as e:  # kaleido/choreographer raise their own types when the browser fails to start
         return [], f"the browser failed to draw them ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
     return paths, None
