@@ -13,7 +13,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.report import charts, distributions, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
-from llm_locust.report.html import Section, note, paragraph, render, table
+from llm_locust.report.html import Section, heading, note, paragraph, render, table
 from llm_locust.report.images import write_pngs
 from llm_locust.report.load import RunData, load_run
 from llm_locust.report.mbu import Hardware, mbu
@@ -156,7 +156,7 @@ def _sections(
                 for line, tpot in zip(body, frame["tpot_ms_p50"], strict=True):
                     value = mbu(hardware, None if pd.isna(tpot) else float(tpot))
                     line.append(None if value is None else 100 * value)
-            steps.parts += [f"<h3>{run.name}</h3>" if len(runs) > 1 else "", table(headers, body)]
+            steps.parts += [heading(run.name) if len(runs) > 1 else "", table(headers, body)]
         sections.append(steps)
     locust = Section("Locust's statistics")
     for run in runs:
@@ -165,7 +165,7 @@ def _sections(
         columns = [c for c in LOCUST_COLUMNS if c in run.locust_stats.columns]
         frame = run.locust_stats[columns]
         body = frame.astype(object).where(frame.notna(), None).to_numpy().tolist()
-        locust.parts += [f"<h3>{run.name}</h3>" if len(runs) > 1 else "", table(columns, body)]
+        locust.parts += [heading(run.name) if len(runs) > 1 else "", table(columns, body)]
     if locust.parts:
         locust.parts.append(
             note("Locust's response times are in ms, from its rounded buckets; LLM rows: one per request.")

@@ -91,6 +91,11 @@ def _text_class(value: Any) -> str:
     return "t" if isinstance(value, str) else ""
 
 
+def heading(text: str) -> str:
+    """A sub-heading (one run's table)."""
+    return f"<h3>{html.escape(text)}</h3>"
+
+
 def banner(text: str) -> str:
     """A warning banner."""
     return f'<div class="banner">⚠ {html.escape(text)}</div>'

@@ -119,6 +119,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "users max": meta.get("users_max"),
         "workers": meta.get("workers_max"),
         "status": summary.get("status"),
+        "stopped by": meta.get("stop_reason"),
         "versions": _versions(summary),
         "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
     }
