@@ -35,6 +35,8 @@ def write_pngs(charts: list[Chart], folder: Path) -> tuple[list[Path], str | Non
     if browser is None:
         return [], "no Chrome/Chromium found (install it, e.g. `apt-get install chromium`, or set BROWSER_PATH)"
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("*.png"):  # a previous report's charts (this folder is the report's own)
+        stale.unlink()
     paths = [folder / f"{chart.key}.png" for chart in charts]
     os.environ.setdefault("BROWSER_PATH", browser)
     jobs = [
