@@ -105,14 +105,20 @@ def run_facts(run: RunData) -> dict[str, Any]:
     settings = summary.get("settings") or {}
     load = summary.get("load") or {}
     workload = ", ".join(
-        f"{key}={settings[key]}" for key in ("prompt_tokens", "max_tokens", "ignore_eos") if key in settings
+        f"{key}={settings[key]}"
+        for key in ("prompt_tokens", "max_tokens", "ignore_eos", "prefix_tokens", "dataset", "image")
+        if settings.get(key) not in (None, "", 0, [])
     )
+    arrival = ", ".join(f"{key} {load[key]}" for key in ("rate_per_s", "arrival", "burstiness") if load.get(key))
+    model = load.get("model") or ("concurrency" if summary else None)
     facts: dict[str, Any] = {
         "folder": str(run.path),
         "target": meta.get("host"),
         "model": settings.get("model") or None,
         "workload": workload or None,
-        "load model": load.get("model") or ("concurrency" if summary else None),
+        "load model": f"{model} ({arrival})" if model and arrival else model,
+        "server": " / ".join(filter(None, [settings.get("provider"), settings.get("server_family")])) or None,
+        "client": settings.get("client"),
         "steps": len(run.steps) or None,
         "start": meta.get("start_time"),
         "duration s": meta.get("duration_s"),
