@@ -123,7 +123,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "start": meta.get("start_time"),
         "duration s": meta.get("duration_s"),
         "users max": meta.get("users_max"),
-        "workers": meta.get("workers_max"),
+        "workers": "none (local runner)" if meta.get("role") == "local" else meta.get("workers_max"),
         "status": summary.get("status"),
         "stopped by": meta.get("stop_reason"),
         "versions": _versions(summary),
