@@ -480,3 +480,13 @@ def test_time_series_without_rows_is_noted_not_fatal(two_runs, tmp_path):
     page = report.html_path.read_text()
     assert "run: missing llm_timeseries.csv rows" in page
     assert "llm_timeline" not in figures(page) and "throughput_latency" in figures(page)
+
+
+def test_without_a_browser_the_html_is_written_and_the_pngs_skipped_with_a_reason(two_runs, tmp_path):
+    env = {"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)}  # no chromium on this PATH
+    out = tmp_path / "r.html"
+    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(two_runs[0]), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "PNG images skipped: no Chrome/Chromium found" in proc.stdout and out.exists()
+    assert not (tmp_path / "r_png").exists()
