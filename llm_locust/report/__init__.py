@@ -5,6 +5,7 @@
     tables      derived tables: one row per step (or per run), the comparison table
     capacity    SLO checks per step and the highest step meeting every SLO
     mbu         memory bandwidth utilisation from model size, TPOT and peak bandwidth
+    chart       the `Chart` record, run colours and the common layout every figure uses
     charts      plotly figures (latency/throughput curves, metrics against load, capacity)
     timeline    plotly figures over time (LLM time series, Locust history, failures)
     distributions  histogram / CDF figures (histograms.json, or the summary's percentiles)
