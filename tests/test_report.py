@@ -168,18 +168,24 @@ def test_plain_locust_run_gives_the_charts_its_csvs_allow(tmp_path):
     locustfile.write_text(
         "from locust import HttpUser, constant, task\n\n"
         "class Plain(HttpUser):\n    wait_time = constant(0.05)\n\n"
-        "    @task\n    def models(self):\n        self.client.get('/v1/models')\n"
+        "    @task\n    def models(self):\n        self.client.get('/v1/models')\n\n"
+        "    @task\n    def missing(self):\n        self.client.get('/no-such-path')\n"  # 404: a failure
     )
     results = tmp_path / "plain"
     with run_sim() as sim:
         command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "-u", "2", "-r", "2",
                    "--run-time", "4s", "--host", sim.url, "--csv", str(results / "plain"),
                    "--csv-full-history"]  # fmt: skip
-        subprocess.run(command, check=True, capture_output=True, timeout=60)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # Locust's exit code when some request failed
     assert not (results / "summary.json").exists()
     report = build_report([results], png=False)
     assert report.html_path == results / "report.html"
     figs = figures(report.html_path.read_text())
+    failures = trace(figs["failures"], run="plain")
+    with (results / "plain_failures.csv").open() as f:
+        (failed,) = [r for r in csv.DictReader(f) if r["Name"] == "/no-such-path"]
+    assert failures["y"] == [int(failed["Occurrences"])] and "404" in failures["meta"]["kind"]
     assert "locust_timeline" in figs  # and none of the charts that need llm-locust's files:
     assert not figs.keys() & {"throughput_latency", "latency_vs_load", "llm_timeline", "distributions"}
     requests = trace(figs["locust_timeline"], run="plain", endpoint="GET /v1/models", column="Requests/s")

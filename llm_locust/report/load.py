@@ -80,7 +80,7 @@ def load_run(path: Path) -> RunData:
     if timeseries_path.exists():
         run.timeseries = _rows_or_note(
             run,
-            read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"), allow_empty=True),
+            read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"), ("step",), allow_empty=True),
             f"{TIMESERIES_FILE} rows (the run ended before its first interval closed)",
         )
     elif run.summary is not None:
@@ -111,8 +111,11 @@ def load_run(path: Path) -> RunData:
     return run
 
 
-def read_csv(path: Path, columns: tuple[str, ...], allow_empty: bool = False) -> pd.DataFrame:
-    """The CSV at `path` with at least `columns`, numeric cells as numbers (empty cells NaN).
+def read_csv(
+    path: Path, columns: tuple[str, ...], optional: tuple[str, ...] = (), allow_empty: bool = False
+) -> pd.DataFrame:
+    """The CSV at `path` with at least `columns` (and maybe `optional` ones), whose cells are
+    numbers (empty cells NaN) but in the text columns (time, Type, Name, Method, Error).
 
     Raises ConfigError when the file is empty (no header), malformed, lacks a column, or has a
     non-numeric value in a numeric column (naming its line). `allow_empty`: a header without
@@ -129,7 +132,7 @@ def read_csv(path: Path, columns: tuple[str, ...], allow_empty: bool = False) ->
         raise ConfigError(f"{path}: missing column(s) {', '.join(absent)} (corrupted or not written by this tool)")
     if frame.empty and not allow_empty:
         raise ConfigError(f"{path}: no rows after the header (the run ended before its first interval)")
-    for column in frame.columns:
+    for column in (*columns, *(c for c in optional if c in frame.columns)):
         if column in _TEXT_COLUMNS or pd.api.types.is_numeric_dtype(frame[column]):
             continue
         numbers = pd.to_numeric(frame[column], errors="coerce")
