@@ -78,9 +78,10 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], classes: Iterab
     class_rows = iter(classes) if classes is not None else None
     for row in rows:
         cells_class = next(class_rows) if class_rows is not None else [""] * len(row)
+        pairs = zip(row, cells_class, strict=True)
         cells = "".join(
-            f'<td class="{c}">{fmt(v)}</td>' if c else f"<td>{fmt(v)}</td>"
-            for v, c in zip(row, cells_class, strict=True)
+            f'<td class="{css}">{fmt(v)}</td>' if (css := c or _text_class(v)) else f"<td>{fmt(v)}</td>"
+            for v, c in pairs
         )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"

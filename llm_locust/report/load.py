@@ -88,7 +88,7 @@ def load_run(path: Path) -> RunData:
     histograms_path = path / HISTOGRAMS_FILE
     if histograms_path.exists():
         run.histograms = _read_histograms(histograms_path)
-    else:
+    elif run.summary is not None:
         run.missing.append(f"{HISTOGRAMS_FILE} (full distributions: shown from the summary's percentiles instead)")
     if run.summary is None:
         run.missing.insert(
