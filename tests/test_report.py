@@ -463,6 +463,8 @@ def test_rate_sweep_achieved_vs_offered_and_the_saturation_banner(tmp_path):
     assert array(achieved["x"]).tolist() == [2.0, 40.0]
     assert array(achieved["y"]).tolist() == [s["achieved_rate_per_s"] for s in steps]
     assert figs["latency_vs_load"]["layout"]["xaxis3"]["title"]["text"] == "Offered rate (requests/s)"
+    delay = trace(figs["distributions"], run="rate", metric="queue_delay", kind="cdf")  # open loop: how late
+    assert array(delay["x"])[-1] == pytest.approx(summary["metrics"]["queue_delay_ms"]["max"], abs=0.001)
 
 
 def test_lost_worker_and_incomplete_run_get_banners(two_runs, tmp_path):

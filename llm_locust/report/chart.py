@@ -8,7 +8,10 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 PALETTE = qualitative.Plotly
-LATENCY_TITLES = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
+LATENCY_TITLES = {
+    "ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency",
+    "queue_delay": "client queue delay",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,13 @@ def thin_cdf(values: np.ndarray, cumulative: np.ndarray) -> tuple[np.ndarray, np
     return values[keep], cumulative[keep]
 
 
+def _has_queue_delay(run: RunData) -> bool:
+    """True when `run` measured client queue delay (an open-loop run)."""
+    hist = ((run.histograms or {}).get("run") or {}).get("queue_delay")
+    stats = ((run.summary or {}).get("metrics") or {}).get("queue_delay_ms") or {}
+    return bool((hist is not None and hist.get_total_count()) or stats.get("count"))
+
+
 def histogram_bins(values: np.ndarray, cumulative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(bin centres, share of samples %) over HISTOGRAM_BINS equal bins from the CDF points."""
     weights = np.diff(cumulative, prepend=0.0)
@@ -67,16 +74,17 @@ def distributions(runs: list[RunData]) -> Chart | None:
         return None
     kinds = ("histogram", "CDF") if any(run.histograms for run in runs) else ("CDF",)
     cdf_col = len(kinds)
+    metrics = METRICS + (("queue_delay",) if any(_has_queue_delay(run) for run in runs) else ())
     figure = make_subplots(
-        rows=len(METRICS), cols=len(kinds), vertical_spacing=0.06, horizontal_spacing=0.08,
-        subplot_titles=[f"{_title(m)} {kind}" for m in METRICS for kind in kinds],
+        rows=len(metrics), cols=len(kinds), vertical_spacing=0.3 / len(metrics), horizontal_spacing=0.08,
+        subplot_titles=[f"{_title(m)} {kind}" for m in metrics for kind in kinds],
     )  # fmt: skip
     summary_only = []
     for i, run in enumerate(runs):
         if run.summary is None:
             continue
         hists = (run.histograms or {}).get("run", {})
-        for row, metric in enumerate(METRICS, start=1):
+        for row, metric in enumerate(metrics, start=1):
             color = run_color(i)
             meta = {"run": run.name, "metric": metric}
             hist = hists.get(metric)
@@ -92,7 +100,7 @@ def distributions(runs: list[RunData]) -> Chart | None:
                     ),
                     row=row, col=1,
                 )  # fmt: skip
-                mode, dash = "lines", None
+                mode, dash = ("lines" if len(values) >= 20 else "lines+markers"), None
             else:
                 stats = run.summary["metrics"].get("output_tokens" if metric == "output_tokens" else f"{metric}_ms")
                 if not stats or not stats.get("count"):
@@ -110,7 +118,7 @@ def distributions(runs: list[RunData]) -> Chart | None:
                 ),
                 row=row, col=cdf_col,
             )  # fmt: skip
-    for row, metric in enumerate(METRICS, start=1):
+    for row, metric in enumerate(metrics, start=1):
         figure.update_xaxes(title_text=_title(metric), row=row)
         if cdf_col == 2:
             figure.update_yaxes(title_text="% of samples", row=row, col=1)
@@ -124,8 +132,9 @@ def distributions(runs: list[RunData]) -> Chart | None:
     return Chart(
         "distributions",
         "Distributions",
-        "Whole run, successful requests only; ITL pools every gap between token events." + note,
-        finish(figure, 1600, "Distributions"),
+        "Whole run, successful requests only; ITL pools every gap between token events; client queue delay "
+        "(open loop: how late each request left after its scheduled time) when the run had one." + note,
+        finish(figure, 320 * len(metrics), "Distributions"),
     )
 
 
