@@ -298,6 +298,10 @@ class RunMetrics:
             _merge_into(self._windows, key.start, window)
         self.deltas_merged += 1
 
+    def open_windows(self) -> list[tuple[int, WindowMetrics]]:
+        """The windows not popped yet (reports may still add to them), oldest first; not copies."""
+        return sorted(self._windows.items())
+
     def pop_windows(self, before_s: float) -> list[tuple[int, WindowMetrics]]:
         """Remove and return, oldest first, the windows that started before `before_s`."""
         ready = sorted(start for start in self._windows if start < before_s)

@@ -7,10 +7,13 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
   exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
 - `request` (processes running users): the HTTP request event carries the finished
-  `RequestRecord` in its context; it goes into the `MetricsRecorder`, and a few low-volume
-  "LLM" rows (TTFT, TPOT, E2E) are fired for Locust's stock UI and CSVs.
-- `report_to_master` (worker) / `worker_report` (master): histogram deltas ride along with
-  Locust's own stats reports; the master merges them into `RunMetrics`.
+  `RequestRecord` in its context; it goes into the `MetricsRecorder`. No extra request events
+  are fired: Locust's request rate and failure ratio count real requests only (TTFT, TPOT, ITL
+  are in the web UI's LLM view, `webui`, and the results folder).
+- `report_to_master` (worker) / `worker_report` (master): histogram deltas and the number of
+  requests in flight ride along with Locust's own stats reports; the master merges the deltas
+  into `RunMetrics`.
+- With a web UI (master / local): the LLM view is attached to it (`webui.attach`).
 - A ticker greenlet (master / local) merges the local delta, samples users and workers, and
   writes each closed window of the time series.
 - `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
@@ -24,6 +27,7 @@ import logging
 import sys
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +37,7 @@ import gevent.lock
 import locust
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 
 from llm_locust import __version__
 from llm_locust.client import RECORD_KEY
@@ -61,6 +65,10 @@ logger = logging.getLogger("llm_locust")
 
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
+IN_FLIGHT_KEY = "llm_locust_in_flight"
+"""Key of the worker's number of requests in flight in its stats report."""
+HISTORY_WINDOWS = 720
+"""Closed time-series windows kept in memory for the live view (an hour at --interval-s 5)."""
 TICK_S = 1.0
 SCHEDULE_LAG_WARN_MS = 100.0
 """Open loop: a p90 client queue delay above this in a time window means the run fell behind."""
@@ -92,8 +100,9 @@ def run_state(environment: Environment) -> RunState:
     return state
 
 
-def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
-    """Create the run state; a bad option ends the process with a one-line error (exit 2)."""
+def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    """Create the run state (and the LLM view on a web UI); a bad option ends the process with a
+    one-line error (exit 2)."""
     try:
         state = _states.get(environment) or RunState(environment)
         if state.settings.steps and environment.shape_class is None and not state.is_worker:
@@ -102,6 +111,10 @@ def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
     except ConfigError as e:
         logger.error("%s", e)
         sys.exit(2)
+    if web_ui is not None:
+        from llm_locust.webui import attach  # Flask and the page only where a web UI runs
+
+        attach(web_ui, state)
 
 
 class RunState:
@@ -118,6 +131,7 @@ class RunState:
         self.control: LoadController | None = None  # master / local: steps, plans, limits
         self._results: ResultsWriter | None = None
         self.watchdog: TimeoutWatchdog | None = None
+        self._in_flight_by_worker: dict[str, int] = {}
         self._reset()
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
@@ -178,27 +192,33 @@ class RunState:
             raise StopUser()
         return self.model
 
+    @property
+    def results(self) -> ResultsWriter | None:
+        """Master / local: the results of the current (or last) test, None before the first."""
+        return self._results
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight now: this process's, or on a master the sum of its workers' last reports."""
+        if not self.is_master:
+            return self.watchdog.in_flight if self.watchdog is not None else 0
+        live = {w.id for w in self.environment.runner.clients.values() if w.state != STATE_MISSING}
+        return sum(n for worker, n in self._in_flight_by_worker.items() if worker in live)
+
     # -- processes that run users -------------------------------------------------------
     def _on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
-        """Take the record of a finished LLM request: metrics, plus the "LLM" rows."""
+        """Take the record of a finished LLM request into the metrics."""
         record: RequestRecord | None = (context or {}).get(RECORD_KEY)
-        if record is None:
-            return
-        self.recorder.record(record, time.time())
-        if not record.ok:
-            return
-        fire = self.environment.events.request.fire
-        rows = (("TTFT", record.ttft_s, 0), ("TPOT", record.tpot_s, 0), ("E2E", record.e2e_s, record.output_tokens))
-        for name, seconds, length in rows:
-            if seconds is not None:  # TPOT needs two tokens
-                fire(request_type="LLM", name=name, response_time=seconds * 1000, response_length=length,
-                     exception=None, context={})  # fmt: skip
+        if record is not None:
+            self.recorder.record(record, time.time())
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
-        """Worker: attach the windows filled since the last report."""
+        """Worker: attach the windows filled since the last report, and the requests in flight."""
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
+        if self.watchdog is not None:
+            data[IN_FLIGHT_KEY] = self.watchdog.in_flight
 
     def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Worker: the master's plan for this process (step, rate share, quota)."""
@@ -206,10 +226,11 @@ class RunState:
 
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        """Master: merge a worker's delta."""
+        """Master: merge a worker's delta; note its requests in flight."""
         wire = data.get(WIRE_KEY)
         if wire:
             self.run.merge_delta(delta_from_wire(wire))
+        self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
 
     # -- master or local ----------------------------------------------------------------
     def merge_local(self) -> None:
@@ -248,6 +269,8 @@ class ResultsWriter:
         self.behind_schedule: str | None = None
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
+        self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
         # windows close once every worker has reported past them
         self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
         self._ticker = gevent.spawn(self._tick_forever)
@@ -284,8 +307,19 @@ class ResultsWriter:
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
-            self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            row = self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            self.history.append(row)
             self._check_schedule(start, window)
+
+    def recent_rows(self) -> list[dict[str, Any]]:
+        """The time series' last rows (`HISTORY_WINDOWS` at most), then the windows still open —
+        workers may still report into them — with `"partial": True`, oldest first."""
+        partial = [
+            {**self._timeseries.row(start, window, self._users_by_window.get(start, 0), self._step_at(start)),
+             "partial": True}
+            for start, window in self.state.run.open_windows()
+        ]  # fmt: skip
+        return [*self.history, *partial]
 
     def _step_at(self, epoch_s: float) -> int | None:
         """Index of the sweep step running at `epoch_s`, None outside sweeps."""
@@ -329,6 +363,7 @@ class ResultsWriter:
         summary = self.summary(self.state.run)
         write_histograms(self.results_dir, self.state.run)
         path = write_summary(self.results_dir, summary)
+        self.final_summary = summary
         if not self._final:
             self._final = True
             print("\n" + summary_table(summary), flush=True)

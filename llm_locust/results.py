@@ -146,27 +146,34 @@ class TimeseriesWriter:
         self._file.flush()
         self.rows = 0
 
-    def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> None:
-        """Write the row of the window that starts at `start_epoch_s` (epoch seconds), in sweep
-        step `step` (None outside sweeps)."""
+    def row(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
+        """The row of the window that starts at `start_epoch_s` (epoch seconds), in sweep step
+        `step` (None outside sweeps), keyed by `TIMESERIES_COLUMNS`; rates per second of the
+        interval, latencies in ms ("" when the window has none)."""
         per_s = 1.0 / self.interval_s
-        row: list[Any] = [
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
-            start_epoch_s,
-            round(start_epoch_s - self.t_start_epoch_s, 3),
-            "" if step is None else step,
-            users,
-            window.requests_ok,
-            window.requests_failed,
-            round(window.requests_ok * per_s, 3),
-            round(window.output_tokens * per_s, 3),
-        ]
+        row: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
+            "window_start_epoch_s": start_epoch_s,
+            "elapsed_s": round(start_epoch_s - self.t_start_epoch_s, 3),
+            "step": "" if step is None else step,
+            "users": users,
+            "requests_ok": window.requests_ok,
+            "requests_failed": window.requests_failed,
+            "requests_per_s": round(window.requests_ok * per_s, 3),
+            "output_tokens_per_s": round(window.output_tokens * per_s, 3),
+        }
         for metric in TIMESERIES_METRICS:
             stats = window.distribution(metric, scale=1000.0)
-            row.extend("" if stats[p] is None else stats[p] for p in TIMESERIES_PERCENTILES)
-        self._csv.writerow(row)
+            row.update({f"{metric}_ms_{p}": "" if stats[p] is None else stats[p] for p in TIMESERIES_PERCENTILES})
+        return row
+
+    def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
+        """Write the `row` of a closed window to the file; return it."""
+        row = self.row(start_epoch_s, window, users, step)
+        self._csv.writerow(row[column] for column in TIMESERIES_COLUMNS)
         self._file.flush()
         self.rows += 1
+        return row
 
     def close(self) -> None:
         """Close the file (idempotent)."""

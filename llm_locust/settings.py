@@ -73,7 +73,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument(
         "--slo",
         action="append",
-        default=[],
+        default=None,  # not [] (also --image, --header): the web UI would parse a list field's text as integers
         help="Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): "
         "goodput counts the requests meeting every one; the summary checks each against the run",
     )
@@ -122,7 +122,7 @@ def add_workload_arguments(group: Any) -> None:
         help="Format of --dataset (default: from its extension)",
     )
     group.add_argument(
-        "--image", action="append", default=[], help="Image file attached to every chat request (repeatable)"
+        "--image", action="append", default=None, help="Image file attached to every chat request (repeatable)"
     )
     group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
 
@@ -144,7 +144,7 @@ def add_provider_arguments(group: Any) -> None:
     group.add_argument(
         "--header",
         action="append",
-        default=[],
+        default=None,
         is_secret=True,
         help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
     )

@@ -45,6 +45,11 @@ class TimeoutWatchdog:
         self._watches: set[Watch] = set()
         self._greenlet: gevent.Greenlet | None = None
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being watched now (sent, not yet finished)."""
+        return len(self._watches)
+
     def start(self, t_send_s: float) -> Watch:
         """Watch the current greenlet's request, sent at `t_send_s`; call `end` when it is over."""
         watch = Watch(gevent.getcurrent(), t_send_s, t_send_s + self.request_timeout_s)

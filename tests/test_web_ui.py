@@ -1,4 +1,5 @@
-"""The Locust web UI with --processes 2: our options are form fields, a run started from the UI measures."""
+"""The Locust web UI with --processes 2: our options are form fields, a run started from the UI measures,
+the LLM view's JSON and tab rows follow it (tests/test_web_ui_browser.py drives the same in Chromium)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,20 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
+import gevent
+import pytest
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary
+
+from llm_locust.webui import SNAPSHOT_CACHE_S, report_available
 
 
-def http(url: str, form: dict | None = None) -> bytes:
+def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
-    with urllib.request.urlopen(url, data=data, timeout=10) as response:
+    with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
         return response.read()
 
 
@@ -46,29 +52,195 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
 
         wait_for(ready, 20, "the web UI")
         page = http(ui).decode()
-        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir"):
+        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir", "slo", "seed"):
             assert field in page, field
+        assert '"extended_tabs": [{"key": "llm", "title": "LLM"}]' in page and 'id="llm-view-link"' in page
+        # what the browser's form sends: every field, empty ones as ""
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
-                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret}  # fmt: skip
+                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
+                "sweep_users": "", "model": ""}  # fmt: skip
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
-        def llm_rows():
-            stats = json.loads(http(f"{ui}/stats/requests"))["stats"]
-            rows = {(s["method"], s["name"]): s for s in stats}
-            ttft = rows.get(("LLM", "TTFT"))
-            return rows if ttft and ttft["num_requests"] >= 8 else None
+        def llm_stats():
+            snap = json.loads(http(f"{ui}/llm/stats.json"))
+            return snap if snap["summary"] and snap["summary"]["throughput"]["requests_ok"] >= 8 else None
 
-        rows = wait_for(llm_rows, 20, "LLM rows in the web UI")
+        snap = wait_for(llm_stats, 20, "LLM stats in the web UI")
+        assert snap["state"] in ("spawning", "running") and snap["workers"] == 2 and not snap["final"]
+        stats = json.loads(http(f"{ui}/stats/requests"))
+        tab = {row["metric"]: row for row in next(t["data"] for t in stats["extended_stats"] if t["key"] == "llm")}
+        assert tab["Users (now / max)"]["window"] == "4"
+        rows = {(s["method"], s["name"]): s for s in stats["stats"]}
+        assert set(rows) == {("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("", "Aggregated")}
         assert rows[("POST", "/v1/chat/completions")]["num_failures"] == 0
-        assert secret not in http(f"{ui}/stats/requests").decode() and secret not in http(ui).decode()
+        for path in ("/stats/requests", "/", "/llm", "/llm/stats.json"):
+            assert secret not in http(ui + path).decode(), path
         http(f"{ui}/stop", {})
         summary = wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path), 20, "summary")
+        final = wait_for(lambda: (s := json.loads(http(f"{ui}/llm/stats.json")))["final"] and s, 20, "final stats")
+        assert final["summary"] == read_summary(tmp_path)
+        assert json.loads(http(f"{ui}/llm/results/summary.json")) == final["summary"]
+        if report_available():  # `llm-locust report` built from the results folder, on demand
+            assert final["links"]["report"] == "llm/report"
+            assert b"<html" in http(f"{ui}/llm/report", timeout_s=120)[:500].lower()
+        else:
+            assert final["links"]["report"] is None
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                http(f"{ui}/llm/report")
     finally:
         proc.terminate()
         output = proc.communicate(timeout=30)[0]
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
     assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
+    assert summary["settings"]["seed"] is None and summary["settings"]["slo"] == []  # empty fields: unset
     assert secret not in output
     for path in tmp_path.iterdir():
         assert secret not in path.read_text(errors="replace"), path
+
+
+def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
+    """A rate sweep whose second step is more than 2 users can send: the view shows each step's status
+    as it runs, warns that the open loop fell behind while the run still goes, and ends with summary.json's steps."""
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sweep.py"), "--autostart",
+               "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url,
+               "--sweep-rates", "4,60", "--max-concurrency", "2", "--step-duration-s", "6", "--warmup-s", "1",
+               "--arrival", "constant", "--interval-s", "1", "--max-tokens", "8",
+               "--results-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[int, set[str]] = {0: set(), 1: set()}
+    try:
+
+        def snapshot():
+            try:
+                return json.loads(http(f"{ui}/llm/stats.json"))
+            except OSError:
+                return None
+
+        def warned_while_running():
+            snap = snapshot()
+            for step in (snap or {}).get("steps", []):
+                seen[step["index"]].add(step["status"])
+            running = snap is not None and snap["state"] in ("spawning", "running")
+            return running and any("fell behind its schedule" in w for w in snap["warnings"]) and snap
+
+        live = wait_for(warned_while_running, 25, "the behind-schedule warning during the run")
+        stats = json.loads(http(f"{ui}/stats/requests"))
+        tab = next(t["data"] for t in stats["extended_stats"] if t["key"] == "llm")
+        assert any(row["metric"] == "Warning" and "fell behind" in row["run"] for row in tab)
+        assert '"title": "LLM steps"' in http(ui).decode()
+        final = wait_for(lambda: (s := snapshot()) is not None and s["final"] and s, 30, "the final summary")
+        steps_tab = next(t["data"] for t in json.loads(http(f"{ui}/stats/requests"))["extended_stats"]
+                         if t["key"] == "llm-steps")  # fmt: skip
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert live["steps"][-1]["status"] in ("warm-up", "measuring") and "measuring" in seen[0] | seen[1]
+    summary = read_summary(tmp_path)
+    assert [{k: v for k, v in s.items() if k != "status"} for s in final["steps"]] == summary["steps"]
+    assert [s["status"] for s in final["steps"]] == ["done", "done"]
+    assert [row["step"] for row in steps_tab] == ["0: rate=4/s", "1: rate=60/s"]
+    assert [row["status"] for row in steps_tab] == ["done", "done"]
+    assert steps_tab[1]["offered"] == "60.00" and float(steps_tab[1]["achieved"]) < 50  # 2 users
+    assert "Traceback" not in output, output[-3000:]
+
+
+def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkeypatch):
+    """In process: a local runner with Locust's web UI; Locust's CPU warning (set by its own monitor
+    when the process is saturated) shows in the view, and requests in flight are this process's own."""
+    monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
+    opts = options("--host", fixed_sim.url, "--max-tokens", "64", "--ignore-eos", "--results-dir", str(tmp_path))
+    env = new_env(opts)
+    runner = env.create_local_runner()
+    port = free_port()
+    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
+    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
+    web_ui.start()
+    ui = f"http://127.0.0.1:{port}"
+    try:
+        runner.start(3, spawn_rate=3)
+        gevent.sleep(1.0)  # requests take 200 ms + 63 x 20 ms: users are mostly mid-request
+        runner.cpu_warning_emitted, runner.current_cpu_usage = True, 97.0  # what Locust's CPU monitor sets
+        gevent.sleep(SNAPSHOT_CACHE_S)
+        snap = json.loads(http(f"{ui}/llm/stats.json"))
+    finally:
+        runner.quit()
+        env.events.quitting.fire(environment=env, reverse=True)
+        web_ui.stop()
+    assert 1 <= snap["in_flight"] <= 3 and snap["users"] == 3 and snap["workers"] is None
+    (warning,) = snap["warnings"]
+    assert warning.startswith("CPU above 90 % (now 97 %): the client is saturated")
+
+
+AUTH_LOCUSTFILE = """
+from flask_login import UserMixin, login_user
+from locust import events
+
+from llm_locust.plugin import install
+from llm_locust.users import ChatCompletionsUser
+
+install(events)
+
+
+class ChatUser(ChatCompletionsUser):
+    pass
+
+
+class Tester(UserMixin):
+    def __init__(self, user_id):
+        self.id = user_id
+
+
+@events.init.add_listener
+def _auth(environment, web_ui=None, **_):
+    if web_ui is not None:
+        web_ui.app.secret_key = "test-only"
+        web_ui.login_manager.user_loader(Tester)
+
+        @web_ui.app.route("/test-login")
+        def test_login():
+            login_user(Tester("tester"))
+            return "ok"
+"""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
+    locustfile = tmp_path / "auth_locustfile.py"
+    locustfile.write_text(AUTH_LOCUSTFILE)
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--web-login", "--web-host", "127.0.0.1",
+               "--web-port", str(port), "--host", fast_sim.url, "--results-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cookies = urllib.request.HTTPCookieProcessor()
+    browser = urllib.request.build_opener(cookies, _NoRedirect)
+    try:
+
+        def status(path: str) -> int:
+            try:
+                with browser.open(ui + path, timeout=10) as response:
+                    return response.status
+            except urllib.error.HTTPError as e:
+                return e.code
+            except OSError:
+                return 0
+
+        wait_for(lambda: status("/login") == 200, 20, "the web UI")
+        for path in ("/llm", "/llm/stats.json", "/llm/results/summary.json", "/llm/report"):
+            assert status(path) == 302, path  # to the login page, like Locust's own pages
+        assert status("/test-login") == 200
+        with browser.open(f"{ui}/llm/stats.json", timeout=10) as response:
+            snap = json.loads(response.read())
+        assert snap["state"] == "ready" and snap["summary"] is None and status("/llm") == 200
+        assert status("/llm/report") == 409 and status("/llm/results/summary.json") == 404  # no run yet
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert "Traceback" not in output, output[-3000:]

@@ -1,0 +1,196 @@
+"""End to end in a real browser: headless Chromium starts a run from Locust's web UI (master + 2 worker
+processes against the simulator), reads the LLM tab and the /llm page, and checks what they show
+against /llm/stats.json and summary.json. Screenshots are kept as test artifacts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+ARTIFACTS = ROOT / "results" / "test-artifacts" / "web_ui"
+LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
+
+
+def chromium_path() -> str | None:
+    """A Chrome/Chromium executable (BROWSER_PATH first), or None."""
+    explicit = os.environ.get("BROWSER_PATH")
+    if explicit and Path(explicit).exists():
+        return explicit
+    return next((path for name in BROWSER_NAMES if (path := shutil.which(name))), None)
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def fmt(value: Any) -> str:
+    """A number as the LLM tab shows it."""
+    return "-" if value is None or value == "" else f"{value:.2f}"
+
+
+def percentiles(stats: dict[str, Any], prefix: str = "") -> str:
+    """'p50 / p90 / p99' as the LLM tab shows it, from a distribution or a time-series row."""
+    return " / ".join(fmt(stats[f"{prefix}{p}"]) for p in ("p50", "p90", "p99"))
+
+
+def read_tab(page) -> dict[str, tuple[str, str]]:
+    """The LLM tab's table: metric -> (last window, whole run)."""
+    rows = page.eval_on_selector_all("table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText))")
+    return {cells[0]: (cells[1], cells[2]) for cells in rows if len(cells) == 3}
+
+
+def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
+    browser = chromium_path()
+    if browser is None:
+        pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
+    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
+    results = tmp_path / "results"
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--processes", "2", "--web-host", "127.0.0.1",
+               "--web-port", str(port), "--host", fast_sim.url, *master_port_args()]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    problems: list[str] = []
+    shots: dict[str, Path] = {}
+    try:
+        with sync_api.sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+            try:
+                page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                api = page.request
+
+                def get_json(path: str) -> dict[str, Any]:
+                    response = api.get(ui + path)
+                    assert response.ok, (path, response.status)
+                    return response.json()
+
+                def workers_ready() -> bool:
+                    try:
+                        return get_json("/stats/requests").get("worker_count") == 2
+                    except Exception:
+                        return False
+
+                wait_for(workers_ready, 30, "the web UI with 2 workers")
+
+                # -- start a run from the form, with LLM settings in its custom parameters
+                page.goto(ui + "/")
+                page.fill("input[name=userCount]", "4")
+                page.fill("input[name=spawnRate]", "4")
+                page.get_by_text("Custom parameters").click()
+                fields = {"maxTokens": "8", "promptTokens": "32", "intervalS": "1", "resultsDir": str(results),
+                          "slo": "ttft_p90_ms=5000", "seed": "7"}  # fmt: skip
+                for name, value in fields.items():
+                    page.fill(f"input[name={name}]", value)
+                page.check("input[name=ignoreEos]")
+                page.get_by_role("button", name="Start").click()
+
+                wait_for(lambda: (s := get_json("/llm/stats.json"))["last_window"] and s["in_flight"] > 0, 30,
+                         "a complete window and requests in flight")  # fmt: skip
+
+                # -- the LLM tab while running: the last complete window is the JSON's row of that time
+                page.get_by_role("tab", name="LLM", exact=True).click()
+                page.wait_for_selector("text=Last complete window")
+
+                def live_tab_matches_json() -> bool:
+                    tab = read_tab(page)
+                    snap = get_json("/llm/stats.json")
+                    rows = {row["time"]: row for row in snap["history"]}
+                    row = rows.get(tab.get("Window / run start", ("",))[0])
+                    if row is None or tab["Output tokens/s"][0] != fmt(row["output_tokens_per_s"]):
+                        return False
+                    return all(tab[f"{x} ms p50 / p90 / p99"][0] == percentiles(row, f"{k}_ms_") for x, k in LATENCIES)
+
+                wait_for(live_tab_matches_json, 15, "the LLM tab's last window to match /llm/stats.json")
+                tab = read_tab(page)
+                assert tab["Users (now / max)"][0] == "4"
+                assert 1 <= int(tab["Requests in flight (now)"][0]) <= 4
+                shots["llm_tab_running"] = tmp_path / "llm_tab_running.png"
+                page.screenshot(path=shots["llm_tab_running"])
+
+                # -- stop from the UI; once final, the tab's whole-run column is summary.json
+                page.get_by_role("button", name="Stop").click()
+                final = wait_for(lambda: (s := get_json("/llm/stats.json"))["final"] and s, 30, "the final summary")
+                summary = read_summary(results)
+                assert final["summary"] == summary  # the JSON endpoint serves exactly what summary.json holds
+                # Locust's UI stops polling when the test stops: the tab shows the final numbers once reloaded
+                page.reload()
+                page.get_by_role("tab", name="LLM", exact=True).click()
+                page.wait_for_selector("text=final", timeout=15_000)
+                tab = read_tab(page)
+                t, m = summary["throughput"], summary["metrics"]
+                assert tab["Output tokens/s"][1] == fmt(t["output_tokens_per_s"])
+                assert tab["Requests/s (successful)"][1] == fmt(t["requests_per_s"])
+                assert tab["Requests ok / failed"][1] == f"{t['requests_ok']} / {t['requests_failed']}"
+                for label, key in LATENCIES:
+                    assert tab[f"{label} ms p50 / p90 / p99"][1] == percentiles(m[f"{key}_ms"]), label
+                assert tab["Failures by kind"][1] == "none" and tab["Results folder"] == ("final", str(results))
+                shots["llm_tab_final"] = tmp_path / "llm_tab_final.png"
+                page.screenshot(path=shots["llm_tab_final"])
+
+                # -- the /llm page, through the link Locust's UI shows on every tab
+                page.click("#llm-view-link")
+                page.wait_for_selector("body[data-final='1']", timeout=15_000)
+                field = lambda name: page.inner_text(f"[data-field='{name}']")  # noqa: E731
+                for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+                    for stat in ("p50", "p90", "p99", "max"):
+                        assert field(f"run.{key}.{stat}") == fmt(m[key][stat]), (key, stat)
+                    assert field(f"run.{key}.count") == str(m[key]["count"])
+                assert field("run.output_tokens_per_s") == fmt(t["output_tokens_per_s"])
+                assert field("run.requests_ok") == str(t["requests_ok"]) and field("workers") == "2"
+                rows_with_ttft = [r for r in final["history"] if r["ttft_ms_p50"] != ""]
+                points = page.get_attribute("#chart-ttft polyline[data-series='ttft_ms_p99']", "points")
+                assert len(points.split()) == len(rows_with_ttft) >= 3
+                href = page.get_attribute("[data-link='summary']", "href")
+                assert json.loads(api.get(f"{ui}/{href.removeprefix('./')}").body()) == summary
+                shots["llm_page"] = tmp_path / "llm_page.png"
+                page.screenshot(path=shots["llm_page"], full_page=True)
+
+                stats = get_json("/stats/requests")
+            finally:
+                chromium.close()
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+
+    assert problems == [], problems
+    # the form's settings reached the run (and the workers)
+    assert summary["settings"]["slo"] == ["ttft_p90_ms=5000"] and summary["settings"]["seed"] == 7
+    assert str(summary["settings"]["prompt_tokens"]) == "32" and summary["settings"]["ignore_eos"] is True
+    assert m["output_tokens"]["min"] == m["output_tokens"]["max"] == 8
+    assert summary["run"]["workers_max"] == 2 and t["requests_ok"] >= 20 and summary["failures"] == {}
+    assert [(r["slo"], r["ok"]) for r in summary["slo"]] == [("ttft_p90_ms=5000", True)]
+    assert t["slo_attainment"] == 1.0
+    # Locust's own numbers count real requests only: no LLM rows in the stats, nor in the total
+    rows = {(s["method"], s["name"]): s for s in stats["stats"]}
+    assert set(rows) == {("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("", "Aggregated")}
+    assert rows[("POST", "/v1/chat/completions")]["num_requests"] == t["requests_ok"] + t["requests_failed"]
+    assert rows[("", "Aggregated")]["num_requests"] == t["requests_ok"] + rows[("GET", "/v1/models")]["num_requests"]
+    assert "Traceback" not in output, output[-3000:]
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name, path in shots.items():
+        image = image_module.open(path).convert("RGB")
+        colors = image.getcolors(maxcolors=1 << 20) or []
+        assert len(colors) > 20, f"{name}: blank screenshot"
+        shutil.copy(path, ARTIFACTS / path.name)
+    print(f"screenshots: {ARTIFACTS}")
