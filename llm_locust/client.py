@@ -42,11 +42,11 @@ def stream_completion(
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
-    `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
-    this greenlet while it waits for bytes).
+    `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
+    raised into this greenlet while it waits for bytes).
     """
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter())
-    watch = watchdog.start(record.t_send)
+    watch = watchdog.start(record)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
             record.status_code = resp.status_code or 0
@@ -77,7 +77,9 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
     status = resp.status_code
     if not 200 <= status < 300:
         kind = ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
-        record.fail(kind, f"HTTP {status}: {_error_body(resp)}")
+        retry_after = resp.headers.get("retry-after") if status == 429 and resp.headers else None
+        after = f" (Retry-After: {retry_after} s; not retried)" if retry_after else ""
+        record.fail(kind, f"HTTP {status}{after}: {_error_body(resp)}")
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
     if not content_type.startswith("text/event-stream"):

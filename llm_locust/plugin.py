@@ -33,22 +33,26 @@ import gevent.lock
 import locust
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.stats import StatsError
 
-from llm_locust import __version__
+from llm_locust import __version__, redact
 from llm_locust.client import RECORD_KEY
 from llm_locust.errors import ConfigError
 from llm_locust.metrics import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.record import RequestRecord
 from llm_locust.results import (
+    USER_ERROR_CAUSES,
     TimeseriesWriter,
+    diagnose,
     metric_stats,
     summary_table,
+    throttling,
     throughput,
     token_accounting,
     write_summary,
 )
-from llm_locust.settings import Settings, add_arguments
+from llm_locust.settings import Settings, add_arguments, check_host
 from llm_locust.timeouts import TimeoutWatchdog
 
 logger = logging.getLogger("llm_locust")
@@ -56,6 +60,8 @@ logger = logging.getLogger("llm_locust")
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 TICK_S = 1.0
+SNAPSHOT_S = 5.0
+"""While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
 
 _states: weakref.WeakKeyDictionary[Environment, RunState] = weakref.WeakKeyDictionary()
 _installed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -95,6 +101,9 @@ class RunState:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.settings = Settings.from_options(environment.parsed_options)
+        check_host(environment.host)
+        self._register_secrets()
+        redact.install_log_filter()
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
@@ -108,6 +117,7 @@ class RunState:
             events.request.add_listener(self._on_request)
         if self.is_worker:
             events.report_to_master.add_listener(self._on_report_to_master)
+            events.quitting.add_listener(self._on_worker_quitting)
         else:
             events.test_stop.add_listener(self._on_test_stop)
             events.quitting.add_listener(self._on_quitting)
@@ -123,11 +133,17 @@ class RunState:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
+        self._register_secrets()
         self._reset()
         if not self.is_master:
             _freeze_heap()
         if not self.is_worker:
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
+
+    def _register_secrets(self) -> None:
+        """Hide the API key and any password in --host from logs and failure messages."""
+        redact.register(self.settings.api_key)
+        redact.register_url(self.environment.host)
 
     def _reset(self) -> None:
         """Fresh per-test state from the current settings."""
@@ -137,7 +153,10 @@ class RunState:
         self.run = RunMetrics()
         if self.watchdog is not None:
             self.watchdog.stop()
-        self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
+        settings = self.settings
+        self.watchdog = TimeoutWatchdog(
+            settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
+        )
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
         """The model to request: `fetch()` it once per process; on failure stop the user."""
@@ -176,6 +195,19 @@ class RunState:
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
 
+    def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
+        """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.
+
+        Locust's own "quit" message to the master is sent by a listener registered before this
+        one; `quitting` fires in reverse order, so this final report goes out first.
+        """
+        runner = environment.runner
+        if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            try:
+                runner._send_stats()  # fires report_to_master: our delta rides along
+            except Exception as e:  # the master may be gone already: nothing more to save
+                logger.warning("could not send the last measurements to the master: %s", e)
+
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         """Master: merge a worker's delta."""
@@ -197,10 +229,19 @@ class RunState:
             self._results.stop()
 
     def _on_quitting(self, environment: Environment, **_: Any) -> None:
-        """Final results (the workers' last reports have arrived by now)."""
+        """Final results (the workers' last reports have arrived by now, unless interrupted).
+
+        Quitting before the test stopped (SIGTERM, Ctrl-C during the test) marks the results
+        incomplete. A run in which no request succeeded ends with a one-line diagnosis and a
+        non-zero exit code (2 when the cause is in the command: host, key, model).
+        """
         if self._results is not None:
+            self._results.interrupted = self._results.t_stop is None
             self._results.close()
+            cause = self._results.cause
             self._results = None
+            if cause is not None and environment.process_exit_code is None:
+                environment.process_exit_code = 2 if cause in USER_ERROR_CAUSES else 1
 
 
 class ResultsWriter:
@@ -215,6 +256,10 @@ class ResultsWriter:
         self.users_max = 0
         self.workers_max = 0
         self.workers_lost: set[str] = set()
+        self.interrupted = False
+        self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
+        self._workers_seen: set[str] = set()
+        self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
         # windows close once every worker has reported past them
@@ -242,7 +287,17 @@ class ResultsWriter:
             if state.is_master:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
+                self._note_departed_workers()
         self._write_windows(time.time() - self._lag_s)
+        if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
+            self._last_snapshot_s = time.monotonic()
+            write_summary(self.results_dir, self.summary(state.run, final=False))
+
+    def _note_departed_workers(self) -> None:
+        """Workers that quit while the test runs (SIGTERM, crash with goodbye) count as lost."""
+        current = {str(client_id) for client_id in self.state.environment.runner.clients}
+        self.workers_lost.update(self._workers_seen - current)
+        self._workers_seen |= current
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
@@ -251,6 +306,8 @@ class ResultsWriter:
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
         if self.t_stop is None:
+            if self.state.is_master:
+                self._note_departed_workers()
             self.t_stop = time.time()
         self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 
@@ -274,24 +331,41 @@ class ResultsWriter:
             self._final = True
             print("\n" + summary_table(summary), flush=True)
             print(f"LLM results: {self.results_dir.resolve()} ({path.name}, {self._timeseries.path.name})", flush=True)
+        diagnosis = summary["diagnosis"]
         for warning in summary["warnings"]:
-            logger.warning("%s", warning)
+            if warning != diagnosis:
+                logger.warning("%s", warning)
+        if diagnosis:
+            logger.error("%s", diagnosis)
 
-    def summary(self, run: RunMetrics) -> dict[str, Any]:
-        """The summary.json document (DESIGN.md "Results folder")."""
+    def summary(self, run: RunMetrics, final: bool = True) -> dict[str, Any]:
+        """The summary.json document (DESIGN.md "Results folder").
+
+        `final=False`: a snapshot taken while the test runs ("status": "incomplete"; no
+        diagnosis yet). The final document is "incomplete" too when the run was interrupted or
+        lost workers.
+        """
         env = self.state.environment
         options = env.parsed_options
         duration_s = (self.t_stop or time.time()) - self.t_start
         warnings = []
+        if self.interrupted:
+            warnings.append("the run was interrupted before the test ended: results hold what was measured until then")
         if self.workers_lost:
             warnings.append(
                 f"{len(self.workers_lost)} worker(s) stopped reporting during the run: "
                 f"{', '.join(sorted(self.workers_lost))}; their last reported data is included"
             )
-        if run.total.requests_ok == 0:
+        diagnosis = diagnose(run.total, _top_error(env)) if final else None
+        if final:
+            self.cause = diagnosis[0] if diagnosis else None
+        if diagnosis:
+            warnings.append(diagnosis[1])
+        elif run.total.requests_ok == 0:
             warnings.append("no request succeeded: latency statistics are empty")
+        complete = final and not self.interrupted and not self.workers_lost
         return {
-            "status": "complete",
+            "status": "complete" if complete else "incomplete",
             "llm_locust_version": __version__,
             "locust_version": locust.__version__,
             "run": {
@@ -310,6 +384,8 @@ class ResultsWriter:
             "metrics": metric_stats(run.total),
             "throughput": throughput(run.total, duration_s),
             "failures": dict(run.total.failures),
+            "throttling": throttling(run.total, duration_s),
+            "diagnosis": diagnosis[1] if diagnosis else None,
             "tokens": token_accounting(run.total),
             "timeseries": {
                 "file": self._timeseries.path.name,
@@ -318,6 +394,19 @@ class ResultsWriter:
             },
             "warnings": warnings,
         }
+
+
+def _top_error(environment: Environment) -> str | None:
+    """The most frequent failure message in Locust's error statistics (redacted), if any."""
+    errors = list(environment.stats.errors.values())
+    if not errors:
+        return None
+    top = max(errors, key=lambda e: e.occurrences)
+    text = StatsError.parse_error(top.error)
+    for prefix in ("CatchResponseError(", "RequestFailure("):
+        if text.startswith(prefix):
+            text = text[len(prefix) : -1].strip("'\"")
+    return redact.redact(text)
 
 
 def _freeze_heap() -> None:

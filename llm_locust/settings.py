@@ -59,6 +59,12 @@ def add_arguments(parser: Any) -> None:
         help="Longest silence allowed while waiting for the response or between stream events, seconds",
     )
     group.add_argument(
+        "--first-token-timeout-s",
+        type=float,
+        default=300.0,
+        help="Longest time allowed from sending a request to its first generated token, seconds",
+    )
+    group.add_argument(
         "--request-timeout-s",
         type=float,
         default=600.0,
@@ -107,6 +113,7 @@ class Settings:
     extra_body: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
+    first_token_timeout_s: float = 300.0
     request_timeout_s: float = 600.0
     results_dir: str = ""
     interval_s: float = 5.0
@@ -125,7 +132,7 @@ class Settings:
         for name in ("prompt_tokens", "max_tokens"):
             if getattr(options, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(options, name)}")
-        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
+        for name in ("connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         derived = {
@@ -141,6 +148,20 @@ class Settings:
         settings = asdict(self)
         del settings["api_key"], settings["results_dir"]
         return {**settings, "api_key_set": bool(self.api_key)}
+
+
+def check_host(host: str | None) -> None:
+    """Raise ConfigError unless `host` (Locust's --host) is empty or an http(s) URL with an address."""
+    if not host:
+        return  # given later (web UI form) or on the master
+    scheme, sep, rest = host.partition("://")
+    example = "e.g. --host http://127.0.0.1:8000"
+    if not sep:
+        raise ConfigError(f"--host {host!r} has no URL scheme: start it with http:// or https://, {example}")
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
+    if not rest.split("/", 1)[0].rpartition("@")[2]:
+        raise ConfigError(f"--host {host!r} names no server address, {example}")
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:
