@@ -106,7 +106,10 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
 
 
 def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:
-    """Classify a connection-level exception."""
+    """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded)."""
+    original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
+    if isinstance(original, BaseException):
+        error = original
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, ConnectionRefusedError | socket.gaierror):
         return ErrorKind.CONNECT, text
