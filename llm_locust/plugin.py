@@ -169,6 +169,8 @@ class RunState:
                     self._model_error = str(e)
                     logger.error("%s", e)
                     self.environment.process_exit_code = 2
+                    if not self.is_worker:  # nothing can run without a model: end the test now
+                        gevent.spawn(_stop_test, self.environment)
         if self._model_error is not None:
             raise StopUser()
         return self.model
@@ -394,6 +396,15 @@ class ResultsWriter:
             },
             "warnings": warnings,
         }
+
+
+def _stop_test(environment: Environment) -> None:
+    """Stop the test after a user error: quit a headless run, stop the test in the web UI."""
+    options = environment.parsed_options
+    if options is not None and getattr(options, "headless", False):
+        environment.runner.quit()
+    else:
+        environment.runner.stop()
 
 
 def _top_error(environment: Environment) -> str | None:

@@ -80,6 +80,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=d.trace_limit,
         help="finished requests kept for GET /sim/trace, count (oldest dropped)",
     )
+    parser.add_argument(
+        "--api-key",
+        default=d.api_key,
+        help="require 'Authorization: Bearer API_KEY' on /v1/* (else HTTP 401, like a real endpoint)",
+    )
     add_fault_arguments(parser)
     parser.add_argument(
         "--ready-file",

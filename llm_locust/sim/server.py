@@ -68,6 +68,8 @@ class SimApp:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
         path, method = request.path, request.method
         try:
+            if self.config.api_key and path.startswith("/v1/"):
+                self._authorize(request)
             if path in _COMPLETION_ROUTES and method == "POST":
                 self._start_generation(request, conn, _COMPLETION_ROUTES[path], t_recv_s)
             elif method == "GET" and path in _GET_ROUTES:
@@ -81,6 +83,15 @@ class SimApp:
                 raise openai.ApiError(404, "NotFoundError", f"no route {method} {path}")
         except openai.ApiError as exc:
             conn.respond(request, exc.status, exc.body())
+
+    def _authorize(self, request: http.Request) -> None:
+        """Raise a 401 unless `request` carries the configured API key (the message echoes the
+        key received, as some providers do: a client must not print it)."""
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key:
+            raise openai.ApiError(401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY'")
+        if key != self.config.api_key:
+            raise openai.ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
 
     def _get(self, path: str) -> tuple[bytes, str]:
         if path == "/v1/models":
