@@ -94,7 +94,7 @@ def test_sigterm_to_the_master_of_locust_processes(fast_sim, tmp_path):
 
 
 def test_sigterm_to_one_worker_of_locust_processes(fast_sim, tmp_path):
-    proc = start_locust(fast_sim.url, tmp_path, "--processes", "2", "--run-time", "8s")
+    proc = start_locust(fast_sim.url, tmp_path, "--processes", "2", "--run-time", "6s")
     wait_for_requests(tmp_path, proc)
     workers = children(proc.pid)
     assert len(workers) == 2
