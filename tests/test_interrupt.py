@@ -29,7 +29,9 @@ def start_locust(sim_url: str, results: Path, *extra: str) -> subprocess.Popen[s
         "--run-time", "60s", "--host", sim_url, "--model", "llm-locust-sim", "--max-tokens", "16",
         "--ignore-eos", "--interval-s", "1", "--csv", str(results / "locust"), *extra,
     ]  # fmt: skip
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(  # its own process group, as in a terminal of its own
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def wait_for_requests(results: Path, proc: subprocess.Popen[str], timeout_s: float = 30) -> None:
@@ -80,12 +82,17 @@ def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, sig
     assert "interrupted" in " ".join(summary["warnings"])
 
 
-def test_sigterm_to_the_master_of_locust_processes(fast_sim, tmp_path):
+@pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-master", "ctrl-c-process-group"])
+def test_stopping_locust_processes(fast_sim, tmp_path, ctrl_c):
+    """SIGTERM to the master of `locust --processes 2`, or Ctrl-C in its terminal (SIGINT to all)."""
     proc = start_locust(fast_sim.url, tmp_path, "--processes", "2")
     wait_for_requests(tmp_path, proc)
     workers = children(proc.pid)
     assert len(workers) == 2
-    proc.send_signal(signal.SIGTERM)
+    if ctrl_c:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=30)
     summary = check_incomplete(tmp_path, output)
     assert summary["run"]["role"] == "master"
