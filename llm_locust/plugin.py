@@ -57,6 +57,8 @@ from llm_locust.timeouts import TimeoutWatchdog
 
 logger = logging.getLogger("llm_locust")
 
+INTERRUPTED_MESSAGE = "llm_locust_interrupted"
+"""Worker → master: this worker is quitting while the test runs (its data after this is lost)."""
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 TICK_S = 1.0
@@ -123,6 +125,7 @@ class RunState:
             events.quitting.add_listener(self._on_quitting)
         if self.is_master:
             events.worker_report.add_listener(self._on_worker_report)
+            runner.register_message(INTERRUPTED_MESSAGE, self._on_worker_interrupted)
 
     # -- every process ------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_: Any) -> None:
@@ -207,6 +210,7 @@ class RunState:
         if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
             try:
                 runner._send_stats()  # fires report_to_master: our delta rides along
+                runner.send_message(INTERRUPTED_MESSAGE)
             except Exception as e:  # the master may be gone already: nothing more to save
                 logger.warning("could not send the last measurements to the master: %s", e)
 
@@ -216,6 +220,11 @@ class RunState:
         wire = data.get(WIRE_KEY)
         if wire:
             self.run.merge_delta(delta_from_wire(wire))
+
+    def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Master: a worker quit in the middle of the test; the run is incomplete."""
+        if self._results is not None and self._results.t_stop is None:
+            self._results.workers_lost.add(str(msg.node_id))
 
     # -- master or local ----------------------------------------------------------------
     def merge_local(self) -> None:
@@ -260,7 +269,6 @@ class ResultsWriter:
         self.workers_lost: set[str] = set()
         self.interrupted = False
         self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
-        self._workers_seen: set[str] = set()
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
@@ -289,17 +297,10 @@ class ResultsWriter:
             if state.is_master:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
-                self._note_departed_workers()
         self._write_windows(time.time() - self._lag_s)
         if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
             self._last_snapshot_s = time.monotonic()
             write_summary(self.results_dir, self.summary(state.run, final=False))
-
-    def _note_departed_workers(self) -> None:
-        """Workers that quit while the test runs (SIGTERM, crash with goodbye) count as lost."""
-        current = {str(client_id) for client_id in self.state.environment.runner.clients}
-        self.workers_lost.update(self._workers_seen - current)
-        self._workers_seen |= current
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
@@ -308,8 +309,6 @@ class ResultsWriter:
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
         if self.t_stop is None:
-            if self.state.is_master:
-                self._note_departed_workers()
             self.t_stop = time.time()
         self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 

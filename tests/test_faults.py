@@ -8,6 +8,7 @@ requests never leak into them); the run completes.
 from __future__ import annotations
 
 import statistics
+import time
 from collections import Counter
 
 import gevent
@@ -69,6 +70,32 @@ def run_users(sim, results_dir, users: int, seconds: float):
     return env
 
 
+def run_distributed(sim, results_dir, users: int, seconds: float):
+    """A master and 2 workers in this process (real ZeroMQ over loopback) against `sim`."""
+    opts = options(
+        "--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", str(OUTPUT_TOKENS), "--ignore-eos",
+        "--first-token-timeout-s", str(TIMEOUT_S), "--read-timeout-s", str(TIMEOUT_S),
+        "--results-dir", str(results_dir), "--interval-s", "1", "--stop-timeout", "10",
+    )  # fmt: skip
+    master_env = new_env(opts)
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    for _ in range(2):
+        worker_env = new_env(options())  # gets the master's options, --stop-timeout included
+        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+    deadline = time.monotonic() + 10
+    while master.worker_count < 2 and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    master.start(users, spawn_rate=users)
+    gevent.sleep(seconds)
+    master.stop()
+    gevent.sleep(1.5)  # the users finish their requests in flight; the simulator sees the timed-out ones close
+    master.quit()
+    master_env.events.quitting.fire(environment=master_env, reverse=True)
+    return master_env
+
+
 def check_matrix(sim, env, results_dir) -> tuple[dict, list[dict]]:
     """The exact comparison of client counts with the simulator's trace; returns (summary, trace)."""
     summary = read_summary(results_dir)
@@ -77,15 +104,16 @@ def check_matrix(sim, env, results_dir) -> tuple[dict, list[dict]]:
     expected_failures = {kind: n for kind, n in injected.items() if kind is not None}
     expected_ok = sum(1 for r in trace if r["fault"] is None or EXPECTED_KIND[r["fault"]] is None)
 
-    assert summary["status"] == "complete"
+    assert summary["status"] == "complete", summary["warnings"]
     assert summary["failures"] == expected_failures
     assert summary["throughput"]["requests_ok"] == expected_ok
     # Locust's own statistics agree: one failed POST per failure, each message starting with its kind
     post = env.stats.get("/v1/chat/completions", "POST")
     assert post.num_requests == len(trace) and post.num_failures == sum(expected_failures.values())
     by_kind = Counter()
-    for error in env.stats.errors.values():  # RequestFailure objects ("<kind>: <message>") in a local run
-        by_kind[str(error.error).split(":")[0]] += error.occurrences
+    for error in env.stats.errors.values():  # "<kind>: <message>", as "RequestFailure('...')" from workers
+        text = str(error.error).removeprefix("RequestFailure(").lstrip("'\"")
+        by_kind[text.split(":")[0]] += error.occurrences
     assert dict(by_kind) == expected_failures
 
     # failed streams that had produced a token keep their TTFT apart from the successes'
@@ -130,3 +158,13 @@ def test_fault_matrix_one_kind(kind, tmp_path):
         env = run_users(sim, tmp_path, users=4, seconds=3)
         _, trace = check_matrix(sim, env, tmp_path)
     assert sum(1 for r in trace if r["fault"] == kind) >= 3
+
+
+@pytest.mark.slow
+def test_fault_matrix_all_kinds_master_and_workers(tmp_path):
+    """The same exactness through the worker -> master merge (failures, ttft_failed, Locust's errors)."""
+    with run_sim(*sim_args(*MIXED)) as sim:
+        env = run_distributed(sim, tmp_path, users=8, seconds=4)
+        summary, trace = check_matrix(sim, env, tmp_path)
+    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    assert len({r["fault"] for r in trace if r["fault"]}) >= 8
