@@ -111,10 +111,10 @@ def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:
     if isinstance(original, BaseException):
         error = original
     text = f"{type(error).__name__}: {error}"
-    if isinstance(error, ConnectionRefusedError | socket.gaierror):
-        return ErrorKind.CONNECT, text
-    if isinstance(error, TimeoutError):  # RequestTimeout, connect timeout
-        return ErrorKind.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else text
+    if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
+        return ErrorKind.TIMEOUT, str(error)
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError):
+        return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
     return ErrorKind.TRANSPORT, text
 
 

@@ -30,7 +30,7 @@ class ErrorKind(StrEnum):
     HTTP_4XX = "http_4xx"  # other client errors: bad model name, auth, bad request
     HTTP_5XX = "http_5xx"  # server errors
     CONNECT = "connect"  # could not connect: refused, unreachable, DNS, connect timeout
-    TIMEOUT = "timeout"  # connect, first-token, read (idle) or whole-request timeout hit
+    TIMEOUT = "timeout"  # first-token, read (idle) or whole-request timeout hit
     TRANSPORT = "transport"  # connection reset/closed mid-response, HTTP protocol error
     STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream
     BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
