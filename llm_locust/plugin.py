@@ -14,7 +14,13 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 - A ticker greenlet (master / local) merges the local delta, samples users and workers, and
   writes each closed window of the time series.
 - `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
-  written, summary table printed.
+  written, summary table printed. While the test runs, summary.json is rewritten every
+  `SNAPSHOT_S` marked "incomplete"; quitting before the test stopped (SIGTERM, Ctrl-C) or a
+  worker quitting mid-test (it says so with `INTERRUPTED_MESSAGE` after a last report) leaves it
+  "incomplete" too. A run in which nothing succeeded ends with a one-line diagnosis and a
+  non-zero exit code.
+- Secrets: the API key and a password in --host are registered with `redact` (failure
+  messages and log records).
 """
 
 from __future__ import annotations
