@@ -39,6 +39,7 @@ import gevent.lock
 import locust
 from locust.env import Environment
 from locust.exception import StopUser
+from locust.rpc import Message
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
 from locust.stats import StatsError
 
@@ -254,6 +255,8 @@ class RunState:
         """
         if self._results is not None:
             self._results.interrupted = self._results.t_stop is None
+            if self._results.interrupted and self.is_master:
+                _collect_last_reports(environment.runner)
             self._results.close()
             cause = self._results.cause
             self._results = None
@@ -401,6 +404,17 @@ class ResultsWriter:
             },
             "warnings": warnings,
         }
+
+
+def _collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:
+    """Master quitting mid-test: tell the workers to quit now — each answers with a last stats
+    report, then its goodbye — and wait up to `wait_s` for all of them (Locust's own shutdown
+    would only tell them after the results are written)."""
+    for client in runner.clients.all:
+        runner.server.send_to_client(Message("quit", None, client.id))
+    deadline = time.monotonic() + wait_s
+    while len(runner.clients) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
 
 
 def _stop_test(environment: Environment) -> None:
