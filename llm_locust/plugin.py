@@ -69,6 +69,8 @@ INTERRUPTED_MESSAGE = "llm_locust_interrupted"
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 TICK_S = 1.0
+STOP_WAIT_S = 10.0
+"""After a user error, how long users wait to be stopped by the runner before stopping themselves."""
 SNAPSHOT_S = 5.0
 """While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
 
@@ -182,6 +184,8 @@ class RunState:
                     if not self.is_worker:  # nothing can run without a model: end the test now
                         gevent.spawn(_stop_test, self.environment)
         if self._model_error is not None:
+            if not self.is_worker:  # `_stop_test` is stopping the test: let the runner stop this user
+                gevent.sleep(STOP_WAIT_S)  # (a user that ends itself meanwhile makes Locust log an error)
             raise StopUser()
         return self.model
 
