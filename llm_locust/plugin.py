@@ -97,13 +97,35 @@ def run_state(environment: Environment) -> RunState:
         ) from None
 
 
-def _on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     """Create the run state; a bad option ends the process with a one-line error (exit 2)."""
     try:
         _states[environment] = RunState(environment)
     except ConfigError as e:
         logger.error("%s", e)
         sys.exit(2)
+    if web_ui is not None:
+        _hide_secret_defaults(web_ui)
+
+
+def _hide_secret_defaults(web_ui: Any) -> None:
+    """Keep secret option values (--api-key) out of the web UI's page.
+
+    Locust masks the input field of an `is_secret` option, but writes the value given on the
+    command line or in a config file into the page as the field's default, readable by anyone
+    who opens the UI. The default is blanked; a test started with the field left empty uses the
+    value given at start-up (`RunState._on_test_start`).
+    """
+    update = web_ui.update_template_args
+
+    def update_without_secrets() -> None:
+        update()
+        for option in web_ui.template_args.get("extra_options", {}).values():
+            if option.get("is_secret"):
+                option["default_value"] = ""
+
+    web_ui.update_template_args = update_without_secrets
+    update_without_secrets()
 
 
 class RunState:
@@ -112,6 +134,7 @@ class RunState:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.settings = Settings.from_options(environment.parsed_options)
+        self._startup_api_key = getattr(environment.parsed_options, "api_key", "")  # --api-key or config file
         check_host(environment.host)
         self._register_secrets()
         redact.install_log_filter()
@@ -141,6 +164,9 @@ class RunState:
         """Rebuild the settings from the (now complete) options and reset the metrics."""
         if self._results is not None:  # a previous test of this process (web UI) not yet closed
             self._results.close()
+        options = environment.parsed_options
+        if options is not None and not options.api_key and self._startup_api_key:
+            options.api_key = self._startup_api_key  # the web UI form's key field was left empty
         try:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
