@@ -59,6 +59,12 @@ def add_arguments(parser: Any) -> None:
         help="Longest silence allowed while waiting for the response or between stream events, seconds",
     )
     group.add_argument(
+        "--first-token-timeout-s",
+        type=float,
+        default=300.0,
+        help="Longest time allowed from sending a request to its first generated token, seconds",
+    )
+    group.add_argument(
         "--request-timeout-s",
         type=float,
         default=600.0,
@@ -239,6 +245,7 @@ class Settings:
     extra_body: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
+    first_token_timeout_s: float = 300.0
     request_timeout_s: float = 600.0
     results_dir: str = ""
     request_rate: float = 0.0  # requests/s in total, 0 = closed loop
@@ -283,7 +290,7 @@ class Settings:
                 raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
             if not isinstance(extra_body, dict):
                 raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
-        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
+        for name in ("connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         _check_load(options)
@@ -404,6 +411,20 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [line for line in value.splitlines() if line.strip()]
     return list(value or [])
+
+
+def check_host(host: str | None) -> None:
+    """Raise ConfigError unless `host` (Locust's --host) is empty or an http(s) URL with an address."""
+    if not host:
+        return  # given later (web UI form) or on the master
+    scheme, sep, rest = host.partition("://")
+    example = "e.g. --host http://127.0.0.1:8000"
+    if not sep:
+        raise ConfigError(f"--host {host!r} has no URL scheme: start it with http:// or https://, {example}")
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
+    if not rest.split("/", 1)[0].rpartition("@")[2]:
+        raise ConfigError(f"--host {host!r} names no server address, {example}")
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:
