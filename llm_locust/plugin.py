@@ -75,6 +75,7 @@ from llm_locust.results import (
     write_histograms,
     write_summary,
 )
+from llm_locust.scrape import start_scraper
 from llm_locust.settings import Settings, add_arguments, check_host
 from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
@@ -374,6 +375,7 @@ class ResultsWriter:
         # windows close once every worker has reported past them
         self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
         self._ticker = gevent.spawn(self._tick_forever)
+        self.scraper = start_scraper(self.settings, results_dir, self.t_start)  # --metrics-url: server's view
         self._finalizer: gevent.Greenlet | None = None
         self._final = False
         logger.info("LLM results will be written to %s", results_dir)
@@ -463,6 +465,8 @@ class ResultsWriter:
             self.t_stop = time.time()
         self.state.merge_local()
         self._write_windows(float("inf"))
+        if self.scraper is not None:
+            self.scraper.stop()
         summary = self.summary(self.state.run)
         write_histograms(self.results_dir, self.state.run)
         path = write_summary(self.results_dir, summary)
@@ -505,6 +509,8 @@ class ResultsWriter:
             warnings.append("no request succeeded: latency statistics are empty")
         if self.behind_schedule:
             warnings.append(self.behind_schedule)
+        if self.scraper is not None:
+            warnings.extend(self.scraper.warnings())
         control = self.state.control
         complete = final and not self.interrupted and not self.workers_lost
         return {
@@ -547,6 +553,7 @@ class ResultsWriter:
                 "interval_s": self.settings.interval_s,
                 "rows": self._timeseries.rows,
             },
+            "server": self.scraper.summary() if self.scraper is not None else None,
             "warnings": warnings,
         }
 

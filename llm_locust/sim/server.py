@@ -99,7 +99,9 @@ class SimApp:
         if path == "/health":
             return b"{}", "application/json"
         if path == "/metrics":
-            body = self.metrics.render(self.config.model, self.driver.running, self.driver.waiting)
+            body = self.metrics.render(
+                self.config.model, self.driver.running, self.driver.waiting, self.config.max_batch
+            )
             return body, "text/plain; version=0.0.4"
         return orjson.dumps(self.trace.to_list()), "application/json"
 
@@ -200,7 +202,7 @@ class SimApp:
     def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
         record = generation.record
         self.trace.add(record)
-        self.metrics.finished(record.prompt_tokens, record.completion_tokens, record.finish_reason or "abort")
+        self.metrics.finished(record)
         if not record.cancelled:
             conn.response_done(generation.keep_alive)
 
