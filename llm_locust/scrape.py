@@ -26,29 +26,27 @@ import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_locust import redact
-from llm_locust.server_maps import COUNTERS, GAUGES, HISTOGRAMS, NameMap, all_maps, detect, family_name, load_maps
+from llm_locust.server_maps import (
+    COUNTERS,
+    GAUGES,
+    HISTOGRAM_FIELDS,
+    HISTOGRAMS,
+    SERVER_COLUMNS,
+    SERVER_METRICS_FILE,
+    NameMap,
+    all_maps,
+    detect,
+    family_name,
+    load_maps,
+)
 
 if TYPE_CHECKING:
     from llm_locust.settings import Settings
 
 logger = logging.getLogger("llm_locust")
 
-SERVER_METRICS_FILE = "server_metrics.csv"
 MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_TIMEOUT_S = 5.0
-HISTOGRAM_FIELDS = ("count", "mean_ms", "p50_ms", "p90_ms")
-SERVER_COLUMNS = (
-    "time",
-    "elapsed_s",
-    "url",
-    "family",
-    *GAUGES,
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "generation_tokens_per_s",
-    *(f"{h}_{f}" for h in HISTOGRAMS for f in HISTOGRAM_FIELDS),
-)
-"""Columns of server_metrics.csv; a value the server does not export is left empty."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,21 @@ COUNTERS = ("prompt_tokens", "generation_tokens")
 HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
 COLUMNS = GAUGES + COUNTERS + HISTOGRAMS
 
+SERVER_METRICS_FILE = "server_metrics.csv"
+HISTOGRAM_FIELDS = ("count", "mean_ms", "p50_ms", "p90_ms")
+SERVER_COLUMNS = (
+    "time",
+    "elapsed_s",
+    "url",
+    "family",
+    *GAUGES,
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "generation_tokens_per_s",
+    *(f"{h}_{f}" for h in HISTOGRAMS for f in HISTOGRAM_FIELDS),
+)
+"""Columns of server_metrics.csv; a value the server does not export is left empty."""
+
 NameMap = dict[str, tuple[str, ...]]
 """Column → candidate metric names (Prometheus family names; a counter's `_total` optional)."""
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from llm_locust.errors import ConfigError
-from llm_locust.report import charts, distributions, timeline
+from llm_locust.report import charts, distributions, server, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
@@ -78,6 +78,7 @@ def build_report(
         charts.capacity_chart(runs, capacities),
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
+        server.server_timeline(runs),
         timeline.locust_timeline(runs),
         timeline.failures_chart(runs),
         distributions.distributions(runs),
@@ -130,6 +131,9 @@ def _sections(
     for run in runs:
         meta.parts += [note(f"{run.name}: missing {item}") for item in run.missing]
     sections = [meta]
+    server_part = server.server_section(runs)
+    if server_part is not None:
+        sections.append(server_part)
     if capacities:
         sections.append(_capacity_section(capacities, slos_given))
     if len(runs) > 1 and not rows.empty:

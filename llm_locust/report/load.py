@@ -25,6 +25,7 @@ from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
 from llm_locust.results import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
+from llm_locust.server_maps import SERVER_COLUMNS, SERVER_METRICS_FILE
 
 HISTOGRAM_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tokens", "queue_delay")
 """Metrics histograms.json may hold: latencies in µs, output_tokens in tokens."""
@@ -33,7 +34,7 @@ LOCUST_HISTORY_COLUMNS = (
     "Timestamp", "User Count", "Type", "Name", "Requests/s", "Failures/s", "50%", "95%",
     "Total Request Count", "Total Failure Count",
 )  # fmt: skip
-_TEXT_COLUMNS = {"time", "Type", "Name", "Method", "Error"}
+_TEXT_COLUMNS = {"time", "Type", "Name", "Method", "Error", "url", "family"}
 _SUMMARY_KEYS = ("run", "metrics", "throughput")
 _DECODE_ERRORS = (
     TypeError, ValueError, binascii.Error, zlib.error, HdrCookieException, HdrLengthException,
@@ -54,6 +55,8 @@ class RunData:
     locust_stats: pd.DataFrame | None = None
     locust_history: pd.DataFrame | None = None
     locust_failures: pd.DataFrame | None = None
+    server_metrics: pd.DataFrame | None = None
+    """server_metrics.csv (--metrics-url): one row per good scrape of a server's metrics URL."""
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -90,6 +93,10 @@ def load_run(path: Path) -> RunData:
         run.histograms = _read_histograms(histograms_path)
     elif run.summary is not None:
         run.missing.append(f"{HISTOGRAMS_FILE} (full distributions: shown from the summary's percentiles instead)")
+    server_path = path / SERVER_METRICS_FILE
+    if server_path.exists():
+        numeric = tuple(c for c in SERVER_COLUMNS if c not in ("time", "url", "elapsed_s"))
+        run.server_metrics = read_csv(server_path, ("elapsed_s", "url"), numeric, allow_empty=True)
     if run.summary is None:
         run.missing.insert(
             0, f"{SUMMARY_FILE}: a plain Locust run -- no TTFT, TPOT, ITL, tokens/s (run an llm-locust locustfile)"
