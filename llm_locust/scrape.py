@@ -13,6 +13,7 @@ URLs are written redacted (a password in the URL never reaches a file or a log).
 
 from __future__ import annotations
 
+import base64
 import csv
 import logging
 import math
@@ -21,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
@@ -192,6 +194,19 @@ class UrlState:
         return entry
 
 
+def _request(url: str) -> urllib.request.Request:
+    """A GET of `url`; credentials in it (`http://user:password@host/metrics`) sent as Basic auth."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return urllib.request.Request(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    netloc += f":{parts.port}" if parts.port else ""
+    plain = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+    return urllib.request.Request(plain, headers={"Authorization": f"Basic {token}"})
+
+
 def _counter_delta(first: Sample | None, last: Sample | None, column: str) -> float | None:
     if first is None or last is None or column not in last.values or column not in first.values:
         return None
@@ -243,7 +258,7 @@ class ServerScraper:
     def _scrape(self, state: UrlState) -> None:
         epoch_s = time.time()
         try:
-            with urllib.request.urlopen(state.url, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(_request(state.url), timeout=self.timeout_s) as response:
                 text = response.read(MAX_BODY_BYTES).decode("utf-8", "replace")
             family, families = parse(text, state.names, self.maps)
             if state.names is None:
