@@ -49,9 +49,14 @@ def new_env(opts: Any, user_classes: list | None = None) -> Environment:
     return Environment(user_classes=user_classes or [ChatUser], events=events, parsed_options=opts, host=opts.host)
 
 
-def run_local(opts: Any, users: int, seconds: float, user_classes: list | None = None) -> Environment:
-    """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does."""
+def run_local(
+    opts: Any, users: int, seconds: float, user_classes: list | None = None, stop_timeout_s: float | None = None
+) -> Environment:
+    """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does (`stop_timeout_s`:
+    Locust's --stop-timeout, users finish their request in flight)."""
     env = new_env(opts, user_classes)
+    if stop_timeout_s is not None:
+        env.stop_timeout = stop_timeout_s
     runner = env.create_local_runner()
     env.events.init.fire(environment=env, runner=runner, web_ui=None)
     runner.start(users, spawn_rate=users)

@@ -13,7 +13,7 @@ from collections import Counter
 
 import gevent
 import pytest
-from conftest import new_env, options, read_summary
+from conftest import new_env, options, read_summary, run_local
 
 from llm_locust.sim import faults, run_sim
 
@@ -58,14 +58,8 @@ def run_users(sim, results_dir, users: int, seconds: float):
         "--first-token-timeout-s", str(TIMEOUT_S), "--read-timeout-s", str(TIMEOUT_S),
         "--results-dir", str(results_dir), "--interval-s", "1",
     )  # fmt: skip
-    env = new_env(opts)
-    env.stop_timeout = 10  # every request the simulator saw is finished and counted by the client
-    runner = env.create_local_runner()
-    env.events.init.fire(environment=env, runner=runner, web_ui=None)
-    runner.start(users, spawn_rate=users)
-    gevent.sleep(seconds)
-    runner.quit()
-    env.events.quitting.fire(environment=env, reverse=True)
+    # users finish their request in flight: every request the simulator saw is counted by the client
+    env = run_local(opts, users, seconds, stop_timeout_s=10)
     gevent.sleep(0.3)  # the simulator records a timed-out request when it sees the client close
     return env
 
