@@ -1,4 +1,4 @@
-"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `options`."""
+"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `report`, `options`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"llm-locust {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from llm_locust.demo import add_parser as add_demo_parser
+    from llm_locust.report.cli import add_parser as add_report_parser
     from llm_locust.sim.cli import add_parser as add_sim_parser
 
     add_sim_parser(commands)
     add_demo_parser(commands)
+    add_report_parser(commands)
     options = commands.add_parser(
         "options",
         help="List the options llm-locust adds to `locust` (Locust's own --help is printed before "

@@ -51,13 +51,13 @@ def stream_completion(
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
-    `watchdog` enforces the read and whole-request timeouts (`RequestTimeout` is raised into
-    this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's count, if
-    known) goes on the record, to be checked against the server's usage.prompt_tokens; `ticket`
-    (from the pacer) gives the request its due time, sweep step and whether it counts for it.
+    `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
+    raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
+    count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
+    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket)
-    watch = watchdog.start(record.t_send)
+    watch = watchdog.start(record)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
             record.status_code = resp.status_code or 0
@@ -95,7 +95,9 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
         return False
     status = resp.status_code
     if not 200 <= status < 300:
-        record.fail(status_kind(status), f"HTTP {status}: {_error_body(resp)}")
+        retry_after = resp.headers.get("retry-after") if status == 429 and resp.headers else None
+        after = f" (Retry-After: {retry_after} s; not retried)" if retry_after else ""
+        record.fail(status_kind(status), f"HTTP {status}{after}: {_error_body(resp)}")
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
     if not content_type.startswith("text/event-stream"):
@@ -147,12 +149,15 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
 
 
 def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:
-    """Classify a connection-level exception."""
+    """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded)."""
+    original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
+    if isinstance(original, BaseException):
+        error = original
     text = f"{type(error).__name__}: {error}"
-    if isinstance(error, ConnectionRefusedError | socket.gaierror):
-        return ErrorKind.CONNECT, text
-    if isinstance(error, TimeoutError):  # RequestTimeout, connect timeout
-        return ErrorKind.TIMEOUT, str(error) if isinstance(error, RequestTimeout) else text
+    if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
+        return ErrorKind.TIMEOUT, str(error)
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError):
+        return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
     return ErrorKind.TRANSPORT, text
 
 

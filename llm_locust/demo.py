@@ -2,7 +2,8 @@
 
 Starts `llm-locust sim` (continuous-batching timing) on a free 127.0.0.1 port, runs
 `locust -f locustfiles/chat.py --headless --processes 2` against it for a short, bounded
-time, and prints the LLM summary table and where the results folder is.
+time, prints the LLM summary table and where the results folder is, then builds the folder's
+report (`llm-locust report`) and prints where it is.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from llm_locust.report.cli import main as report_main
 from llm_locust.results import SUMMARY_FILE, summary_table
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "chat.py"
@@ -61,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nResults folder: {results_dir.resolve()}")
     for path in sorted(results_dir.glob("*")):
         print(f"  {path.name}")
+    if summary_path.exists():
+        print(f"\n$ llm-locust report {results_dir}", flush=True)
+        code = max(code, report_main([str(results_dir)]))
     return code
 
 

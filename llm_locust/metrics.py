@@ -7,8 +7,9 @@ the master (or a local runner, in process) merges deltas into `RunMetrics`, whic
 run totals plus the windows not yet written to the time series.
 
 Latency histograms hold integer microseconds (HdrHistogram, 3 significant digits: <= 0.1 %
-error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count only in
-`failures`: their latencies never enter a distribution.
+error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count in
+`failures` by kind; their latencies never enter the successes' distributions (only their TTFT,
+in its own `ttft_failed` histogram).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from hdrh.histogram import HdrHistogram
 from llm_locust.record import RequestRecord
 from llm_locust.slo import Slo, request_meets
 
-LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay")
+LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed")
 """Histograms in µs: time to first token / first output, time per output token, inter-token
-latency (every gap between token events), end-to-end latency, client queue delay (open loop:
-how late each request was sent)."""
+latency (every gap between token events), end-to-end latency — of successful requests —, the
+client queue delay (open loop: how late each request was sent, failed or not), and the TTFT of
+failed requests that got a first token before failing (e.g. a stream cut later), kept apart so
+that it never mixes into the successes' distributions."""
 COUNT_METRICS = ("output_tokens",)
 """Histograms of per-request counts (tokens)."""
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
@@ -118,6 +121,8 @@ class WindowMetrics:
             self._record("queue_delay", _us(queue_delay_s))
         if not record.ok:
             self.failures[str(record.error_kind)] += 1
+            if record.t_first is not None:
+                self._record("ttft_failed", _us(record.ttft_s))
             return
         hist = self.hist
         n = record.output_tokens

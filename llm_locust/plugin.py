@@ -17,7 +17,13 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 - A ticker greenlet (master / local) merges the local delta, samples users and workers, and
   writes each closed window of the time series.
 - `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
-  written, summary table printed.
+  written, summary table printed. While the test runs, summary.json is rewritten every
+  `SNAPSHOT_S` marked "incomplete"; quitting before the test stopped (SIGTERM, Ctrl-C) or a
+  worker quitting mid-test (it says so with `INTERRUPTED_MESSAGE` after a last report) leaves it
+  "incomplete" too. A run in which nothing succeeded ends with a one-line diagnosis and a
+  non-zero exit code.
+- Secrets: the API key and a password in --host are registered with `redact` (failure
+  messages and log records).
 """
 
 from __future__ import annotations
@@ -37,9 +43,18 @@ import gevent.lock
 import locust
 from locust.env import Environment
 from locust.exception import StopUser
-from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL, MasterRunner, WorkerRunner
+from locust.rpc import Message
+from locust.runners import (
+    STATE_MISSING,
+    STATE_RUNNING,
+    STATE_SPAWNING,
+    WORKER_REPORT_INTERVAL,
+    MasterRunner,
+    WorkerRunner,
+)
+from locust.stats import StatsError
 
-from llm_locust import __version__
+from llm_locust import __version__, redact
 from llm_locust.client import RECORD_KEY
 from llm_locust.control import PLAN_MESSAGE, LoadController
 from llm_locust.errors import ConfigError
@@ -47,23 +62,29 @@ from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta
 from llm_locust.pacing import Pacer, Plan
 from llm_locust.record import RequestRecord
 from llm_locust.results import (
+    USER_ERROR_CAUSES,
     TimeseriesWriter,
+    diagnose,
     iso_time,
     metric_stats,
     step_summary,
     summary_table,
+    throttling,
     throughput,
     token_accounting,
     write_histograms,
     write_summary,
 )
 from llm_locust.saturation import LoopMonitor, SaturationTracker
-from llm_locust.settings import Settings, add_arguments
+from llm_locust.scrape import start_scraper
+from llm_locust.settings import Settings, add_arguments, check_host
 from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
 
 logger = logging.getLogger("llm_locust")
 
+INTERRUPTED_MESSAGE = "llm_locust_interrupted"
+"""Worker → master: this worker is quitting while the test runs (its data after this is lost)."""
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 IN_FLIGHT_KEY = "llm_locust_in_flight"
@@ -75,6 +96,10 @@ HISTORY_WINDOWS = 720
 TICK_S = 1.0
 SCHEDULE_LAG_WARN_MS = 100.0
 """Open loop: a p90 client queue delay above this in a time window means the run fell behind."""
+STOP_WAIT_S = 10.0
+"""After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+SNAPSHOT_S = 5.0
+"""While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
 
 _states: weakref.WeakKeyDictionary[Environment, RunState] = weakref.WeakKeyDictionary()
 _installed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -118,6 +143,27 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         from llm_locust.webui import attach  # Flask and the page only where a web UI runs
 
         attach(web_ui, state)
+        _hide_secret_defaults(web_ui)
+
+
+def _hide_secret_defaults(web_ui: Any) -> None:
+    """Keep secret option values (--api-key) out of the web UI's page.
+
+    Locust masks the input field of an `is_secret` option, but writes the value given on the
+    command line or in a config file into the page as the field's default, readable by anyone
+    who opens the UI. The default is blanked; a test started with the field left empty uses the
+    value given at start-up (`RunState._on_test_start`).
+    """
+    update = web_ui.update_template_args
+
+    def update_without_secrets() -> None:
+        update()
+        for option in web_ui.template_args.get("extra_options", {}).values():
+            if option.get("is_secret"):
+                option["default_value"] = ""
+
+    web_ui.update_template_args = update_without_secrets
+    update_without_secrets()
 
 
 class RunState:
@@ -126,6 +172,10 @@ class RunState:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.settings = Settings.from_options(environment.parsed_options)
+        self._startup_api_key = getattr(environment.parsed_options, "api_key", "")  # --api-key or config file
+        check_host(environment.host)
+        self._register_secrets()
+        redact.install_log_filter()
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
@@ -145,21 +195,27 @@ class RunState:
         if self.is_worker:
             events.report_to_master.add_listener(self._on_report_to_master)
             runner.register_message(PLAN_MESSAGE, self._on_plan)
+            events.quitting.add_listener(self._on_worker_quitting)
         else:
             events.test_stop.add_listener(self._on_test_stop)
             events.quitting.add_listener(self._on_quitting)
         if self.is_master:
             events.worker_report.add_listener(self._on_worker_report)
+            runner.register_message(INTERRUPTED_MESSAGE, self._on_worker_interrupted)
 
     # -- every process ------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_: Any) -> None:
         """Rebuild the settings from the (now complete) options and reset the metrics."""
         if self._results is not None:  # a previous test of this process (web UI) not yet closed
             self._results.close()
+        options = environment.parsed_options
+        if options is not None and not options.api_key and self._startup_api_key:
+            options.api_key = self._startup_api_key  # the web UI form's key field was left empty
         try:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
+        self._register_secrets()
         self._reset()
         if self.monitor is not None:
             self.monitor.start()
@@ -173,6 +229,11 @@ class RunState:
             self.control.update()
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
 
+    def _register_secrets(self) -> None:
+        """Hide the API key and any password in --host from logs and failure messages."""
+        redact.register(self.settings.api_key)
+        redact.register_url(self.environment.host)
+
     def _reset(self) -> None:
         """Fresh per-test state from the current settings."""
         self.model = self.settings.model
@@ -183,7 +244,10 @@ class RunState:
         self.saturation = SaturationTracker()
         if self.watchdog is not None:
             self.watchdog.stop()
-        self.watchdog = TimeoutWatchdog(self.settings.read_timeout_s, self.settings.request_timeout_s)
+        settings = self.settings
+        self.watchdog = TimeoutWatchdog(
+            settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
+        )
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
         """The model to request: `fetch()` it once per process; on failure stop the user."""
@@ -196,7 +260,11 @@ class RunState:
                     self._model_error = str(e)
                     logger.error("%s", e)
                     self.environment.process_exit_code = 2
+                    if not self.is_worker:  # nothing can run without a model: end the test now
+                        gevent.spawn(_stop_test, self.environment)
         if self._model_error is not None:
+            if not self.is_worker:  # `_stop_test` is stopping the test: let the runner stop this user
+                gevent.sleep(STOP_WAIT_S)  # (a user that ends itself meanwhile makes Locust log an error)
             raise StopUser()
         return self.model
 
@@ -234,6 +302,20 @@ class RunState:
         """Worker: the master's plan for this process (step, rate share, quota)."""
         self.pacer.apply(Plan.from_wire(msg.data))
 
+    def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
+        """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.
+
+        Locust's own "quit" message to the master is sent by a listener registered before this
+        one; `quitting` fires in reverse order, so this final report goes out first.
+        """
+        runner = environment.runner
+        if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            try:
+                runner._send_stats()  # fires report_to_master: our delta rides along
+                runner.send_message(INTERRUPTED_MESSAGE)
+            except Exception as e:  # the master may be gone already: nothing more to save
+                logger.warning("could not send the last measurements to the master: %s", e)
+
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         """Master: merge a worker's delta; note its requests in flight."""
@@ -242,6 +324,11 @@ class RunState:
             self.run.merge_delta(delta_from_wire(wire))
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         self.saturation.add(f"worker {client_id}", data.get(SATURATION_KEY), time.time())
+
+    def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Master: a worker quit in the middle of the test; the run is incomplete."""
+        if self._results is not None and self._results.t_stop is None:
+            self._results.workers_lost.add(str(msg.node_id))
 
     # -- master or local ----------------------------------------------------------------
     def merge_local(self) -> None:
@@ -265,10 +352,21 @@ class RunState:
             self._results.stop()
 
     def _on_quitting(self, environment: Environment, **_: Any) -> None:
-        """Final results (the workers' last reports have arrived by now)."""
+        """Final results (the workers' last reports have arrived by now, unless interrupted).
+
+        Quitting before the test stopped (SIGTERM, Ctrl-C during the test) marks the results
+        incomplete. A run in which no request succeeded ends with a one-line diagnosis and a
+        non-zero exit code (2 when the cause is in the command: host, key, model).
+        """
         if self._results is not None:
+            self._results.interrupted = self._results.t_stop is None
+            if self._results.interrupted and self.is_master:
+                _collect_last_reports(environment.runner)
             self._results.close()
+            cause = self._results.cause
             self._results = None
+            if cause is not None and environment.process_exit_code is None:
+                environment.process_exit_code = 2 if cause in USER_ERROR_CAUSES else 1
 
 
 class ResultsWriter:
@@ -284,6 +382,9 @@ class ResultsWriter:
         self.workers_max = 0
         self.workers_lost: set[str] = set()
         self.behind_schedule: str | None = None
+        self.interrupted = False
+        self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
+        self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
@@ -291,6 +392,7 @@ class ResultsWriter:
         # windows close once every worker has reported past them
         self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
         self._ticker = gevent.spawn(self._tick_forever)
+        self.scraper = start_scraper(self.settings, results_dir, self.t_start)  # --metrics-url: server's view
         self._finalizer: gevent.Greenlet | None = None
         self._final = False
         logger.info("LLM results will be written to %s", results_dir)
@@ -313,7 +415,7 @@ class ResultsWriter:
             if reason is not None and state.control.stop_reason is None:
                 state.control.stop_reason = reason
                 logger.info("ending the run: %s", reason)
-                gevent.spawn(_end_run, state.environment)
+                gevent.spawn(_stop_test, state.environment)
         if self.t_stop is None and runner is not None:
             users = runner.user_count
             self.users_max = max(self.users_max, users)
@@ -323,6 +425,9 @@ class ResultsWriter:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
         self._write_windows(time.time() - self._lag_s)
+        if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
+            self._last_snapshot_s = time.monotonic()
+            write_summary(self.results_dir, self.summary(state.run, final=False))
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
@@ -379,6 +484,8 @@ class ResultsWriter:
             self.t_stop = time.time()
         self.state.merge_local()
         self._write_windows(float("inf"))
+        if self.scraper is not None:
+            self.scraper.stop()
         summary = self.summary(self.state.run)
         write_histograms(self.results_dir, self.state.run)
         path = write_summary(self.results_dir, summary)
@@ -387,28 +494,47 @@ class ResultsWriter:
             self._final = True
             print("\n" + summary_table(summary), flush=True)
             print(f"LLM results: {self.results_dir.resolve()} ({path.name}, {self._timeseries.path.name})", flush=True)
+        diagnosis = summary["diagnosis"]
         for warning in summary["warnings"]:
-            logger.warning("%s", warning)
+            if warning != diagnosis:
+                logger.warning("%s", warning)
+        if diagnosis:
+            logger.error("%s", diagnosis)
 
-    def summary(self, run: RunMetrics) -> dict[str, Any]:
-        """The summary.json document (DESIGN.md "Results folder")."""
+    def summary(self, run: RunMetrics, final: bool = True) -> dict[str, Any]:
+        """The summary.json document (DESIGN.md "Results folder").
+
+        `final=False`: a snapshot taken while the test runs ("status": "incomplete"; no
+        diagnosis yet). The final document is "incomplete" too when the run was interrupted or
+        lost workers.
+        """
         env = self.state.environment
         options = env.parsed_options
         duration_s = (self.t_stop or time.time()) - self.t_start
         warnings = []
+        if self.interrupted:
+            warnings.append("the run was interrupted before the test ended: results hold what was measured until then")
         if self.workers_lost:
             warnings.append(
                 f"{len(self.workers_lost)} worker(s) stopped reporting during the run: "
                 f"{', '.join(sorted(self.workers_lost))}; their last reported data is included"
             )
-        if run.total.requests_ok == 0:
+        diagnosis = diagnose(run.total, _top_error(env)) if final else None
+        if final:
+            self.cause = diagnosis[0] if diagnosis else None
+        if diagnosis:
+            warnings.append(diagnosis[1])
+        elif run.total.requests_ok == 0:
             warnings.append("no request succeeded: latency statistics are empty")
         if self.behind_schedule:
             warnings.append(self.behind_schedule)
         warnings.extend(self.state.saturation.warnings)
+        if self.scraper is not None:
+            warnings.extend(self.scraper.warnings())
         control = self.state.control
+        complete = final and not self.interrupted and not self.workers_lost
         return {
-            "status": "complete",
+            "status": "complete" if complete else "incomplete",
             "llm_locust_version": __version__,
             "locust_version": locust.__version__,
             "run": {
@@ -439,6 +565,8 @@ class ResultsWriter:
                 for span in (control.spans if control is not None else ())
             ],
             "failures": dict(run.total.failures),
+            "throttling": throttling(run.total, duration_s),
+            "diagnosis": diagnosis[1] if diagnosis else None,
             "tokens": token_accounting(run.total),
             "timeseries": {
                 "file": self._timeseries.path.name,
@@ -446,17 +574,42 @@ class ResultsWriter:
                 "rows": self._timeseries.rows,
             },
             "client": self.state.saturation.as_dict(),
+            "server": self.scraper.summary() if self.scraper is not None else None,
             "warnings": warnings,
         }
 
 
-def _end_run(environment: Environment) -> None:
-    """End the run as its own end would: quit when headless (the CLI then exits), else stop."""
-    runner = environment.runner
-    if getattr(environment.parsed_options, "headless", False):
-        runner.quit()
+def _collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:
+    """Master quitting mid-test: tell the workers to quit now — each answers with a last stats
+    report, then its goodbye — and wait up to `wait_s` for all of them (Locust's own shutdown
+    would only tell them after the results are written)."""
+    for client in runner.clients.all:
+        runner.server.send_to_client(Message("quit", None, client.id))
+    deadline = time.monotonic() + wait_s
+    while len(runner.clients) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+
+
+def _stop_test(environment: Environment) -> None:
+    """Stop the test after a user error: quit a headless run, stop the test in the web UI."""
+    options = environment.parsed_options
+    if options is not None and getattr(options, "headless", False):
+        environment.runner.quit()
     else:
-        runner.stop()
+        environment.runner.stop()
+
+
+def _top_error(environment: Environment) -> str | None:
+    """The most frequent failure message in Locust's error statistics (redacted), if any."""
+    errors = list(environment.stats.errors.values())
+    if not errors:
+        return None
+    top = max(errors, key=lambda e: e.occurrences)
+    text = StatsError.parse_error(top.error)
+    for prefix in ("CatchResponseError(", "RequestFailure("):
+        if text.startswith(prefix):
+            text = text[len(prefix) : -1].strip("'\"")
+    return redact.redact(text)
 
 
 def _freeze_heap() -> None:

@@ -77,7 +77,8 @@ def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunk
     (one per stream) recognises the stream's usual token chunk without decoding it.
 
     Returns True when the stream is over for the client: `[DONE]`, an error object, or a
-    payload that is not JSON (the record is then marked failed).
+    payload that is not a JSON object of the expected shape (the record is then marked failed).
+    Never raises for any payload.
     """
     if chunks is not None and chunks.match(data):
         _token_event(record, t)
@@ -103,8 +104,18 @@ def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunk
 def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
     """Apply one decoded chunk (a JSON object) that arrived at `t` (perf_counter s) to `record`.
 
-    Returns True when the chunk ends the stream: an error object (the record is marked failed).
+    Returns True when the chunk ends the stream: an error object, or fields of an unexpected
+    JSON type (the record is then marked failed).
     """
+    try:
+        return _apply_chunk(record, chunk, t)
+    except (AttributeError, TypeError, KeyError, IndexError):  # a field of an unexpected JSON type
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk has an unexpected shape: {_clip(str(chunk))}")
+        return True
+
+
+def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
+    """`apply_chunk` itself; raises on fields of unexpected types."""
     error = chunk.get("error")
     if error:
         record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
@@ -126,14 +137,17 @@ def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
                 record.t_first_content = t
         finish_reason = choice.get("finish_reason")
         if finish_reason:
-            record.finish_reason = finish_reason
+            record.finish_reason = str(finish_reason)
     usage = chunk.get("usage")
     if usage:
-        record.usage_completion_tokens = usage.get("completion_tokens")
-        record.prompt_tokens = usage.get("prompt_tokens")
+        completion_tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if type(completion_tokens) is int and completion_tokens >= 0:
+            record.usage_completion_tokens = completion_tokens
+        if type(prompt_tokens) is int and prompt_tokens >= 0:
+            record.prompt_tokens = prompt_tokens
         details = usage.get("completion_tokens_details")
-        if details:
-            record.reasoning_tokens = details.get("reasoning_tokens")
+        if details and type(details.get("reasoning_tokens")) is int:
+            record.reasoning_tokens = details["reasoning_tokens"]
     return False
 
 

@@ -23,6 +23,8 @@ from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from llm_locust.redact import redact
+
 
 class ErrorKind(StrEnum):
     """The small fixed set of failure kinds; every failed request has exactly one."""
@@ -31,7 +33,7 @@ class ErrorKind(StrEnum):
     HTTP_4XX = "http_4xx"  # other client errors: bad model name, auth, bad request
     HTTP_5XX = "http_5xx"  # server errors
     CONNECT = "connect"  # could not connect: refused, unreachable, DNS, connect timeout
-    TIMEOUT = "timeout"  # no bytes for longer than the read timeout, or total timeout hit
+    TIMEOUT = "timeout"  # first-token, read (idle) or whole-request timeout hit
     TRANSPORT = "transport"  # connection reset/closed mid-response, HTTP protocol error
     STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream
     BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
@@ -72,10 +74,10 @@ class RequestRecord:
     error_message: str = ""
 
     def fail(self, kind: ErrorKind, message: str) -> None:
-        """Mark the request failed (the first failure wins: it is the cause)."""
+        """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
         if self.error_kind is None:
             self.error_kind = kind
-            self.error_message = message
+            self.error_message = redact(message)
 
     @property
     def ok(self) -> bool:

@@ -107,6 +107,54 @@ def token_accounting(window: WindowMetrics) -> dict[str, Any]:
     }
 
 
+def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
+    """HTTP 429 responses of `window`: count, share of all requests (0..1), rate per second."""
+    throttled = window.failures.get("http_429", 0)
+    requests = window.requests_ok + window.requests_failed
+    return {
+        "http_429": throttled,
+        "share_of_requests": round(throttled / requests, 4) if requests else 0.0,
+        "per_s": round(throttled / duration_s, 3) if duration_s > 0 else 0.0,
+    }
+
+
+_FIXES = {
+    "connect": "check --host (scheme, address, port) and that the server is running",
+    "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
+    "(default OPENAI_API_KEY) or pass --api-key",
+    "http_404": "check --model (GET /v1/models lists the served names) and that --host has no path such as /v1",
+    "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
+    "http_429": "the endpoint throttled every request: lower the load (-u, the rate) or raise its rate limit",
+    "http_5xx": "the server failed every request: check its logs",
+    "timeout": "raise --connect-timeout-s / --first-token-timeout-s / --read-timeout-s, or lower the load",
+}
+_FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
+USER_ERROR_CAUSES = ("connect", "http_401", "http_404", "http_4xx")
+"""Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
+
+
+def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | None:
+    """Why no request of `window` succeeded, when none did and some failed: (cause, one line).
+
+    `top_error` is the most frequent failure message (from Locust's error statistics); it tells
+    a 401/403 and a 404 apart from other client errors. Returns None when a request succeeded.
+    """
+    failed = window.requests_failed
+    if window.requests_ok or not failed:
+        return None
+    kind = window.failures.most_common(1)[0][0]
+    cause = kind
+    text = top_error or ""
+    if kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
+        cause = "http_401"
+    elif kind == "http_4xx" and "HTTP 404" in text:
+        cause = "http_404"
+    kinds = ", ".join(f"{k} {v}" for k, v in window.failures.most_common())
+    first = f"; most frequent: {text}" if text else ""
+    line = f"no request succeeded ({failed} failed: {kinds}){first} — {_FIXES.get(cause, _FALLBACK_FIX)}"
+    return cause, line
+
+
 def write_summary(results_dir: Path, summary: dict[str, Any]) -> Path:
     """Write summary.json atomically; return its path."""
     return _write_json(results_dir / SUMMARY_FILE, summary, orjson.OPT_INDENT_2)
@@ -197,6 +245,14 @@ def summary_table(summary: dict[str, Any]) -> str:
     )
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
+    throttled = summary.get("throttling", {})
+    if throttled.get("http_429"):
+        lines.append(
+            f"Throttled (HTTP 429): {throttled['http_429']} requests, "
+            f"{100 * throttled['share_of_requests']:.1f} % of all, {throttled['per_s']:.2f}/s"
+        )
+    if summary.get("status") == "incomplete":
+        lines.append("INCOMPLETE: the run was interrupted or lost workers; the results hold what was measured")
     for warning in summary.get("warnings", []):
         lines.append(f"WARNING: {warning}")
     return "\n".join(lines)

@@ -63,7 +63,7 @@ class SdkClient:
         create = self.sdk.chat.completions.create if endpoint == "chat" else self.sdk.completions.create
         watchdog = user.llm.watchdog
         record = new_record(endpoint, request.expected_prompt_tokens, ticket)
-        watch = watchdog.start(record.t_send)
+        watch = watchdog.start(record)
         try:
             try:
                 for chunk in create(**arguments, extra_body=body):

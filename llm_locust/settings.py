@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust import redact
 from llm_locust.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.datasets import load_dataset
 from llm_locust.distributions import LengthDist, parse_length
@@ -21,6 +22,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.images import file_data_url, parse_size
 from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
 from llm_locust.providers import API_KEY_ENV, FAMILIES, PROVIDERS, check_length_control, parse_header, server_family
+from llm_locust.server_maps import load_maps
 from llm_locust.slo import Slo, parse_slos
 from llm_locust.tokens import token_counter
 
@@ -59,6 +61,12 @@ def add_arguments(parser: Any) -> None:
         help="Longest silence allowed while waiting for the response or between stream events, seconds",
     )
     group.add_argument(
+        "--first-token-timeout-s",
+        type=float,
+        default=300.0,
+        help="Longest time allowed from sending a request to its first generated token, seconds",
+    )
+    group.add_argument(
         "--request-timeout-s",
         type=float,
         default=600.0,
@@ -85,6 +93,7 @@ def add_arguments(parser: Any) -> None:
     )
     add_workload_arguments(group)
     add_provider_arguments(group)
+    add_server_metrics_arguments(parser)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -212,6 +221,29 @@ def add_load_arguments(parser: Any) -> None:
     )
 
 
+def add_server_metrics_arguments(parser: Any) -> None:
+    """The server-metrics options: Prometheus URLs scraped during the run (`llm_locust.scrape`)."""
+    group = _WebUIGroup(
+        parser.add_argument_group("llm-locust server metrics", "Scrape the server's Prometheus metrics")
+    )
+    group.add_argument(
+        "--metrics-url",
+        action="append",
+        default=None,
+        help="Prometheus metrics URL of the server, e.g. http://127.0.0.1:8000/metrics (repeat for several), "
+        "scraped by the master during the run into server_metrics.csv",
+    )
+    group.add_argument(
+        "--metrics-interval-s", type=float, default=2.0, help="Time between two scrapes of each --metrics-url, seconds"
+    )
+    group.add_argument(
+        "--metrics-map",
+        default="",
+        help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
+        "(built in: vllm, sglang, tgi, llamacpp)",
+    )
+
+
 class _WebUIGroup:
     """An argument group whose options Locust's web UI shows (`is_secret` ones masked).
 
@@ -239,6 +271,7 @@ class Settings:
     extra_body: dict[str, Any] = field(default_factory=dict)
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
+    first_token_timeout_s: float = 300.0
     request_timeout_s: float = 600.0
     results_dir: str = ""
     request_rate: float = 0.0  # requests/s in total, 0 = closed loop
@@ -253,6 +286,9 @@ class Settings:
     abort_error_rate: float = 0.0
     slo: tuple[Slo, ...] = ()
     interval_s: float = 5.0
+    metrics_url: tuple[str, ...] = ()
+    metrics_interval_s: float = 2.0
+    metrics_map: str = ""
     # workload (add_workload_arguments)
     prompt_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
     max_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
@@ -283,7 +319,7 @@ class Settings:
                 raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
             if not isinstance(extra_body, dict):
                 raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
-        for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
+        for name in ("connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         _check_load(options)
@@ -294,6 +330,7 @@ class Settings:
             "extra_body": extra_body,
             "slo": parse_slos(_as_list(options.slo)),
             "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            "metrics_url": _metrics_urls(options),
             **_workload_and_provider(options),
         }
         given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
@@ -330,6 +367,7 @@ class Settings:
             max_tokens=str(self.max_tokens),
             header=[name for name, _ in self.header],  # names only: values may be credentials
             slo=[str(slo) for slo in self.slo],
+            metrics_url=[redact.redact(url) for url in self.metrics_url],
         )
         return {**settings, "api_key_set": bool(self.api_key)}
 
@@ -348,6 +386,23 @@ def _check_load(options: Any) -> None:
         raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
     if not 0 <= options.abort_error_rate <= 1:
         raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
+
+
+def _metrics_urls(options: Any) -> tuple[str, ...]:
+    """The validated --metrics-url values (their passwords registered as secrets); the
+    --metrics-interval-s and --metrics-map they go with checked too."""
+    urls = tuple(_as_list(getattr(options, "metrics_url", None)))
+    for url in urls:
+        redact.register_url(url)
+        if not url.lower().startswith(("http://", "https://")):
+            raise ConfigError(
+                f"--metrics-url {redact.redact(url)!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/metrics"
+            )
+    if not options.metrics_interval_s > 0:
+        raise ConfigError(f"--metrics-interval-s must be > 0, got {options.metrics_interval_s}")
+    if options.metrics_map:
+        load_maps(options.metrics_map)
+    return urls
 
 
 def _workload_and_provider(options: Any) -> dict[str, Any]:
@@ -404,6 +459,20 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, str):
         return [line for line in value.splitlines() if line.strip()]
     return list(value or [])
+
+
+def check_host(host: str | None) -> None:
+    """Raise ConfigError unless `host` (Locust's --host) is empty or an http(s) URL with an address."""
+    if not host:
+        return  # given later (web UI form) or on the master
+    scheme, sep, rest = host.partition("://")
+    example = "e.g. --host http://127.0.0.1:8000"
+    if not sep:
+        raise ConfigError(f"--host {host!r} has no URL scheme: start it with http:// or https://, {example}")
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
+    if not rest.split("/", 1)[0].rpartition("@")[2]:
+        raise ConfigError(f"--host {host!r} names no server address, {example}")
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:

@@ -1,10 +1,13 @@
-"""Read (idle) and whole-request timeouts for in-flight requests, from one watchdog greenlet.
+"""First-token, read (idle) and whole-request timeouts for in-flight requests, from one greenlet.
 
 A socket timeout costs a gevent timer start and cancel on every read — several µs per token
 event. Instead, the streaming loop only stamps `Watch.t_active_s` when bytes arrive, and one
 greenlet per process checks every in-flight request a few times a second, raising
-`RequestTimeout` in the request's greenlet when it has been silent for `read_timeout_s` or
-has run for `request_timeout_s`. Timeouts therefore fire up to `check_interval_s` late.
+`RequestTimeout` in the request's greenlet when it has been silent for `read_timeout_s`, has
+had no generated token for `first_token_timeout_s` since it was sent (its record's `t_first` is
+still None: keep-alive comments and role-only chunks do not count), or has run for
+`request_timeout_s`. Timeouts therefore fire up to `check_interval_s` late. (The connect
+timeout is the socket's own, set on Locust's client.)
 
 `RequestTimeout` is a `TimeoutError` (an `OSError`): while waiting for the response headers
 Locust's FastHttp session reports it like any connection error, while reading the stream the
@@ -14,6 +17,7 @@ client classifies it — both as the `timeout` failure kind.
 from __future__ import annotations
 
 from time import perf_counter
+from typing import Any
 
 import gevent
 from gevent.hub import get_hub
@@ -24,23 +28,33 @@ class RequestTimeout(TimeoutError):
 
 
 class Watch:
-    """One in-flight request: its greenlet, when bytes last arrived, its deadline (perf_counter s)."""
+    """One in-flight request: its greenlet and record, when bytes last arrived, its deadlines
+    (perf_counter s)."""
 
-    __slots__ = ("active", "deadline_s", "greenlet", "t_active_s")
+    __slots__ = ("active", "deadline_s", "first_token_deadline_s", "greenlet", "record", "t_active_s")
 
-    def __init__(self, greenlet: object, t_send_s: float, deadline_s: float) -> None:
+    def __init__(self, greenlet: object, record: Any, deadline_s: float, first_token_deadline_s: float) -> None:
         self.greenlet = greenlet
-        self.t_active_s = t_send_s
+        self.record = record
+        self.t_active_s = record.t_send
         self.deadline_s = deadline_s
+        self.first_token_deadline_s = first_token_deadline_s
         self.active = True
 
 
 class TimeoutWatchdog:
-    """Enforces `read_timeout_s` and `request_timeout_s` on the requests it watches."""
+    """Enforces the read, first-token and whole-request timeouts on the requests it watches."""
 
-    def __init__(self, read_timeout_s: float, request_timeout_s: float, check_interval_s: float = 0.1) -> None:
+    def __init__(
+        self,
+        read_timeout_s: float,
+        request_timeout_s: float,
+        first_token_timeout_s: float = float("inf"),
+        check_interval_s: float = 0.1,
+    ) -> None:
         self.read_timeout_s = read_timeout_s
         self.request_timeout_s = request_timeout_s
+        self.first_token_timeout_s = first_token_timeout_s
         self.check_interval_s = check_interval_s
         self._watches: set[Watch] = set()
         self._greenlet: gevent.Greenlet | None = None
@@ -50,9 +64,13 @@ class TimeoutWatchdog:
         """Requests being watched now (sent, not yet finished)."""
         return len(self._watches)
 
-    def start(self, t_send_s: float) -> Watch:
-        """Watch the current greenlet's request, sent at `t_send_s`; call `end` when it is over."""
-        watch = Watch(gevent.getcurrent(), t_send_s, t_send_s + self.request_timeout_s)
+    def start(self, record: Any) -> Watch:
+        """Watch the current greenlet's request (a `RequestRecord`: its `t_send`, `t_first`);
+        call `end` when it is over."""
+        t_send_s = record.t_send
+        watch = Watch(
+            gevent.getcurrent(), record, t_send_s + self.request_timeout_s, t_send_s + self.first_token_timeout_s
+        )
         self._watches.add(watch)
         if self._greenlet is None or self._greenlet.dead:
             self._greenlet = gevent.spawn(self._run)
@@ -76,6 +94,10 @@ class TimeoutWatchdog:
             for watch in list(self._watches):
                 if now - watch.t_active_s > self.read_timeout_s:
                     self._expire(watch, f"no data for {self.read_timeout_s:g} s (--read-timeout-s)")
+                elif now > watch.first_token_deadline_s and watch.record.t_first is None:
+                    self._expire(
+                        watch, f"no token within {self.first_token_timeout_s:g} s of sending (--first-token-timeout-s)"
+                    )
                 elif now > watch.deadline_s:
                     self._expire(watch, f"request took longer than {self.request_timeout_s:g} s (--request-timeout-s)")
         self._greenlet = None

@@ -19,6 +19,7 @@ from llm_locust.client import stream_completion
 from llm_locust.errors import ConfigError
 from llm_locust.plugin import run_state
 from llm_locust.providers import auth_headers, completion_path
+from llm_locust.redact import redact
 from llm_locust.workload import Workload
 
 
@@ -52,33 +53,40 @@ class _StreamingUser(FastHttpUser):
             self.sdk = SdkClient(self, settings)
         self.model = ""
 
-    def on_start(self) -> None:
-        """Resolve the model once per process (GET /v1/models when --model is not given).
-
-        Azure and Databricks name the model in the path: their default model is the deployment.
-        """
-        self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
-
     def _first_model(self) -> str:
-        """The id of the first model the server lists at /v1/models."""
+        """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
         with self.client.get("/v1/models", headers=self.headers, catch_response=True) as resp:
-            if resp.status_code != 200:
-                resp.failure(f"HTTP {resp.status_code}")
+            status = resp.status_code
+            if status != 200:
+                resp.failure(f"HTTP {status}")
+                if not status:  # no response at all
+                    cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
+                    raise ConfigError(
+                        f"could not connect to {redact(self.host)} ({redact(f'{type(cause).__name__}: {cause}')}): "
+                        "check --host and that the server is running"
+                    )
+                fix = "check the API key (--api-key-env / --api-key)" if status in (401, 403) else "pass --model NAME"
                 raise ConfigError(
-                    f"--model not given and GET {self.host}/v1/models answered HTTP {resp.status_code}: "
-                    "pass --model NAME"
+                    f"--model not given and GET {redact(self.host)}/v1/models answered HTTP {status}: {fix}"
                 )
             try:
                 return orjson.loads(resp.content)["data"][0]["id"]
             except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
                 resp.failure("no model listed")
                 raise ConfigError(
-                    f"--model not given and {self.host}/v1/models lists no model: pass --model NAME"
+                    f"--model not given and {redact(self.host)}/v1/models lists no model: pass --model NAME"
                 ) from None
 
     @task
     def complete(self) -> None:
-        """Send one streaming request when the pacer says so and read it to the end."""
+        """Send one streaming request when the pacer says so and read it to the end.
+
+        The model is resolved on the first request (not in `on_start`: Locust prints a traceback
+        for any exception there, and a wrong --host is a user error). Azure and Databricks name
+        the model in the path: their default model is the deployment.
+        """
+        if not self.model:
+            self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
         ticket = self.llm.pacer.take()
         request = self.workload.next_request(self.model)
         if self.sdk is not None:

@@ -173,7 +173,7 @@ class LiveView:
         writer = state.results
         summary = None
         if writer is not None:  # while running: the summary so far, which is not a complete run yet
-            summary = writer.final_summary or {**writer.summary(state.run), "status": "incomplete"}
+            summary = writer.final_summary or writer.summary(state.run, final=False)
         history = [] if writer is None else writer.recent_rows()
         final = writer is not None and writer.final_summary is not None
         return {

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,14 @@ def new_env(opts: Any, user_classes: list | None = None) -> Environment:
     return Environment(user_classes=user_classes or [ChatUser], events=events, parsed_options=opts, host=opts.host)
 
 
-def run_local(opts: Any, users: int, seconds: float, user_classes: list | None = None) -> Environment:
-    """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does."""
+def run_local(
+    opts: Any, users: int, seconds: float, user_classes: list | None = None, stop_timeout_s: float | None = None
+) -> Environment:
+    """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does (`stop_timeout_s`:
+    Locust's --stop-timeout, users finish their request in flight)."""
     env = new_env(opts, user_classes)
+    if stop_timeout_s is not None:
+        env.stop_timeout = stop_timeout_s
     runner = env.create_local_runner()
     env.events.init.fire(environment=env, runner=runner, web_ui=None)
     runner.start(users, spawn_rate=users)
@@ -77,6 +83,17 @@ def run_locust(
     return subprocess.run(
         command, cwd=ROOT, env=env or dict(os.environ), capture_output=True, text=True, timeout=timeout_s
     )
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
+    """Poll `predicate` until it returns something true (returned); fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def read_summary(results_dir: Path) -> dict[str, Any]:

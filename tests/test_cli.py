@@ -47,3 +47,4 @@ def test_demo_end_to_end(tmp_path):
     assert summary["failures"] == {}
     tail = out[out.rindex("LLM metric") :]
     assert "TTFT ms" in tail and f"Results folder: {tmp_path}" in tail
+    assert out.rstrip().endswith(f"Report: {tmp_path / 'report.html'}") and (tmp_path / "report.html").exists()

@@ -13,7 +13,7 @@ import urllib.request
 
 import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary, wait_for
 
 from llm_locust.webui import SNAPSHOT_CACHE_S, report_available
 
@@ -22,16 +22,6 @@ def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
     with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
         return response.read()
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_run_started_from_the_web_ui(fast_sim, tmp_path):

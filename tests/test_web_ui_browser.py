@@ -9,12 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary, wait_for
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -29,16 +28,6 @@ def chromium_path() -> str | None:
     if explicit and Path(explicit).exists():
         return explicit
     return next((path for name in BROWSER_NAMES if (path := shutil.which(name))), None)
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def fmt(value: Any) -> str:

@@ -12,6 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from llm_locust.sim import faults
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.server import serve
 
@@ -19,7 +20,7 @@ _DESCRIPTION = """\
 OpenAI-compatible server with known timing, to check load-test measurements against ground truth.
 Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GET /v1/models,
 GET /health, GET /metrics (vLLM names), GET /sim/trace (per-request ground truth: perf_counter
-seconds of every token write), POST /sim/reset (clear the trace).
+seconds of every token write, injected fault), POST /sim/reset (clear the trace).
 Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
 """
 
@@ -80,6 +81,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="finished requests kept for GET /sim/trace, count (oldest dropped)",
     )
     parser.add_argument(
+        "--api-key",
+        default=d.api_key,
+        help="require 'Authorization: Bearer API_KEY' on /v1/* (else HTTP 401, like a real endpoint)",
+    )
+    add_fault_arguments(parser)
+    parser.add_argument(
         "--ready-file",
         type=Path,
         default=None,
@@ -89,14 +96,59 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fault-injection options (see `llm_locust.sim.faults` for what each kind does)."""
+    d = SimConfig()
+    group = parser.add_argument_group(
+        "fault injection",
+        "each completion request gets at most one fault, drawn with the given probabilities; "
+        "GET /sim/trace names the fault of each request",
+    )
+    group.add_argument(
+        "--fault",
+        dest="faults",
+        action="append",
+        type=_fault_type,
+        default=[],
+        metavar="KIND=P",
+        help=f"inject fault KIND with probability P (repeatable); kinds: {', '.join(faults.KINDS)}",
+    )
+    group.add_argument("--fault-seed", type=int, default=d.fault_seed, help="seed of the fault draws")
+    group.add_argument("--fault-stall-ms", type=float, default=d.fault_stall_ms, help="silence of a stall, ms")
+    group.add_argument(
+        "--fault-slow-headers-ms", type=float, default=d.fault_slow_headers_ms, help="delay of slow headers, ms"
+    )
+    group.add_argument(
+        "--fault-huge-bytes", type=int, default=d.fault_huge_bytes, help="text size of a huge chunk, bytes"
+    )
+    group.add_argument(
+        "--fault-retry-after-s", type=int, default=d.fault_retry_after_s, help="Retry-After of an HTTP 429, s"
+    )
+
+
+def _fault_type(text: str) -> tuple[str, float]:
+    """argparse type of --fault: a FaultSpecError becomes argparse's one-line usage error."""
+    try:
+        return faults.parse_fault(text)
+    except faults.FaultSpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Return the SimConfig named by parsed `sim` arguments."""
-    return SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+    values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
+    values["faults"] = tuple(values["faults"])
+    return SimConfig(**values)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulator until SIGTERM / SIGINT; return the exit code (0)."""
     config = config_from_args(args)
+    try:
+        faults.FaultPicker(config.faults, config.fault_seed)
+    except faults.FaultSpecError as e:
+        print(f"llm-locust sim: error: {e}", file=sys.stderr)
+        return 2
     try:
         import uvloop
     except ImportError:

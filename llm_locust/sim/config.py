@@ -28,3 +28,12 @@ class SimConfig:
     decode_step_ms: float = 10.0
     decode_step_ms_per_seq: float = 0.2
     trace_limit: int = 100_000
+    api_key: str = ""
+    """When set, /v1/* requests without `Authorization: Bearer <api_key>` get HTTP 401."""
+    faults: tuple[tuple[str, float], ...] = ()
+    """(kind, probability) pairs, see `llm_locust.sim.faults`."""
+    fault_seed: int = 0
+    fault_stall_ms: float = 5000.0
+    fault_slow_headers_ms: float = 5000.0
+    fault_huge_bytes: int = 1_048_576
+    fault_retry_after_s: int = 1

@@ -103,8 +103,13 @@ def _parse_head(head: bytes) -> tuple[Request, int]:
     return request, length
 
 
-def response_head(status: int, content_type: str, *, content_length: int | None, keep_alive: bool) -> bytes:
-    """Return the status line and headers; `content_length=None` means a chunked body."""
+def response_head(
+    status: int, content_type: str, *, content_length: int | None, keep_alive: bool, extra: tuple[str, ...] = ()
+) -> bytes:
+    """Return the status line and headers; `content_length=None` means a chunked body.
+
+    `extra` holds further complete header lines, e.g. ("Retry-After: 1",).
+    """
     lines = [
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
         "Server: llm-locust-sim",
@@ -115,6 +120,7 @@ def response_head(status: int, content_type: str, *, content_length: int | None,
         lines.append("Cache-Control: no-cache")
     if not keep_alive:
         lines.append("Connection: close")
+    lines.extend(extra)
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 

@@ -1,8 +1,69 @@
-"""GET /metrics: a few Prometheus counters and gauges under vLLM's metric names."""
+"""GET /metrics: Prometheus counters, gauges and histograms under vLLM's metric names.
+
+Everything comes from the simulator's real state: the running batch and the waiting queue of
+the timing driver, the token counters of finished requests, and one histogram observation per
+finished request (time to first token, time per output token, end-to-end latency, queue time),
+taken from its trace record. Nothing is recorded per token.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
+
+from llm_locust.sim.trace import TraceRecord
+
+BUCKETS_S = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+"""Upper bounds (seconds) of the latency histograms' buckets (+Inf implied)."""
+
+
+class Histogram:
+    """A Prometheus histogram: per-bucket counts (not cumulative), sum and count, in seconds."""
+
+    __slots__ = ("buckets", "count", "sum_s")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BUCKETS_S) + 1)
+        self.sum_s = 0.0
+        self.count = 0
+
+    def observe(self, value_s: float) -> None:
+        """Record one observation of `value_s` seconds."""
+        self.buckets[bisect_left(BUCKETS_S, value_s)] += 1
+        self.sum_s += value_s
+        self.count += 1
+
+    def render(self, name: str, label: str) -> list[str]:
+        """The exposition lines of this histogram (cumulative buckets, _sum, _count)."""
+        lines = [f"# TYPE {name} histogram"]
+        cumulative = 0
+        for bound, count in zip((*(repr(b) for b in BUCKETS_S), "+Inf"), self.buckets, strict=True):
+            cumulative += count
+            lines.append(f'{name}_bucket{{{label},le="{bound}"}} {cumulative}')
+        lines.append(f"{name}_sum{{{label}}} {self.sum_s!r}")
+        lines.append(f"{name}_count{{{label}}} {self.count}")
+        return lines
 
 
 class SimMetrics:
@@ -12,21 +73,39 @@ class SimMetrics:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.requests_by_reason: Counter[str] = Counter()
+        self.ttft = Histogram()
+        self.tpot = Histogram()
+        self.e2e = Histogram()
+        self.queue = Histogram()
 
-    def finished(self, prompt_tokens: int, completion_tokens: int, finish_reason: str) -> None:
-        """Count one finished (or cancelled: reason "abort") request."""
-        self.prompt_tokens_total += prompt_tokens
-        self.generation_tokens_total += completion_tokens
-        self.requests_by_reason[finish_reason] += 1
+    def finished(self, record: TraceRecord) -> None:
+        """Count one finished (or cancelled: reason "abort") request; a request that ran to its
+        end is observed in the latency histograms (seconds, from the server's clock)."""
+        tokens = record.completion_tokens
+        self.prompt_tokens_total += record.prompt_tokens
+        self.generation_tokens_total += tokens
+        self.requests_by_reason[record.finish_reason or "abort"] += 1
+        if record.cancelled or not record.finish_reason or not record.token_times:
+            return
+        times = record.token_times
+        self.ttft.observe(times[0] - record.t_recv)
+        if len(times) >= 2 and tokens >= 2:
+            self.tpot.observe((times[-1] - times[0]) / (len(times) - 1))
+        self.e2e.observe(record.t_done - record.t_recv)
+        self.queue.observe(record.queue_s)
 
-    def render(self, model: str, running: int, waiting: int) -> bytes:
-        """Return the Prometheus text exposition (version 0.0.4)."""
+    def render(self, model: str, running: int, waiting: int, max_batch: int) -> bytes:
+        """Return the Prometheus text exposition (version 0.0.4); KV-cache usage is the running
+        batch's share of `max_batch` slots (0..1)."""
         label = f'model_name="{model}"'
+        kv_usage = min(1.0, running / max_batch) if max_batch > 0 else 0.0
         lines = [
             "# TYPE vllm:num_requests_running gauge",
             f"vllm:num_requests_running{{{label}}} {running}",
             "# TYPE vllm:num_requests_waiting gauge",
             f"vllm:num_requests_waiting{{{label}}} {waiting}",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc{{{label}}} {kv_usage!r}",
             "# TYPE vllm:prompt_tokens_total counter",
             f"vllm:prompt_tokens_total{{{label}}} {self.prompt_tokens_total}",
             "# TYPE vllm:generation_tokens_total counter",
@@ -35,4 +114,8 @@ class SimMetrics:
         ]
         for reason, count in sorted(self.requests_by_reason.items()):
             lines.append(f'vllm:request_success_total{{{label},finished_reason="{reason}"}} {count}')
+        lines += self.ttft.render("vllm:time_to_first_token_seconds", label)
+        lines += self.tpot.render("vllm:time_per_output_token_seconds", label)
+        lines += self.e2e.render("vllm:e2e_request_latency_seconds", label)
+        lines += self.queue.render("vllm:request_queue_time_seconds", label)
         return ("\n".join(lines) + "\n").encode()

@@ -139,7 +139,7 @@ class EventEncoder:
     no JSON encoding happens per token.
     """
 
-    __slots__ = ("_head", "_last_index", "_last_tail", "_offset", "_tails", "_token_prefix", "spec")
+    __slots__ = ("_closing", "_head", "_last_index", "_last_tail", "_offset", "_tails", "_token_prefix", "spec")
 
     def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
         self.spec = spec
@@ -158,6 +158,7 @@ class EventEncoder:
             self._token_prefix = self._head + b',"choices":[{"index":0,"text":'
             self._tails = _TEXT_WORD_TAILS
             closing = b""
+        self._closing = closing
         self._last_index = spec.output_tokens - 1
         last_word = WORDS[(offset + self._last_index) % len(WORDS)]
         self._last_tail = b'%b%b,"logprobs":null,"finish_reason":"%b"}]}\n\n' % (
@@ -180,12 +181,24 @@ class EventEncoder:
             return self._token_prefix, self._last_tail
         return self._token_prefix, self._tails[(self._offset + index) % len(self._tails)]
 
+    def text_event(self, text: str) -> bytes:
+        """Return a token event carrying `text` (a whole event, built per call: for rare events only)."""
+        return self._token_prefix + orjson.dumps(text) + self._closing + _OPEN_CHOICE_TAIL
+
     def usage_event(self) -> bytes:
         """Return the usage-only event (`"choices": []`) sent when include_usage is set."""
         return self._head + b',"choices":[],"usage":%b}\n\n' % orjson.dumps(usage(self.spec))
 
 
 DONE_EVENT = b"data: [DONE]\n\n"
+MALFORMED_EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"trunc\n\n'
+"""A token event whose JSON is cut short (the `bad_json` fault)."""
+
+
+def stream_error_event(message: str) -> bytes:
+    """Return an SSE event carrying an OpenAI/vLLM-style error object (a mid-stream failure)."""
+    error = {"object": "error", "message": message, "type": "InternalServerError", "code": 500}
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
 
 def usage(spec: CompletionSpec) -> dict[str, int]:

@@ -15,15 +15,17 @@ from collections.abc import Callable
 from functools import partial
 from itertools import count
 from time import perf_counter
+from typing import Any
 
 import orjson
 
-from llm_locust.sim import http, openai
+from llm_locust.sim import faults, http, openai
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
+from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.metrics import SimMetrics
-from llm_locust.sim.stream import Generation
+from llm_locust.sim.stream import FaultGeneration, Generation, reset_connection
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import Trace, TraceRecord
 from llm_locust.sim.words import WORDS
@@ -58,6 +60,7 @@ class SimApp:
         self.trace = Trace(config.trace_limit)
         self.metrics = SimMetrics()
         self.connections: set[SimConnection] = set()
+        self.faults = FaultPicker(config.faults, config.fault_seed)
         self._request_numbers = count(1)
         self._started_s = int(time.time())
 
@@ -65,6 +68,8 @@ class SimApp:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
         path, method = request.path, request.method
         try:
+            if self.config.api_key and path.startswith("/v1/"):
+                self._authorize(request)
             if path in _COMPLETION_ROUTES and method == "POST":
                 self._start_generation(request, conn, _COMPLETION_ROUTES[path], t_recv_s)
             elif method == "GET" and path in _GET_ROUTES:
@@ -79,13 +84,24 @@ class SimApp:
         except openai.ApiError as exc:
             conn.respond(request, exc.status, exc.body())
 
+    def _authorize(self, request: http.Request) -> None:
+        """Raise a 401 unless `request` carries the configured API key (the message echoes the
+        key received, as some providers do: a client must not print it)."""
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key:
+            raise openai.ApiError(401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY'")
+        if key != self.config.api_key:
+            raise openai.ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
+
     def _get(self, path: str) -> tuple[bytes, str]:
         if path == "/v1/models":
             return openai.models_body(self.config.model, self._started_s), "application/json"
         if path == "/health":
             return b"{}", "application/json"
         if path == "/metrics":
-            body = self.metrics.render(self.config.model, self.driver.running, self.driver.waiting)
+            body = self.metrics.render(
+                self.config.model, self.driver.running, self.driver.waiting, self.config.max_batch
+            )
             return body, "text/plain; version=0.0.4"
         return orjson.dumps(self.trace.to_list()), "application/json"
 
@@ -95,24 +111,88 @@ class SimApp:
         spec = openai.parse_completion(request.body, endpoint, self.config.model, self.config.output_tokens)
         number = next(self._request_numbers)
         response_id = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{number}"
-        created_s = int(time.time())
-        offset = (number * 37) % len(WORDS)
-        model = self.config.model
         record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        fault = self.faults.pick() if self.faults.active else None
+        if fault in faults.PRE_RESPONSE:
+            self._pre_response_fault(fault, request, conn, spec, record)  # type: ignore[arg-type]
+        else:
+            self._begin(request, conn, spec, record, fault)
+
+    def _begin(
+        self,
+        request: http.Request,
+        conn: SimConnection,
+        spec: openai.CompletionSpec,
+        record: TraceRecord,
+        fault: str | None,
+        late: bool = False,
+    ) -> None:
+        """Start answering: the head now (streamed), tokens when the timing model produces them.
+
+        `late`: the request was held back (`slow_headers`); its timing starts now, not at t_recv.
+        """
+        created_s = int(time.time())
+        offset = (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
+        model = self.config.model
         chunked = request.version == "HTTP/1.1"
-        generation = Generation(
+        args = (
             conn.transport,
             spec,
             record,
-            openai.EventEncoder(spec, response_id, created_s, model, offset),
-            lambda: openai.completion_body(spec, response_id, created_s, model, offset),
-            chunked=chunked,
-            keep_alive=request.keep_alive and (chunked or not spec.stream),
-            on_done=partial(self._generation_done, conn),
+            openai.EventEncoder(spec, record.id, created_s, model, offset),
+            partial(openai.completion_body, spec, record.id, created_s, model, offset),
         )
+        kwargs: dict[str, Any] = {
+            "chunked": chunked,
+            "keep_alive": request.keep_alive and (chunked or not spec.stream),
+            "on_done": partial(self._generation_done, conn),
+        }
+        if fault is not None and spec.stream and spec.output_tokens >= 2:
+            config = self.config
+            generation: Generation = FaultGeneration(
+                *args,
+                fault=fault,
+                release=self.driver.cancel,
+                stall_s=config.fault_stall_ms / 1e3,
+                huge_bytes=config.fault_huge_bytes,
+                **kwargs,
+            )
+        else:
+            generation = Generation(*args, **kwargs)
+        if late:
+            generation.seq.t_recv_s = perf_counter()
         conn.generation = generation
         generation.start()
         self.driver.submit(generation)
+
+    def _pre_response_fault(
+        self, fault: str, request: http.Request, conn: SimConnection, spec: openai.CompletionSpec, record: TraceRecord
+    ) -> None:
+        """Inject a fault that strikes before the response (`faults.PRE_RESPONSE`)."""
+        record.fault = fault
+        if fault == "slow_headers":  # answered normally once the delay is over, timed from then
+            delay_s = self.config.fault_slow_headers_ms / 1e3
+            conn.delay(delay_s, record, partial(self._begin, request, conn, spec, record, None, late=True))
+            return
+        record.t_done = perf_counter()
+        self.trace.add(record)
+        if fault == "refuse":
+            conn.reset()
+            return
+        if fault == "non_sse":
+            body = openai.completion_body(spec, record.id, int(time.time()), self.config.model, 0)
+            conn.respond(request, 200, body)
+            return
+        status = int(fault.removeprefix("http_"))
+        error_type = {429: "RateLimitError", 503: "ServiceUnavailableError"}.get(status, "InternalServerError")
+        extra = (f"Retry-After: {self.config.fault_retry_after_s}",) if status == 429 else ()
+        conn.respond(request, status, openai.ApiError(status, error_type, f"simulated {fault}").body(), extra=extra)
+
+    def abandoned(self, record: TraceRecord) -> None:
+        """The client of a delayed (`slow_headers`) request went away before it started."""
+        record.cancelled = True
+        record.t_done = perf_counter()
+        self.trace.add(record)
 
     def cancel(self, generation: Generation) -> None:
         """The client of `generation` disconnected: stop generating and record it."""
@@ -122,7 +202,7 @@ class SimApp:
     def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
         record = generation.record
         self.trace.add(record)
-        self.metrics.finished(record.prompt_tokens, record.completion_tokens, record.finish_reason or "abort")
+        self.metrics.finished(record)
         if not record.cancelled:
             conn.response_done(generation.keep_alive)
 
@@ -137,6 +217,7 @@ class SimConnection(asyncio.Protocol):
         self._parser = http.RequestParser()
         self._queued: deque[http.Request] = deque()
         self._closing = False
+        self._delayed: tuple[asyncio.TimerHandle, TraceRecord] | None = None  # a held-back request
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""
@@ -162,18 +243,39 @@ class SimConnection(asyncio.Protocol):
             self._parser.awaiting_continue = False
             self.transport.write(http.CONTINUE)
         for request in requests:
-            if self.generation is None and not self._queued and not self._closing:
+            if self.generation is None and self._delayed is None and not self._queued and not self._closing:
                 self.app.handle(request, self, t_recv_s)
             else:
                 self._queued.append(request)
 
-    def respond(self, request: http.Request, status: int, body: bytes, content_type: str = "application/json") -> None:
-        """Write a complete response to `request` now."""
+    def respond(
+        self,
+        request: http.Request,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        """Write a complete response to `request` now (`extra`: further header lines)."""
         keep_alive = request.keep_alive
-        self.transport.write(
-            http.response_head(status, content_type, content_length=len(body), keep_alive=keep_alive) + body
-        )
+        head = http.response_head(status, content_type, content_length=len(body), keep_alive=keep_alive, extra=extra)
+        self.transport.write(head + body)
         self.response_done(keep_alive)
+
+    def delay(self, delay_s: float, record: TraceRecord, start: Callable[[], None]) -> None:
+        """Hold the current request back for `delay_s`, then call `start()` to answer it."""
+
+        def wake() -> None:
+            self._delayed = None
+            start()
+
+        self._delayed = (asyncio.get_running_loop().call_later(delay_s, wake), record)
+
+    def reset(self) -> None:
+        """Drop the connection with a TCP reset, answering nothing."""
+        self._closing = True
+        self._queued.clear()
+        reset_connection(self.transport)
 
     def response_done(self, keep_alive: bool) -> None:
         """The current response is fully written: close, or answer the next queued request."""
@@ -191,6 +293,11 @@ class SimConnection(asyncio.Protocol):
         self._closing = True
         self._queued.clear()
         self.app.connections.discard(self)
+        if self._delayed is not None:
+            handle, record = self._delayed
+            self._delayed = None
+            handle.cancel()
+            self.app.abandoned(record)
         if self.generation is not None:
             generation, self.generation = self.generation, None
             self.app.cancel(generation)

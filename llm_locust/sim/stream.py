@@ -8,6 +8,9 @@ hands the finished record to the trace.
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import struct
 from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol
@@ -107,11 +110,101 @@ class Generation:
     def _frame(self, event: bytes) -> bytes:
         return http.chunk(event) if self._chunked else event
 
-    def _finish(self, now_s: float) -> None:
+    def _finish(self, now_s: float, natural: bool = True) -> None:
+        """Close the record (a finish_reason only for a `natural` end) and hand it on."""
         record = self.record
         record.t_done = now_s
         record.completion_tokens = self.seq.emitted
         record.queue_s = self.seq.queue_s
-        if not record.cancelled:
+        if natural and not record.cancelled:
             record.finish_reason = self.spec.finish_reason
         self._on_done(self)
+
+
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST instead of FIN
+
+
+def reset_connection(transport: asyncio.BaseTransport) -> None:
+    """Close `transport`'s connection with a TCP reset (RST), dropping unsent data."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    transport.abort()  # type: ignore[attr-defined]
+
+
+class FaultGeneration(Generation):
+    """A streamed response that suffers one mid-stream fault (`llm_locust.sim.faults.MID_STREAM`).
+
+    The fault replaces the token event due once half of the output tokens are produced (only
+    when at least 2 are asked for: the fault always lands before the last token). `release()`
+    takes the generation away from its timing driver when the fault ends or pauses the stream.
+    The normal per-token path (`Generation.emit`) is untouched: only faulted responses are
+    instances of this class.
+    """
+
+    __slots__ = ("_at", "_fault", "_huge_bytes", "_release", "_stall_s", "_timer")
+
+    def __init__(
+        self,
+        *args: object,
+        fault: str,
+        release: Callable[[Generation], None],
+        stall_s: float,
+        huge_bytes: int,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._fault: str | None = fault
+        self._at = max(1, self.seq.output_tokens // 2)
+        self._release = release
+        self._stall_s = stall_s
+        self._huge_bytes = huge_bytes
+        self._timer: asyncio.TimerHandle | None = None
+
+    def emit(self, count: int) -> None:
+        """Deliver `count` tokens; the fault takes the place of the last one once it is due."""
+        seq = self.seq
+        fault = self._fault
+        if fault is None or seq.emitted < self._at or seq.emitted >= seq.output_tokens:
+            super().emit(count)
+            return
+        self._fault = None
+        self.record.fault = fault
+        if count > 1:  # the tokens before the faulted one go out as usual
+            seq.emitted -= 1
+            super().emit(count - 1)
+            seq.emitted += 1
+        if fault == "huge_chunk":
+            self.record.token_times.append(perf_counter())
+            self._transport.write(self._frame(self._encoder.text_event("x" * self._huge_bytes)))
+        elif fault == "bad_json":
+            self._transport.write(self._frame(openai.MALFORMED_EVENT))  # the stream goes on after it
+        else:
+            seq.emitted -= 1  # the faulted token is never written
+            self._release(self)
+            if fault == "stall":
+                self._timer = asyncio.get_running_loop().call_later(self._stall_s, self._resume)
+            elif fault == "reset":
+                reset_connection(self._transport)  # type: ignore[arg-type]  # connection_lost records it
+            else:  # cut, stream_error
+                tail = openai.stream_error_event("simulated engine failure") if fault == "stream_error" else b""
+                self.keep_alive = self.keep_alive and self._chunked  # an unchunked body ends by closing
+                self._transport.write(
+                    (self._frame(tail) if tail else b"") + (http.LAST_CHUNK if self._chunked else b"")
+                )
+                self._finish(perf_counter(), natural=False)
+
+    def _resume(self) -> None:
+        """After a stall: write every remaining token at once and end the stream normally."""
+        self._timer = None
+        seq = self.seq
+        remaining = seq.output_tokens - seq.emitted
+        seq.emitted = seq.output_tokens
+        super().emit(remaining)
+
+    def cancel(self) -> None:
+        """The client went away (e.g. timed out during a stall): stop any pending resume."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super().cancel()

@@ -12,7 +12,10 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
 - `t_done`: the end of the response was written (or the client went away);
 - `queue_s`: seconds waiting for a batch slot (batching model; 0 for the fixed model);
 - `cancelled`: the client disconnected before the end; `completion_tokens` then counts what was
-  produced and `finish_reason` is None.
+  produced and `finish_reason` is None;
+- `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
+  response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
+  written before it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class TraceRecord:
         "cancelled",
         "completion_tokens",
         "endpoint",
+        "fault",
         "finish_reason",
         "id",
         "prompt_tokens",
@@ -51,6 +55,7 @@ class TraceRecord:
         self.t_done = 0.0
         self.queue_s = 0.0
         self.cancelled = False
+        self.fault: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
@@ -66,6 +71,7 @@ class TraceRecord:
             "t_done": self.t_done,
             "queue_s": self.queue_s,
             "cancelled": self.cancelled,
+            "fault": self.fault,
         }
 
 

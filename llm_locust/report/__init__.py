@@ -1,0 +1,18 @@
+"""The post-processor: results folders -> one self-contained HTML report (plotly) + PNG charts.
+
+    load        read and validate one results folder (summary.json, llm_timeseries.csv,
+                histograms.json, Locust's CSVs) into a `RunData`
+    tables      derived tables: one row per step (or per run), the comparison table
+    capacity    SLO checks per step and the highest step meeting every SLO
+    mbu         memory bandwidth utilisation from model size, TPOT and peak bandwidth
+    chart       the `Chart` record, run colours and the common layout every figure uses
+    charts      plotly figures (latency/throughput curves, metrics against load, capacity)
+    timeline    plotly figures over time (LLM time series, Locust history, failures)
+    distributions  histogram / CDF figures (histograms.json, or the summary's percentiles)
+    html        the HTML page (plotly.js inline: works offline)
+    images      PNG export of the figures (kaleido + a Chromium browser)
+    build       everything above, in order: `build_report`
+    cli         the `llm-locust report` sub-command
+
+Never imports Locust, nor anything that does (Locust monkey-patches the standard library).
+"""

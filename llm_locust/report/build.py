@@ -1,0 +1,223 @@
+"""`build_report`: results folders in, one HTML report (and a folder of PNG charts) out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from llm_locust.errors import ConfigError
+from llm_locust.report import charts, distributions, server, timeline
+from llm_locust.report.capacity import Capacity, capacity
+from llm_locust.report.chart import Chart
+from llm_locust.report.html import Section, heading, note, paragraph, render, table
+from llm_locust.report.images import write_pngs
+from llm_locust.report.load import RunData, load_run
+from llm_locust.report.mbu import Hardware, mbu
+from llm_locust.report.tables import all_step_rows, comparison_table, run_facts, warnings_of
+from llm_locust.slo import Slo, parse_slos
+
+STEP_COLUMNS = {
+    "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
+    "output_tokens_per_s": "output tok/s", "requests_ok": "ok", "failures": "failed",
+    "ttft_ms_p50": "TTFT p50", "ttft_ms_p90": "TTFT p90", "ttft_ms_p99": "TTFT p99",
+    "tpot_ms_p50": "TPOT p50", "tpot_ms_p90": "TPOT p90", "itl_ms_p50": "ITL p50", "itl_ms_p99": "ITL p99",
+    "e2e_ms_p50": "E2E p50", "e2e_ms_p90": "E2E p90", "goodput_requests_per_s": "goodput req/s",
+    "slo_attainment": "SLO attainment",
+}  # fmt: skip
+LOCUST_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Average Response Time", "95%", "Requests/s")
+
+
+@dataclass
+class Report:
+    """What `build_report` made: the page, the PNGs, and the numbers behind them."""
+
+    html_path: Path
+    runs: list[RunData]
+    rows: pd.DataFrame
+    charts: list[Chart]
+    capacities: list[Capacity] = field(default_factory=list)
+    png_paths: list[Path] = field(default_factory=list)
+    png_skipped: str | None = None
+
+
+def default_output(results_dirs: Sequence[Path]) -> Path:
+    """DIR/report.html for one folder, ./report.html for several."""
+    return results_dirs[0] / "report.html" if len(results_dirs) == 1 else Path("report.html")
+
+
+def build_report(
+    results_dirs: Sequence[Path],
+    output: Path | None = None,
+    slos: tuple[Slo, ...] = (),
+    hardware: Hardware | None = None,
+    png: bool = True,
+) -> Report:
+    """Load every folder, derive tables and charts, write the HTML (and PNGs unless `png` is False).
+
+    Raises ConfigError (one line naming the file) when a folder or one of its files is bad.
+    """
+    if not results_dirs:
+        raise ConfigError("llm-locust report: give at least one results folder")
+    runs = [load_run(Path(path)) for path in results_dirs]
+    _unique_names(runs)
+    output = Path(output) if output else default_output([Path(p) for p in results_dirs])
+    if output.is_dir():
+        raise ConfigError(f"-o {output}: is a folder; give the report's file name, e.g. {output / 'report.html'}")
+    rows = all_step_rows(runs)
+    slos_given = bool(slos)
+    slos = slos or _recorded_slos(runs)
+    capacities = [cap for run in runs if (cap := capacity(run, slos)) is not None]
+    built = [
+        charts.throughput_latency(runs, rows),
+        charts.throughput_vs_load(runs, rows),
+        charts.latency_vs_load(runs, rows),
+        charts.capacity_chart(runs, capacities),
+        charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
+        timeline.llm_timeline(runs),
+        server.server_timeline(runs),
+        timeline.locust_timeline(runs),
+        timeline.failures_chart(runs),
+        distributions.distributions(runs),
+        distributions.step_distributions(runs),
+    ]
+    chart_list = [chart for chart in built if chart is not None]
+    banners = [f"{run.name}: {warning}" for run in runs for warning in warnings_of(run)]
+    sections = _sections(runs, rows, capacities, hardware, slos_given)
+    names = ", ".join(run.name for run in runs)
+    page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, output)
+    report = Report(output, runs, rows, chart_list, capacities)
+    if png:
+        report.png_paths, report.png_skipped = write_pngs(chart_list, png_folder(output))
+    return report
+
+
+def png_folder(output: Path) -> Path:
+    """Where the PNGs of the report `output` go: `report_png/` beside `report.html`."""
+    return output.with_name(output.stem + "_png")
+
+
+def _recorded_slos(runs: list[RunData]) -> tuple[Slo, ...]:
+    """Without --slo: the SLOs the first run that had any was run with (its settings' `slo`)."""
+    for run in runs:
+        recorded = ((run.summary or {}).get("settings") or {}).get("slo")
+        if recorded:
+            return parse_slos(recorded)
+    return ()
+
+
+def _unique_names(runs: list[RunData]) -> None:
+    """Give runs whose folders share a name their parent's name too (`a/run1`, `b/run1`)."""
+    names = [run.name for run in runs]
+    for run in runs:
+        if names.count(run.name) > 1:
+            run.name = f"{run.path.resolve().parent.name}/{run.path.resolve().name}"
+
+
+def _sections(
+    runs: list[RunData], rows: pd.DataFrame, capacities: list[Capacity], hardware: Hardware | None, slos_given: bool
+) -> list[Section]:
+    """Run metadata, missing data, capacity, comparison, steps and Locust tables."""
+    facts = [run_facts(run) for run in runs]
+    keys = list(dict.fromkeys(key for fact in facts for key in fact))
+    meta = Section("Runs", [table(["", *(run.name for run in runs)], [[k, *(f.get(k) for f in facts)] for k in keys])])
+    for run in runs:
+        meta.parts += [note(f"{run.name}: missing {item}") for item in run.missing]
+    sections = [meta]
+    server_part = server.server_section(runs)
+    if server_part is not None:
+        sections.append(server_part)
+    if capacities:
+        sections.append(_capacity_section(capacities, slos_given))
+    if len(runs) > 1 and not rows.empty:
+        picks = {cap.run: cap.best.step for cap in capacities if cap.best is not None}
+        chosen = _chosen_rows(rows, picks)
+        compared = comparison_table(chosen)
+        body = [[index, *values] for index, values in zip(compared.index, compared.to_numpy().tolist(), strict=True)]
+        explain = (
+            "Each run's capacity step under the SLOs where it has one, else its step with the highest output "
+            "tokens/s; the charts overlay every step of every run."
+        )
+        sections.append(Section("Comparison", [table(["", *compared.columns], body), note(explain)]))
+    if not rows.empty:
+        steps = Section("Steps")
+        for run in runs:
+            frame = rows[rows["run"] == run.name]
+            if frame.empty:
+                continue
+            columns = [c for c in STEP_COLUMNS if c in frame.columns and frame[c].notna().any()]
+            headers = [STEP_COLUMNS[c] + (" ms" if c.endswith(("_p50", "_p90", "_p99")) else "") for c in columns]
+            body = frame[columns].astype(object).where(frame[columns].notna(), None).to_numpy().tolist()
+            if hardware is not None:
+                headers.append("MBU %")
+                for line, tpot in zip(body, frame["tpot_ms_p50"], strict=True):
+                    value = mbu(hardware, None if pd.isna(tpot) else float(tpot))
+                    line.append(None if value is None else 100 * value)
+            steps.parts += [heading(run.name) if len(runs) > 1 else "", table(headers, body)]
+        sections.append(steps)
+    locust = Section("Locust's statistics")
+    for run in runs:
+        if run.locust_stats is None:
+            continue
+        columns = [c for c in LOCUST_COLUMNS if c in run.locust_stats.columns]
+        frame = run.locust_stats[columns]
+        body = frame.astype(object).where(frame.notna(), None).to_numpy().tolist()
+        locust.parts += [heading(run.name) if len(runs) > 1 else "", table(columns, body)]
+    if locust.parts:
+        locust.parts.append(
+            note("Locust's response times are in ms, from its rounded buckets; LLM rows: one per request.")
+        )
+        sections.append(locust)
+    return sections
+
+
+def _chosen_rows(rows: pd.DataFrame, picks: dict[str, int | None]) -> pd.DataFrame:
+    """Per run: the row of its capacity pick (run -> step index) or its highest output tok/s."""
+    chosen = []
+    for run, frame in rows.groupby("run", sort=False):
+        if run in picks:
+            match = frame[frame["step"].isna()] if picks[run] is None else frame[frame["step"] == picks[run]]
+            chosen.append(match.iloc[0])
+        else:
+            chosen.append(frame.loc[frame["output_tokens_per_s"].idxmax()])
+    return pd.DataFrame(chosen)
+
+
+def _capacity_section(capacities: list[Capacity], given: bool) -> Section:
+    """The capacity pick of each run and its per-step SLO table."""
+    section = Section("Capacity under the SLOs")
+    if not given:
+        section.parts.append(
+            note("SLOs: those the run was given (--slo of the run); pass --slo to the report for others.")
+        )
+    for cap in capacities:
+        slos = [result.slo for result in cap.checks[0].results]
+        if cap.best is None:
+            section.parts.append(
+                paragraph(f"{cap.run}: no step meets every SLO ({', '.join(map(str, slos))}).", "nopick")
+            )
+        else:
+            best = cap.best
+            unit = "req/s offered" if cap.load_title.startswith("Offered") else "users"
+            load = "" if best.load is None else f" ({best.load:g} {unit})"
+            section.parts.append(
+                paragraph(
+                    f"{cap.run}: capacity {best.label}{load}: {best.output_tokens_per_s:,.1f} output tok/s, "
+                    f"{best.requests_per_s:,.2f} req/s, meeting {', '.join(map(str, slos))}.",
+                    "pick",
+                )
+            )
+        headers = ["step", cap.load_title, *(f"{s.name} (≤ {s.max_ms:g})" for s in slos), "all met", "output tok/s"]
+        body = [[c.label, c.load, *(r.value_ms for r in c.results), c.ok, c.output_tokens_per_s] for c in cap.checks]
+        classes = [
+            ["", "", *("ok" if r.ok else "fail" for r in c.results), "ok" if c.ok else "fail", ""] for c in cap.checks
+        ]
+        section.parts.append(table(headers, body, classes))
+    return section

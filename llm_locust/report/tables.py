@@ -1,0 +1,182 @@
+"""Derived tables: one row per step of each run (a run without steps is one row), and the load axis.
+
+Units follow the summary: latencies in ms (`ttft_ms_p90`), rates per second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from llm_locust.report.load import RunData
+
+LATENCY_KEYS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+STATS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+THROUGHPUT_KEYS = ("requests_ok", "requests_failed", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
+RATE_MODELS = ("rate", "rate_sweep")
+
+
+def load_axis(run: RunData) -> tuple[str, str]:
+    """The column that measures the load of `run`'s steps and its axis title.
+
+    `rate_per_s` (offered request rate) for open-loop runs, else `users` (concurrency).
+    """
+    model = ((run.summary or {}).get("load") or {}).get("model")
+    if model in RATE_MODELS:
+        return "rate_per_s", "Offered rate (requests/s)"
+    return "users", "Concurrency (users)"
+
+
+def step_sources(run: RunData) -> list[tuple[int | None, str, dict[str, Any]]]:
+    """(index, label, step object) per step of `run`; a run without steps is one pseudo-step
+    (index None, label "run": the summary itself, with `users` = users_max); [] without summary."""
+    summary = run.summary
+    if summary is None:
+        return []
+    if run.steps:
+        return [(step.get("index", i), step.get("label") or f"step {i}", step) for i, step in enumerate(run.steps)]
+    load = summary.get("load") or {}
+    whole = {**summary, "users": summary["run"].get("users_max"), "rate_per_s": load.get("rate_per_s")}
+    return [(None, "run", whole)]
+
+
+def step_rows(run: RunData) -> pd.DataFrame:
+    """One row per step of `run` (one row, step None, for a run without steps; empty without summary).
+
+    Columns: run, step, label, users, rate_per_s (offered; None for closed loop),
+    achieved_rate_per_s, the throughput keys, failures (total count), `{metric}_ms_{stat}`
+    for every latency metric and statistic, output_tokens_mean, and goodput_requests_per_s /
+    slo_attainment when the summary has them.
+    """
+    rows = []
+    slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
+    for index, label, source in step_sources(run):
+        throughput = source["throughput"]
+        row: dict[str, Any] = {
+            "run": run.name,
+            "step": index,
+            "label": label,
+            "users": source.get("users"),
+            "rate_per_s": source.get("rate_per_s"),
+            "achieved_rate_per_s": _first(
+                source.get("achieved_rate_per_s"),
+                throughput.get("achieved_rate_per_s"),
+                throughput.get("requests_per_s"),
+            ),
+            **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
+            "failures": sum((source.get("failures") or {}).values()),
+        }
+        metrics = source["metrics"]
+        for metric in LATENCY_KEYS:
+            stats = metrics.get(f"{metric}_ms") or {}
+            for stat in STATS:
+                row[f"{metric}_ms_{stat}"] = stats.get(stat)
+        row["output_tokens_mean"] = (metrics.get("output_tokens") or {}).get("mean")
+        row.update(_goodput(source, bool(slos_set)))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (older summaries lack the newer keys)."""
+    return next((value for value in values if value is not None), None)
+
+
+def _goodput(source: dict[str, Any], slos_set: bool) -> dict[str, float | None]:
+    """Goodput (requests/s meeting every SLO the run was given) and SLO attainment (0..1); None
+    when the run had no SLOs (every request would count as good)."""
+    throughput = source.get("throughput") or {}
+    if not slos_set:
+        return {"goodput_requests_per_s": None, "slo_attainment": None}
+    return {"goodput_requests_per_s": throughput.get("goodput_per_s"), "slo_attainment": throughput["slo_attainment"]}
+
+
+def all_step_rows(runs: list[RunData]) -> pd.DataFrame:
+    """`step_rows` of every run, one frame."""
+    frames = [frame for frame in (step_rows(run) for run in runs) if not frame.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def run_facts(run: RunData) -> dict[str, Any]:
+    """Run metadata for the header table: target, model, workload, load model, versions, duration, workers."""
+    summary = run.summary or {}
+    meta = summary.get("run") or {}
+    settings = summary.get("settings") or {}
+    load = summary.get("load") or {}
+    workload = ", ".join(
+        f"{key}={settings[key]}"
+        for key in ("prompt_tokens", "max_tokens", "ignore_eos", "prefix_tokens", "dataset", "image")
+        if settings.get(key) not in (None, "", 0, [])
+    )
+    arrival = ", ".join(f"{key} {load[key]}" for key in ("rate_per_s", "arrival", "burstiness") if load.get(key))
+    model = load.get("model") or ("concurrency" if summary else None)
+    facts: dict[str, Any] = {
+        "folder": str(run.path),
+        "target": meta.get("host"),
+        "model": settings.get("model") or None,
+        "workload": workload or None,
+        "load model": f"{model} ({arrival})" if model and arrival else model,
+        "server": " / ".join(filter(None, [settings.get("provider"), settings.get("server_family")])) or None,
+        "client": settings.get("client"),
+        "steps": len(run.steps) or None,
+        "start": meta.get("start_time"),
+        "duration s": meta.get("duration_s"),
+        "users max": meta.get("users_max"),
+        "workers": "none (local runner)" if meta.get("role") == "local" else meta.get("workers_max"),
+        "status": summary.get("status"),
+        "stopped by": meta.get("stop_reason"),
+        "versions": _versions(summary),
+        "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
+    }
+    if run.summary is None and run.locust_history is not None:
+        facts["users max"] = int(run.locust_history["User Count"].max())
+        span = run.locust_history["Timestamp"]
+        facts["duration s"] = float(span.max() - span.min())
+    return {key: value for key, value in facts.items() if value is not None}
+
+
+def _versions(summary: dict[str, Any]) -> str | None:
+    """ "llm-locust X, locust Y" from the summary, or None."""
+    names = (("llm_locust_version", "llm-locust"), ("locust_version", "locust"))
+    parts = [f"{name} {summary[key]}" for key, name in names if summary.get(key)]
+    return ", ".join(parts) or None
+
+
+def warnings_of(run: RunData) -> list[str]:
+    """Banner lines for `run`: the summary's warnings, lost workers, an incomplete run."""
+    summary = run.summary or {}
+    warnings = list(summary.get("warnings") or [])
+    lost = (summary.get("run") or {}).get("workers_lost") or []
+    if lost and not any("worker" in w for w in warnings):
+        warnings.append(f"{len(lost)} worker(s) lost during the run: {', '.join(lost)}")
+    if summary.get("status") == "incomplete":
+        warnings.append("the run did not complete: the last step may be partial")
+    return warnings
+
+
+def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Side by side, one column per run: its best-throughput step's numbers (rows: metrics)."""
+    if rows.empty:
+        return pd.DataFrame()
+    best = rows.loc[rows.groupby("run", sort=False)["output_tokens_per_s"].idxmax()]
+    columns = {
+        "label": "step",
+        "users": "users",
+        "rate_per_s": "offered rate req/s",
+        "output_tokens_per_s": "output tok/s",
+        "requests_per_s": "requests/s",
+        "ttft_ms_p50": "TTFT p50 ms",
+        "ttft_ms_p90": "TTFT p90 ms",
+        "ttft_ms_p99": "TTFT p99 ms",
+        "tpot_ms_p50": "TPOT p50 ms",
+        "tpot_ms_p90": "TPOT p90 ms",
+        "itl_ms_p50": "ITL p50 ms",
+        "itl_ms_p99": "ITL p99 ms",
+        "e2e_ms_p50": "E2E p50 ms",
+        "e2e_ms_p90": "E2E p90 ms",
+        "failures": "failed requests",
+    }
+    table = best.set_index("run")[list(columns)].rename(columns=columns).T
+    table.columns.name = None
+    return table

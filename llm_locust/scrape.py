@@ -1,0 +1,349 @@
+"""The server's perspective: scrape Prometheus metrics URLs during the run (master / local only).
+
+`ServerScraper` fetches every --metrics-url each --metrics-interval-s in its own greenlet, parses
+the text with prometheus-client's parser, maps the names to standard columns (`server_maps`) and
+appends one row per URL and scrape to server_metrics.csv (flushed as it goes): the gauges as
+read, the token counters as read (cumulative), and per latency histogram the mean / p50 / p90
+of the observations made since the previous scrape of that URL. A failed scrape (no answer,
+an error status, text that does not parse, no known metric name) is counted, its error kept
+and logged once per URL: it never stops the run. `summary()` is summary.json's "server".
+
+URLs are written redacted (a password in the URL never reaches a file or a log).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import logging
+import math
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import gevent
+from prometheus_client.parser import text_string_to_metric_families
+
+from llm_locust import redact
+from llm_locust.server_maps import (
+    COUNTERS,
+    GAUGES,
+    HISTOGRAM_FIELDS,
+    HISTOGRAMS,
+    SERVER_COLUMNS,
+    SERVER_METRICS_FILE,
+    NameMap,
+    all_maps,
+    detect,
+    family_name,
+    load_maps,
+)
+
+if TYPE_CHECKING:
+    from llm_locust.settings import Settings
+
+logger = logging.getLogger("llm_locust")
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Hist:
+    """A cumulative Prometheus histogram summed over its label sets: (upper bound s, cumulative count)."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum_s: float
+    count: float
+
+    def minus(self, earlier: Hist | None) -> Hist:
+        """The observations made since `earlier` (a restarted server: all of them)."""
+        if earlier is None or self.count < earlier.count:
+            return self
+        before = dict(earlier.buckets)
+        return Hist(tuple((le, n - before.get(le, 0.0)) for le, n in self.buckets), self.sum_s - earlier.sum_s,
+                    self.count - earlier.count)  # fmt: skip
+
+    def mean_ms(self) -> float | None:
+        """Mean observation in ms, None without observations."""
+        return self.sum_s / self.count * 1000.0 if self.count > 0 else None
+
+    def quantile_ms(self, q: float) -> float | None:
+        """The `q` quantile in ms, interpolated linearly inside its bucket (as PromQL's
+        histogram_quantile); the highest finite bound when it falls in +Inf; None when empty."""
+        if self.count <= 0 or not self.buckets:
+            return None
+        rank = q * self.count
+        lower, below = 0.0, 0.0
+        for le, cumulative in self.buckets:
+            if cumulative >= rank:
+                if math.isinf(le):
+                    return lower * 1000.0
+                inside = cumulative - below
+                share = (rank - below) / inside if inside > 0 else 1.0
+                return (lower + (le - lower) * share) * 1000.0
+            lower, below = le, cumulative
+        return lower * 1000.0
+
+
+@dataclass(slots=True)
+class Sample:
+    """One good scrape of one URL, mapped to the standard columns."""
+
+    epoch_s: float
+    values: dict[str, float] = field(default_factory=dict)  # gauges and token counters
+    hists: dict[str, Hist] = field(default_factory=dict)
+
+
+def parse(text: str, names: NameMap | None, maps: dict[str, NameMap]) -> tuple[str | None, dict[str, Any]]:
+    """Parse exposition `text`; return (family detected when `names` is None, else None) and the
+    parsed families by name (each family also under its samples' names). ValueError on bad text."""
+    families: dict[str, Any] = {}
+    for family in text_string_to_metric_families(text):
+        families[family.name] = family
+        for sample in family.samples:
+            families.setdefault(sample.name, family)
+    return (detect(set(families), maps) if names is None else None), families
+
+
+def extract(families: dict[str, Any], names: NameMap, epoch_s: float) -> Sample:
+    """The standard columns found in `families` under `names` (the first candidate present)."""
+    sample = Sample(epoch_s)
+    for column, candidates in names.items():
+        family = next((families[n] for m in candidates for n in (m, family_name(m)) if n in families), None)
+        if family is None:
+            continue
+        if family.type == "histogram":
+            hist = _histogram(family)
+            if column in HISTOGRAMS:
+                sample.hists[column] = hist
+            else:  # a histogram of token counts (TGI): its sum counts the tokens
+                sample.values[column] = hist.sum_s
+        elif column in GAUGES or column in COUNTERS:
+            sample.values[column] = sum(s.value for s in family.samples if not s.name.endswith("_created"))
+    return sample
+
+
+def _histogram(family: Any) -> Hist:
+    buckets: dict[float, float] = {}
+    sum_s = count = 0.0
+    for s in family.samples:
+        if s.name.endswith("_bucket"):
+            le = float(s.labels.get("le", "inf"))
+            buckets[le] = buckets.get(le, 0.0) + s.value
+        elif s.name.endswith("_sum"):
+            sum_s += s.value
+        elif s.name.endswith("_count"):
+            count += s.value
+    return Hist(tuple(sorted(buckets.items())), sum_s, count)
+
+
+class UrlState:
+    """What one URL gave so far: counts, last error, first / previous sample, peaks and means."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.shown_url = redact.redact(url)
+        self.family: str | None = None
+        self.names: NameMap | None = None
+        self.ok = 0
+        self.failed = 0
+        self.last_error: str | None = None
+        self.first: Sample | None = None
+        self.last: Sample | None = None
+        self.peaks: dict[str, float] = {}
+        self.kv_usage_sum = 0.0
+        self.kv_usage_n = 0
+
+    def fail(self, error: str) -> None:
+        """Count a failed scrape; log the first failure of this URL."""
+        self.failed += 1
+        self.last_error = redact.redact(error)
+        if self.failed == 1:
+            logger.warning("server metrics %s: scrape failed: %s (the run goes on)", self.shown_url, self.last_error)
+
+    def summary(self) -> dict[str, Any]:
+        """This URL's entry of summary.json's "server": token counts over the run (first to last
+        good scrape), peaks, mean KV-cache usage (0..1), latency means in ms over the run."""
+        first, last = self.first, self.last
+        span_s = (last.epoch_s - first.epoch_s) if first and last else 0.0
+        entry: dict[str, Any] = {
+            "url": self.shown_url,
+            "family": self.family,
+            "scrapes_ok": self.ok,
+            "scrapes_failed": self.failed,
+            "last_error": self.last_error,
+            "span_s": round(span_s, 3),
+        }
+        for column in COUNTERS:
+            delta = _counter_delta(first, last, column)
+            entry[column] = delta
+            entry[f"{column}_per_s"] = round(delta / span_s, 3) if delta is not None and span_s > 0 else None
+        entry["running_max"] = self.peaks.get("running")
+        entry["waiting_max"] = self.peaks.get("waiting")
+        entry["kv_cache_usage_mean"] = round(self.kv_usage_sum / self.kv_usage_n, 4) if self.kv_usage_n else None
+        for column in HISTOGRAMS:
+            hist = last.hists.get(column) if last else None
+            run = hist.minus(first.hists.get(column)) if hist is not None and first is not None else None
+            entry[f"{column}_count"] = round(run.count) if run is not None else None
+            mean = run.mean_ms() if run is not None else None
+            entry[f"{column}_mean_ms"] = round(mean, 3) if mean is not None else None
+        return entry
+
+
+def _request(url: str) -> urllib.request.Request:
+    """A GET of `url`; credentials in it (`http://user:password@host/metrics`) sent as Basic auth."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return urllib.request.Request(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    netloc += f":{parts.port}" if parts.port else ""
+    plain = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+    return urllib.request.Request(plain, headers={"Authorization": f"Basic {token}"})
+
+
+def _counter_delta(first: Sample | None, last: Sample | None, column: str) -> float | None:
+    if first is None or last is None or column not in last.values or column not in first.values:
+        return None
+    delta = last.values[column] - first.values[column]
+    return delta if delta >= 0 else last.values[column]  # a restarted server counts from 0
+
+
+class ServerScraper:
+    """Scrapes `urls` every `interval_s` into `results_dir`/server_metrics.csv until `stop()`."""
+
+    def __init__(
+        self, results_dir: Path, urls: tuple[str, ...], interval_s: float, maps: dict[str, NameMap], t_start_s: float
+    ) -> None:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        for url in urls:
+            redact.register_url(url)
+        self.path = results_dir / SERVER_METRICS_FILE
+        self.interval_s = interval_s
+        self.timeout_s = min(interval_s, MAX_TIMEOUT_S)
+        self.maps = maps
+        self.t_start_s = t_start_s
+        self.urls = [UrlState(url) for url in urls]
+        self.rows = 0
+        self._file = self.path.open("w", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(SERVER_COLUMNS)
+        self._file.flush()
+        self._greenlet: gevent.Greenlet | None = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            self.scrape_all()
+            gevent.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def scrape_all(self) -> None:
+        """Scrape every URL once (concurrently), writing a row per good scrape."""
+        gevent.joinall([gevent.spawn(self._scrape, state) for state in self.urls])
+
+    def stop(self) -> None:
+        """Stop the periodic scrapes, take a last one (the counters at the end), close the file."""
+        if self._greenlet is None:
+            return
+        self._greenlet.kill()
+        self._greenlet = None
+        self.scrape_all()
+        self._file.close()
+
+    def _scrape(self, state: UrlState) -> None:
+        epoch_s = time.time()
+        try:
+            with urllib.request.urlopen(_request(state.url), timeout=self.timeout_s) as response:
+                text = response.read(MAX_BODY_BYTES).decode("utf-8", "replace")
+            family, families = parse(text, state.names, self.maps)
+            if state.names is None:
+                if family is None:
+                    raise ValueError(
+                        f"no known metric name in the answer (families: {', '.join(self.maps)}); "
+                        "add a --metrics-map FILE.json naming its metrics"
+                    )
+                state.family, state.names = family, self.maps[family]
+            sample = extract(families, state.names, epoch_s)
+        except Exception as e:  # any failure is recorded, never fatal
+            state.fail(f"{type(e).__name__}: {e}")
+            return
+        if self._file.closed:
+            return
+        self._record(state, sample)
+
+    def _record(self, state: UrlState, sample: Sample) -> None:
+        previous = state.last
+        state.ok += 1
+        state.first = state.first or sample
+        state.last = sample
+        for column in ("running", "waiting"):
+            if column in sample.values:
+                state.peaks[column] = max(state.peaks.get(column, 0.0), sample.values[column])
+        if "kv_cache_usage" in sample.values:
+            state.kv_usage_sum += sample.values["kv_cache_usage"]
+            state.kv_usage_n += 1
+        row: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(sample.epoch_s)),
+            "elapsed_s": round(sample.epoch_s - self.t_start_s, 3),
+            "url": state.shown_url,
+            "family": state.family,
+            **{column: sample.values.get(column, "") for column in GAUGES},
+            "prompt_tokens_total": sample.values.get("prompt_tokens", ""),
+            "generation_tokens_total": sample.values.get("generation_tokens", ""),
+            "generation_tokens_per_s": _rate(previous, sample, "generation_tokens"),
+        }
+        for column in HISTOGRAMS:
+            hist = sample.hists.get(column)
+            interval = hist.minus(previous.hists.get(column)) if hist is not None and previous is not None else None
+            for name, value in zip(HISTOGRAM_FIELDS, _hist_fields(interval), strict=True):
+                row[f"{column}_{name}"] = value
+        self._csv.writerow(row[column] for column in SERVER_COLUMNS)
+        self._file.flush()
+        self.rows += 1
+
+    def summary(self) -> dict[str, Any]:
+        """summary.json's "server": the file, the interval and one entry per URL."""
+        return {
+            "file": self.path.name,
+            "interval_s": self.interval_s,
+            "rows": self.rows,
+            "urls": [state.summary() for state in self.urls],
+        }
+
+    def warnings(self) -> list[str]:
+        """One line per URL with failed scrapes (count and last error)."""
+        return [
+            f"server metrics {s.shown_url}: {s.failed} of {s.ok + s.failed} scrapes failed; last error: {s.last_error}"
+            for s in self.urls
+            if s.failed
+        ]
+
+
+def _rate(previous: Sample | None, sample: Sample, column: str) -> float | str:
+    """Per-second increase of counter `column` since `previous` ("" without one)."""
+    if previous is None or column not in previous.values or column not in sample.values:
+        return ""
+    dt_s = sample.epoch_s - previous.epoch_s
+    delta = sample.values[column] - previous.values[column]
+    return round(delta / dt_s, 3) if dt_s > 0 and delta >= 0 else ""
+
+
+def _hist_fields(hist: Hist | None) -> tuple[Any, ...]:
+    """(count, mean ms, p50 ms, p90 ms) of the observations in `hist`; "" where undefined."""
+    if hist is None:
+        return ("", "", "", "")
+    values = (hist.mean_ms(), hist.quantile_ms(0.5), hist.quantile_ms(0.9))
+    return (round(hist.count), *("" if v is None else round(v, 3) for v in values))
+
+
+def start_scraper(settings: Settings, results_dir: Path, t_start_s: float) -> ServerScraper | None:
+    """Start scraping the run's --metrics-url values (None when there are none)."""
+    if not settings.metrics_url:
+        return None
+    maps = all_maps(load_maps(settings.metrics_map) if settings.metrics_map else None)
+    return ServerScraper(results_dir, settings.metrics_url, settings.metrics_interval_s, maps, t_start_s)

@@ -1,0 +1,131 @@
+"""Nothing lost: real `locust` processes stopped by real signals leave a valid, marked-incomplete results folder."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import LOCUSTFILE, ROOT, free_port, read_summary
+
+
+def start_locust(sim_url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
+    """A headless `locust` run of 60 s (far longer than any test lets it go).
+
+    With --processes, master and workers meet on a free port: on Locust's default port, workers
+    of another run on the same machine could join this master.
+    """
+    if "--processes" in extra:
+        port = str(free_port())
+        extra = (*extra, "--master-bind-port", port, "--master-port", port)
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "4", "-r", "4",
+        "--run-time", "60s", "--host", sim_url, "--model", "llm-locust-sim", "--max-tokens", "16",
+        "--ignore-eos", "--interval-s", "1", "--csv", str(results / "locust"), *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(  # its own process group, as in a terminal of its own
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
+def wait_for_requests(results: Path, proc: subprocess.Popen[str], timeout_s: float = 30) -> None:
+    """Until Locust's stats history shows completed requests (the load is really running)."""
+    deadline = time.monotonic() + timeout_s
+    history = results / "locust_stats_history.csv"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        if history.exists():
+            with history.open() as f:
+                if any(
+                    r["Name"] == "Aggregated" and int(r["Total Request Count"] or 0) > 20 for r in csv.DictReader(f)
+                ):
+                    return
+        time.sleep(0.2)
+    raise AssertionError("the load did not start")
+
+
+def children(pid: int) -> list[int]:
+    """Direct child process ids of `pid` (Linux /proc)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def check_incomplete(results: Path, output: str) -> dict:
+    """The results folder is complete in form, marked incomplete, and holds measured data."""
+    summary = read_summary(results)
+    assert summary["status"] == "incomplete", output[-3000:]
+    assert summary["throughput"]["requests_ok"] > 0
+    assert summary["metrics"]["ttft_ms"]["count"] == summary["throughput"]["requests_ok"]
+    with (results / "llm_timeseries.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and sum(int(r["requests_ok"]) for r in rows) == summary["throughput"]["requests_ok"]
+    assert (results / "locust_stats.csv").stat().st_size > 0
+    assert not list(results.glob("*.tmp"))
+    for traceback in output.split("Traceback")[1:]:  # gevent prints one if Ctrl-C lands in its hub
+        assert "KeyboardInterrupt" in traceback.split("\n\n")[0], traceback[:2500]
+    assert "INCOMPLETE" in output
+    return summary
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, signum):
+    proc = start_locust(fast_sim.url, tmp_path)
+    wait_for_requests(tmp_path, proc)
+    proc.send_signal(signum)
+    output, _ = proc.communicate(timeout=30)
+    summary = check_incomplete(tmp_path, output)
+    assert "interrupted" in " ".join(summary["warnings"])
+
+
+@pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-master", "ctrl-c-process-group"])
+def test_stopping_locust_processes(fast_sim, tmp_path, ctrl_c):
+    """SIGTERM to the master of `locust --processes 2`, or Ctrl-C in its terminal (SIGINT to all)."""
+    proc = start_locust(fast_sim.url, tmp_path, "--processes", "2")
+    wait_for_requests(tmp_path, proc)
+    workers = children(proc.pid)
+    assert len(workers) == 2
+    if ctrl_c:
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=30)
+    summary = check_incomplete(tmp_path, output)
+    assert summary["run"]["role"] == "master"
+    # the workers' last reports were collected before the results were written: nothing lost
+    with (tmp_path / "locust_stats.csv").open() as f:
+        post = next(r for r in csv.DictReader(f) if r["Name"] == "/v1/chat/completions")
+    assert summary["throughput"]["requests_ok"] == int(post["Request Count"]) - int(post["Failure Count"])
+    for pid in workers:  # no worker left behind
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_sigterm_to_one_worker_of_locust_processes(fast_sim, tmp_path):
+    proc = start_locust(fast_sim.url, tmp_path, "--processes", "2", "--run-time", "6s")
+    wait_for_requests(tmp_path, proc)
+    workers = children(proc.pid)
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGTERM)
+    output, _ = proc.communicate(timeout=40)  # the run goes on with the other worker to its end
+    summary = check_incomplete(tmp_path, output)
+    assert len(summary["run"]["workers_lost"]) == 1
+    assert any("stopped reporting" in w for w in summary["warnings"])
+
+
+def test_sigkill_of_the_master_leaves_the_last_snapshot(fast_sim, tmp_path):
+    """Even a master killed without a chance to react leaves a valid summary.json (a snapshot)."""
+    proc = start_locust(fast_sim.url, tmp_path)
+    wait_for_requests(tmp_path, proc)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "summary.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.kill()
+    proc.communicate(timeout=10)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "incomplete"
+    assert summary["throughput"]["requests_ok"] > 0
