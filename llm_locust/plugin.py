@@ -39,6 +39,7 @@ from llm_locust import __version__
 from llm_locust.client import RECORD_KEY
 from llm_locust.errors import ConfigError
 from llm_locust.metrics import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
+from llm_locust.monitor import RunMonitor
 from llm_locust.record import RequestRecord
 from llm_locust.results import (
     TimeseriesWriter,
@@ -217,6 +218,7 @@ class ResultsWriter:
         self.workers_lost: set[str] = set()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
+        self.monitor = RunMonitor(results_dir, self.settings, self.t_start, state.is_master)
         # windows close once every worker has reported past them
         self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
         self._ticker = gevent.spawn(self._tick_forever)
@@ -242,11 +244,13 @@ class ResultsWriter:
             if state.is_master:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
+            self.monitor.tick(runner, time.time())
         self._write_windows(time.time() - self._lag_s)
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
             self._timeseries.write(start, window, self._users_by_window.pop(start, 0))
+            self.monitor.add_window(start, window)
 
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
@@ -258,6 +262,7 @@ class ResultsWriter:
         """Final results and close the time series (the test is over, or the process quits)."""
         self.finalize()
         self._timeseries.close()
+        self.monitor.close()
 
     def finalize(self) -> None:
         """Write all remaining windows, summary.json and print the table (safe to call again)."""
@@ -269,6 +274,10 @@ class ResultsWriter:
         self.state.merge_local()
         self._write_windows(float("inf"))
         summary = self.summary(self.state.run)
+        gate = self.monitor.judge(summary, self.t_stop)
+        env = self.state.environment
+        if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config)
+            env.process_exit_code = gate["exit_code"]
         path = write_summary(self.results_dir, summary)
         if not self._final:
             self._final = True
@@ -276,6 +285,8 @@ class ResultsWriter:
             print(f"LLM results: {self.results_dir.resolve()} ({path.name}, {self._timeseries.path.name})", flush=True)
         for warning in summary["warnings"]:
             logger.warning("%s", warning)
+        for reason in gate["reasons"]:
+            logger.error("verdict: FAILED: %s", reason)
 
     def summary(self, run: RunMetrics) -> dict[str, Any]:
         """The summary.json document (DESIGN.md "Results folder")."""

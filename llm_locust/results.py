@@ -134,6 +134,9 @@ def summary_table(summary: dict[str, Any]) -> str:
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
     for warning in summary.get("warnings", []):
         lines.append(f"WARNING: {warning}")
+    verdict = summary.get("verdict")
+    if verdict is not None:
+        lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
 
 

@@ -83,6 +83,36 @@ def add_arguments(parser: Any) -> None:
         default=5.0,
         help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
     )
+    _add_gate_arguments(group)
+
+
+def _add_gate_arguments(group: Any) -> None:
+    """Pass/fail gates and drift windows (llm_locust.gates, llm_locust.drift)."""
+    group.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction, e.g. 0.01",
+    )
+    group.add_argument(
+        "--max-drift-pct",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
+        "percentage between the early and the late drift window",
+    )
+    group.add_argument(
+        "--drift-window-s",
+        type=float,
+        default=300.0,
+        help="Length of the early and of the late window compared for drift, seconds",
+    )
+    group.add_argument(
+        "--drift-warmup-s",
+        type=float,
+        default=60.0,
+        help="Time after the start left out of the early drift window (ramp-up, caches), seconds",
+    )
 
 
 class _WebUIGroup:
@@ -119,6 +149,10 @@ class Settings:
     results_dir: str = ""
     slo: tuple[Slo, ...] = ()
     interval_s: float = 5.0
+    max_error_rate: float | None = None
+    max_drift_pct: float | None = None
+    drift_window_s: float = 300.0
+    drift_warmup_s: float = 60.0
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -137,6 +171,7 @@ class Settings:
         for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
+        _check_gates(options)
         derived = {
             "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
             "extra_body": extra_body,
@@ -151,6 +186,18 @@ class Settings:
         settings = asdict(self)
         del settings["api_key"], settings["results_dir"]
         return {**settings, "slo": [str(slo) for slo in self.slo], "api_key_set": bool(self.api_key)}
+
+
+def _check_gates(options: Any) -> None:
+    """Raise ConfigError naming a gate or drift option out of its range."""
+    if options.max_error_rate is not None and not 0 <= options.max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {options.max_error_rate}")
+    if options.max_drift_pct is not None and not options.max_drift_pct >= 0:
+        raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {options.max_drift_pct}")
+    if not options.drift_window_s > 0:
+        raise ConfigError(f"--drift-window-s must be > 0, got {options.drift_window_s}")
+    if not options.drift_warmup_s >= 0:
+        raise ConfigError(f"--drift-warmup-s must be >= 0, got {options.drift_warmup_s}")
 
 
 def _as_list(value: str | list[str] | None) -> list[str]:
