@@ -4,7 +4,7 @@
         --headless -u 64 -r 4 --run-time 4h --csv results/soak/locust \
         --max-error-rate 0.01 --max-drift-pct 20 --slo ttft_p99_ms=3000
 
-The same user as locustfiles/chat.py; only the defaults change (any can be overridden):
+The same user as locustfiles/chat.py (workers may run either file); only the defaults change (any can be overridden):
 one LLM time-series row per 30 s (480 rows in 4 h), drift compares the first 15 minutes after a
 5-minute warm-up with the last 15 minutes. Memory stays flat for any length: metrics are
 histograms per window, written and dropped as the run goes; per-process CPU/RSS go to
@@ -29,5 +29,5 @@ def _soak_defaults(parser: Any) -> None:
     parser.set_defaults(**SOAK_DEFAULTS)
 
 
-class SoakChatUser(ChatCompletionsUser):
-    """One simulated client sending streamed chat completions back to back, for hours."""
+class ChatUser(ChatCompletionsUser):
+    """The user of locustfiles/chat.py, same name: workers started with chat.py serve a soak master."""
