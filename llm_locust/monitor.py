@@ -69,8 +69,11 @@ class ProcessStats:
 
 
 def process_samples(runner: Any, is_master: bool) -> list[tuple[str, float, int]]:
-    """(process, CPU %, RSS bytes) of this process and, on a master, of every worker still reporting."""
-    samples = [("master" if is_master else "local", runner.current_cpu_usage, runner.current_memory_usage)]
+    """(process, CPU %, RSS bytes) of this process and, on a master, of every worker still reporting;
+    a process Locust has not measured yet (its first measurement comes 10 s after it starts) is left out."""
+    samples = []
+    if runner.current_memory_usage:
+        samples.append(("master" if is_master else "local", runner.current_cpu_usage, runner.current_memory_usage))
     if is_master:
         for worker in list(runner.clients.values()):
             if worker.state != "missing" and worker.memory_usage:
