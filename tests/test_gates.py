@@ -1,12 +1,18 @@
-"""Pure units: drift between early and late windows, and the verdict of a run (gates)."""
+"""Drift between early and late windows and the verdict of a run (gates): pure units, then a real run."""
 
+import re
+
+import pytest
+from conftest import options, read_summary, run_local
 from pytest import approx
 
 from llm_locust.drift import SEGMENTS, DriftTracker
+from llm_locust.errors import ConfigError
 from llm_locust.gates import EXIT_GATE_FAILED, verdict
 from llm_locust.metrics import WindowMetrics
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.results import metric_stats, throughput
+from llm_locust.settings import Settings
 from llm_locust.slo import parse_slos
 
 T0 = 1_700_000_000  # run start, epoch s (a multiple of the 10 s interval)
@@ -124,3 +130,34 @@ def test_verdict_drift_gate_and_a_run_without_any_success():
 
     nothing = summary_of(window(0, 0.1, failed=3))
     assert verdict(nothing)["reasons"] == ["no request succeeded"]
+
+
+def test_a_run_judged_by_its_gates_writes_drift_and_verdict_and_sets_the_exit_code(fast_sim, tmp_path):
+    """A real Locust run (LocalRunner) against the simulator: one SLO that cannot be met, drift on."""
+    opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
+                   "--interval-s", "1", "--drift-window-s", "2", "--drift-warmup-s", "1",
+                   "--slo", "ttft_p50_ms=1", "--slo", "e2e_p99_ms=60000", "--max-error-rate", "0",
+                   "--max-drift-pct", "1000")  # fmt: skip
+    env = run_local(opts, users=4, seconds=7)
+
+    summary = read_summary(tmp_path)
+    verdict = summary["verdict"]
+    ttft_p50 = summary["metrics"]["ttft_ms"]["p50"]
+    assert ttft_p50 > 1  # the simulator's TTFT is 20 ms
+    assert verdict["reasons"] == [f"SLO ttft_p50_ms=1 not met: {ttft_p50:g} ms"]
+    assert [r["ok"] for r in verdict["slo"]] == [False, True] and verdict["error_rate"] == 0.0
+    assert env.process_exit_code == EXIT_GATE_FAILED == verdict["exit_code"]
+
+    drift = summary["drift"]
+    assert drift["evaluated"] is True and drift["early"]["requests_ok"] > 0 and drift["late"]["requests_ok"] > 0
+    assert drift["metrics"]["ttft_ms_p50"]["worse_pct"] is not None
+    assert summary["client"]["cpu_saturated"] == [] and summary["client"]["processes_file"] == "workers_timeseries.csv"
+    assert (tmp_path / "workers_timeseries.csv").read_text().startswith("time,epoch_s,elapsed_s,process,")
+
+
+def test_bad_gate_options_are_one_line_errors():
+    for args, message in ((("--max-error-rate", "5"), "--max-error-rate must be a fraction in [0, 1]"),
+                          (("--max-drift-pct", "-1"), "--max-drift-pct must be >= 0"),
+                          (("--drift-window-s", "0"), "--drift-window-s must be > 0")):  # fmt: skip
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            Settings.from_options(options(*args))
