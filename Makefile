@@ -34,6 +34,7 @@ format: $(STAMP)
 bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fail
 	$(BIN)/python benchmarks/client_capacity.py
 	$(BIN)/python benchmarks/sim_throughput.py
+	$(BIN)/python benchmarks/soak_memory.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache
