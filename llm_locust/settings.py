@@ -171,8 +171,10 @@ class Settings:
         for name in ("connect_timeout_s", "read_timeout_s", "request_timeout_s", "interval_s"):
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
-        _check_gates(options)
+        gates = {name: _optional_float(options, name) for name in ("max_error_rate", "max_drift_pct")}
+        _check_gates(options, **gates)
         derived = {
+            **gates,
             "api_key": options.api_key or os.environ.get(options.api_key_env, ""),
             "extra_body": extra_body,
             "slo": parse_slos(_as_list(options.slo)),
@@ -188,12 +190,23 @@ class Settings:
         return {**settings, "slo": [str(slo) for slo in self.slo], "api_key_set": bool(self.api_key)}
 
 
-def _check_gates(options: Any) -> None:
+def _optional_float(options: Any, name: str) -> float | None:
+    """An option without default: None when unset (the web UI sends "" or the text typed), else a float."""
+    value = getattr(options, name)
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
+
+
+def _check_gates(options: Any, max_error_rate: float | None, max_drift_pct: float | None) -> None:
     """Raise ConfigError naming a gate or drift option out of its range."""
-    if options.max_error_rate is not None and not 0 <= options.max_error_rate <= 1:
-        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {options.max_error_rate}")
-    if options.max_drift_pct is not None and not options.max_drift_pct >= 0:
-        raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {options.max_drift_pct}")
+    if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
+    if max_drift_pct is not None and not max_drift_pct >= 0:
+        raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {max_drift_pct:g}")
     if not options.drift_window_s > 0:
         raise ConfigError(f"--drift-window-s must be > 0, got {options.drift_window_s}")
     if not options.drift_warmup_s >= 0:

@@ -45,10 +45,11 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
 
         wait_for(ready, 20, "the web UI")
         page = http(ui).decode()
-        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir"):
+        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir", "max_error_rate"):
             assert field in page, field
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
-                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret}  # fmt: skip
+                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret,
+                "max_error_rate": "0.5", "max_drift_pct": ""}  # fmt: skip
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
         def llm_rows():
@@ -68,6 +69,7 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
     assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
+    assert summary["settings"]["max_error_rate"] == 0.5 and summary["settings"]["max_drift_pct"] is None  # gates
     assert secret not in output
     for path in tmp_path.iterdir():
         assert secret not in path.read_text(errors="replace"), path
