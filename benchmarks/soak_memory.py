@@ -2,13 +2,16 @@
 
 Starts the simulator (fixed timing) and `locust -f locustfiles/soak.py --headless --processes N`
 against it over 127.0.0.1, samples the resident set size of the master and of each worker
-process from /proc (independently of Locust's own monitor) every `--sample-s` seconds, and
-prints, per process, RSS at the end of the warm-up, at the end, the peak, and the growth after
-warm-up in %. The samples go to rss.csv in the results folder, next to the run's own results
-(summary.json with its verdict and drift, workers_timeseries.csv).
+process from /proc (independently of Locust's own monitor) every `--sample-s` seconds into
+rss.csv in the results folder, next to the run's own results (summary.json with its verdict and
+drift, workers_timeseries.csv). Then, per process, it compares the first and the last sixth of
+the time after warm-up (at least a minute each): mean and peak RSS, and the growth of each in %.
+Means, not single samples: a process's RSS saws up and down by several MB as the garbage
+collector frees histograms, so one sample against another says more about the phase than growth.
 
     .venv/bin/python benchmarks/soak_memory.py                       # 3 min, 1 min warm-up (quick check)
     .venv/bin/python benchmarks/soak_memory.py --minutes 35 --warmup-minutes 5   # the soak figures
+    .venv/bin/python benchmarks/soak_memory.py --report results/soak-35min --minutes 35 --warmup-minutes 5
 """
 
 from __future__ import annotations
@@ -40,7 +43,11 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2, help="Locust worker processes (default 2)")
     parser.add_argument("--sample-s", type=float, default=10.0, help="RSS sampling period, seconds (default 10)")
     parser.add_argument("--results-dir", default="", help="default results/soak-memory-<date-time>")
+    parser.add_argument("--report", metavar="RESULTS_DIR", help="only print the figures of an earlier run's rss.csv")
     args = parser.parse_args()
+    if args.report:
+        report(Path(args.report) / "rss.csv", args.warmup_minutes * 60, args.minutes * 60)
+        return 0
 
     results_dir = Path(args.results_dir or f"results/soak-memory-{time.strftime('%Y%m%d-%H%M%S')}")
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -62,10 +69,10 @@ def main() -> int:
               f"{run_s} s, warm-up {warmup_s:.0f} s", flush=True)  # fmt: skip
         log = (results_dir / "locust.log").open("w")
         proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        samples = sample_rss(proc, run_s + 60, args.sample_s, results_dir / "rss.csv")
+        sample_rss(proc, run_s + 60, args.sample_s, results_dir / "rss.csv")
         code = proc.wait(timeout=120)
         log.close()
-    report(samples, warmup_s, run_s)
+    report(results_dir / "rss.csv", warmup_s, run_s)
     summary = json.loads((results_dir / "summary.json").read_text())
     t = summary["throughput"]
     print(f"\nlocust exit code {code}; {t['requests_ok']} requests ok, {t['requests_failed']} failed, "
@@ -81,8 +88,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def sample_rss(proc: subprocess.Popen, limit_s: float, period_s: float, path: Path) -> dict[str, list]:
-    """Sample RSS (MB) of the master (`proc`) and its worker children until it exits; {name: [(t_s, mb)]}."""
+def sample_rss(proc: subprocess.Popen, limit_s: float, period_s: float, path: Path) -> None:
+    """Write RSS samples (MB) of the master (`proc`) and its worker children to `path` until it exits."""
     master = psutil.Process(proc.pid)
     names: dict[int, str] = {}
     samples: dict[str, list[tuple[float, float]]] = {}
@@ -106,20 +113,29 @@ def sample_rss(proc: subprocess.Popen, limit_s: float, period_s: float, path: Pa
                 line = ", ".join(f"{n} {s[-1][1]:.1f}" for n, s in samples.items())
                 print(f"{time.monotonic() - t0:7.0f} s  RSS MB: {line}", flush=True)
             time.sleep(period_s)
-    return samples
 
 
-def report(samples: dict[str, list[tuple[float, float]]], warmup_s: float, run_s: float) -> None:
-    """Print per process: RSS after warm-up, at the end of the load, peak, growth after warm-up (%)."""
+def report(rss_csv: Path, warmup_s: float, run_s: float) -> None:
+    """Print per process: RSS mean and peak in the first and last sixth after warm-up (MB), growth (%)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    with rss_csv.open() as f:
+        for row in csv.DictReader(f):
+            series.setdefault(row["process"], []).append((float(row["elapsed_s"]), float(row["rss_mb"])))
+    span_s = max(60.0, (run_s - warmup_s) / 6)
     print(
-        f"\n{'process':<10}{'samples':>8}{'start MB':>10}{'warm MB':>10}{'end MB':>10}{'peak MB':>10}{'growth %':>10}"
+        f"\nRSS after warm-up ({warmup_s:.0f} s): first {span_s:.0f} s vs last {span_s:.0f} s of the {run_s:.0f} s load"
     )
-    for name, series in samples.items():
-        steady = [s for s in series if warmup_s <= s[0] <= run_s] or series  # not the shutdown
-        warm, end = steady[0][1], steady[-1][1]
-        peak = max(mb for _, mb in steady)
-        growth = (end - warm) / warm * 100
-        print(f"{name:<10}{len(series):>8}{series[0][1]:>10.1f}{warm:>10.1f}{end:>10.1f}{peak:>10.1f}{growth:>+10.2f}")
+    columns = ("early mean", "late mean", "growth %", "early peak", "late peak", "growth %")
+    print(f"{'process':<10}" + "".join(f"{c:>12}" for c in columns))
+    for name, samples in series.items():
+        early = [mb for t, mb in samples if warmup_s <= t < warmup_s + span_s]
+        late = [mb for t, mb in samples if run_s - span_s <= t <= run_s]  # not the shutdown
+        if not early or not late:
+            print(f"{name:<10} not enough samples")
+            continue
+        e_mean, l_mean, e_peak, l_peak = sum(early) / len(early), sum(late) / len(late), max(early), max(late)
+        print(f"{name:<10}{e_mean:>12.1f}{l_mean:>12.1f}{(l_mean - e_mean) / e_mean * 100:>+12.2f}"
+              f"{e_peak:>12.1f}{l_peak:>12.1f}{(l_peak - e_peak) / e_peak * 100:>+12.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
