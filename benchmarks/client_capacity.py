@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from llm_locust.gates import EXIT_GATE_FAILED  # noqa: E402
 from llm_locust.sim import run_sim  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -84,7 +85,7 @@ def run_level(streams: int, args: argparse.Namespace, cores: tuple[int | None, i
         time.sleep(max(1.0, args.run_time_s - 3.0 - args.stagger_s))
         cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
         rss = peak_rss_mb(proc.pid)
-        if proc.wait(timeout=args.run_time_s + 60) != 0:
+        if proc.wait(timeout=args.run_time_s + 60) not in (0, EXIT_GATE_FAILED):  # 3: e.g. the client saturated
             raise SystemExit(f"locust exited with {proc.returncode} at {streams} streams")
         summary = json.loads((Path(tmp) / "summary.json").read_text())
         trace = [r for r in sim.trace() if not r.get("cancelled") and len(r["token_times"]) == args.tokens]
