@@ -53,9 +53,13 @@ class ProcessStats:
         self.rss_mb_last = rss_mb
 
     def as_dict(self) -> dict[str, Any]:
-        """The statistics as written to summary.json (`rss_growth_pct`: last vs first sample after warm-up)."""
+        """The statistics as written to summary.json.
+
+        No growth figure: RSS saws by several MB as the garbage collector frees histograms, so
+        one sample against another says more about the phase than about growth; the samples over
+        time are in workers_timeseries.csv (benchmarks/soak_memory.py compares window means).
+        """
         base = self.rss_mb_after_warmup
-        growth = round((self.rss_mb_last - base) / base * 100.0, 2) if base else None
         return {
             "samples": self.samples,
             "cpu_percent_mean": round(self.cpu_percent_sum / self.samples, 1) if self.samples else None,
@@ -64,7 +68,6 @@ class ProcessStats:
             "rss_mb_after_warmup": None if base is None else round(base, 1),
             "rss_mb_max": round(self.rss_mb_max, 1),
             "rss_mb_last": round(self.rss_mb_last, 1),
-            "rss_growth_pct": growth,
         }
 
 
