@@ -39,6 +39,16 @@ def new_histogram(metric: str) -> HdrHistogram:
     return HdrHistogram(1, highest, 3)
 
 
+def release_histogram(hist: HdrHistogram) -> None:
+    """Let `hist`'s counts (~190 KB for a latency histogram) be freed as soon as it is dropped.
+
+    hdrh's HdrHistogram and its encoder reference each other, so a dropped histogram otherwise
+    waits for a full garbage collection — rare in a busy process: RSS grows by MBs per minute.
+    Breaking the cycle leaves the histogram usable for reading, not for encoding or adding.
+    """
+    hist.encoder = None
+
+
 def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str, float | int | None]:
     """count, mean, min, p50 .. p99_9, max of `hist`, each value divided by `scale`.
 
@@ -139,6 +149,11 @@ class WindowMetrics:
         self.token_sources.update(other.token_sources)
         self.usage_event_mismatches += other.usage_event_mismatches
 
+    def release(self) -> None:
+        """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
+        for hist in self.hist.values():
+            release_histogram(hist)
+
     @property
     def requests_failed(self) -> int:
         """Failed requests, all kinds."""
@@ -163,7 +178,9 @@ class WindowMetrics:
         """Rebuild a window from `to_wire` output."""
         window = cls()
         for name, encoded in data["hist"].items():
-            window.hist[name].add(HdrHistogram.decode(encoded))
+            decoded = HdrHistogram.decode(encoded)
+            window.hist[name].add(decoded)
+            release_histogram(decoded)
             window.sums[name] = data["sums"][name]
         window.requests_ok = data["requests_ok"]
         window.output_tokens = data["output_tokens"]
@@ -234,6 +251,7 @@ class RunMetrics:
                 self._windows[start] = window
             else:
                 mine.merge(window)
+                window.release()
         self.deltas_merged += 1
 
     def pop_windows(self, before_s: float) -> list[tuple[int, WindowMetrics]]:

@@ -175,6 +175,8 @@ class RunState:
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
+            for window in delta.values():
+                window.release()
 
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
@@ -246,12 +248,13 @@ class ResultsWriter:
             self.monitor.tick(runner, time.time())
         self._write_windows(time.time() - self._lag_s)
         if state.is_master:
-            gc.collect()  # free the histograms of merged deltas now (see _freeze_heap)
+            gc.collect()  # the small cyclic objects of decoded deltas (see _freeze_heap)
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
             self._timeseries.write(start, window, self._users_by_window.pop(start, 0))
             self.monitor.add_window(start, window)
+            window.release()
 
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
@@ -339,10 +342,9 @@ def _freeze_heap() -> None:
     of tens of ms that shows up as false ITL/TTFT outliers in every stream of the process.
     Frozen objects are never scanned again; what the test allocates is collected as usual.
 
-    Histograms are freed by this collector only (hdrh's HdrHistogram and its encoder reference
-    each other): every merged worker delta leaves ~1 MB of them, and with the whole heap to
-    watch, full collections are rare enough for a master's RSS to grow by tens of MB per hour.
-    With the heap frozen, the master collects every tick for ~1 ms.
+    Histograms are cyclic garbage (hdrh: histogram <-> encoder): windows are released when
+    done with (`WindowMetrics.release`), and the master, which decodes every worker's deltas,
+    also collects every tick (~1 ms with the heap frozen) so its RSS stays flat for hours.
     """
     gc.collect()
     gc.freeze()
