@@ -84,7 +84,7 @@ class DriftTracker:
         self.early_end_s = self.early_start_s + window_s
         self.segment_s = window_s / SEGMENTS
         self.early = WindowMetrics()
-        self._late: deque[tuple[int, WindowMetrics]] = deque(maxlen=SEGMENTS + 1)
+        self._late: deque[tuple[int, WindowMetrics]] = deque()
 
     def add(self, start_s: float, window: WindowMetrics) -> None:
         """Take one closed time-series window that started at `start_s` (epoch s)."""
@@ -95,6 +95,8 @@ class DriftTracker:
             return
         index = math.floor((start_s - self.early_end_s) / self.segment_s)
         if not self._late or self._late[-1][0] != index:
+            if len(self._late) > SEGMENTS:
+                self._late.popleft()[1].release()
             self._late.append((index, WindowMetrics()))
         self._late[-1][1].merge(window)
 
