@@ -82,9 +82,10 @@ def test_compose_topology_healthchecks_results_and_secrets():
     assert worker["depends_on"] == {"master": {"condition": "service_healthy"}}
     assert "/health" in " ".join(sim["healthcheck"]["test"]) and "5557" in " ".join(master["healthcheck"]["test"])
     assert "./results:/results" in master["volumes"]
-    for spec in services.values():  # one anchor: same image, key passed through from the environment only
-        assert spec["environment"] == {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}"}
+    for spec in services.values():  # one image; the key only where requests are sent, from the environment
         assert spec["build"] == "." and spec["image"] == "llm-locust:latest"
+    assert master["environment"] == worker["environment"] == {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}"}
+    assert "environment" not in sim
     assert "OPENAI_API_KEY" not in (ROOT / "Dockerfile").read_text().replace("# ", "").split("FROM", 1)[1].upper()
 
 
