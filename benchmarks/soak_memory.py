@@ -53,7 +53,9 @@ def main() -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     run_s = int(args.minutes * 60)
     warmup_s = args.warmup_minutes * 60
-    drift_window_s = max(30.0, (run_s - warmup_s) / 3)
+    # drift state is bounded (early window + up to 5 late segments, ~1 MB each) but fills from
+    # drift warm-up + window on: have it full before the measurement's warm-up ends
+    drift_window_s = drift_warmup_s = min(60.0, warmup_s / 3)
     sim_args = ("--ttft-ms", "200", "--itl-ms", "40", "--output-tokens", "64")
     port = free_port()
     with run_sim(*sim_args) as sim:
@@ -61,7 +63,7 @@ def main() -> int:
             sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "soak.py"), "--headless",
             "--only-summary", "--processes", str(args.processes), "-u", str(args.users), "-r", "20",
             "--run-time", f"{run_s}s", "--host", sim.url, "--max-tokens", "64", "--ignore-eos",
-            "--interval-s", "10", "--drift-warmup-s", str(warmup_s), "--drift-window-s", str(drift_window_s),
+            "--interval-s", "10", "--drift-warmup-s", str(drift_warmup_s), "--drift-window-s", str(drift_window_s),
             "--results-dir", str(results_dir), "--csv", str(results_dir / "locust"),
             "--master-bind-port", str(port), "--master-port", str(port),  # not 5557: other runs may use it
         ]  # fmt: skip
