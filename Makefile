@@ -41,6 +41,7 @@ bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fa
 	$(BIN)/python benchmarks/client_capacity.py
 	$(BIN)/python benchmarks/sim_throughput.py
 	$(BIN)/python benchmarks/sdk_client_cost.py
+	$(BIN)/python benchmarks/soak_memory.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache .ruff_cache

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from llm_locust.demo import free_port  # noqa: E402
+from llm_locust.gates import EXIT_GATE_FAILED  # noqa: E402
 from llm_locust.sim import SimProcess, run_sim  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -254,7 +255,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
         )
         samples, rss = sample_cpu(proc, args.run_time_s + 120)
         stderr = proc.stderr.read() if proc.stderr else b""
-        if proc.returncode != 0:
+        if proc.returncode not in (0, EXIT_GATE_FAILED):  # 3: the verdict failed, e.g. the client saturated
             raise SystemExit(f"{client} exited with {proc.returncode} at {streams} streams:\n{stderr.decode()[-2000:]}")
         measured = client_measures(client, out)
         full_trace = sim.trace()

@@ -44,6 +44,16 @@ def new_histogram(metric: str) -> HdrHistogram:
     return HdrHistogram(1, highest, 3)
 
 
+def release_histogram(hist: HdrHistogram) -> None:
+    """Let `hist`'s counts (~190 KB for a latency histogram) be freed as soon as it is dropped.
+
+    hdrh's HdrHistogram and its encoder reference each other, so a dropped histogram otherwise
+    waits for a full garbage collection — rare in a busy process: RSS grows by MBs per minute.
+    Breaking the cycle leaves the histogram usable for reading, not for encoding or adding.
+    """
+    hist.encoder = None
+
+
 def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str, float | int | None]:
     """count, mean, min, p50 .. p99_9, max of `hist`, each value divided by `scale`.
 
@@ -181,6 +191,11 @@ class WindowMetrics:
         self.prompt_mismatches += other.prompt_mismatches
         self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
 
+    def release(self) -> None:
+        """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
+        for hist in self.hist.values():
+            release_histogram(hist)
+
     @property
     def requests_failed(self) -> int:
         """Failed requests, all kinds."""
@@ -207,7 +222,9 @@ class WindowMetrics:
         """Rebuild a window from `to_wire` output."""
         window = cls()
         for name, encoded in data["hist"].items():
-            window.hist[name].add(HdrHistogram.decode(encoded))
+            decoded = HdrHistogram.decode(encoded)
+            window.hist[name].add(decoded)
+            release_histogram(decoded)
             window.sums[name] = data["sums"][name]
         window.requests_ok = data["requests_ok"]
         window.requests_good = data["requests_good"]
@@ -315,6 +332,7 @@ class RunMetrics:
                 else:
                     self.warmup_requests[key.step] += window.requests_ok + window.requests_failed
             _merge_into(self._windows, key.start, window)
+            window.release()  # copied into every total it counts for
         self.deltas_merged += 1
 
     def open_windows(self) -> list[tuple[int, WindowMetrics]]:

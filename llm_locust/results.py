@@ -255,6 +255,9 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append("INCOMPLETE: the run was interrupted or lost workers; the results hold what was measured")
     for warning in summary.get("warnings", []):
         lines.append(f"WARNING: {warning}")
+    verdict = summary.get("verdict")
+    if verdict is not None:
+        lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
 
 

@@ -94,6 +94,7 @@ def add_arguments(parser: Any) -> None:
     add_workload_arguments(group)
     add_provider_arguments(group)
     add_server_metrics_arguments(parser)
+    _add_gate_arguments(group)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -244,6 +245,35 @@ def add_server_metrics_arguments(parser: Any) -> None:
     )
 
 
+def _add_gate_arguments(group: Any) -> None:
+    """Pass/fail gates and drift windows (llm_locust.gates, llm_locust.drift)."""
+    group.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction, e.g. 0.01",
+    )
+    group.add_argument(
+        "--max-drift-pct",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
+        "percentage between the early and the late drift window",
+    )
+    group.add_argument(
+        "--drift-window-s",
+        type=float,
+        default=300.0,
+        help="Length of the early and of the late window compared for drift, seconds",
+    )
+    group.add_argument(
+        "--drift-warmup-s",
+        type=float,
+        default=60.0,
+        help="Time after the start left out of the early drift window (ramp-up, caches), seconds",
+    )
+
+
 class _WebUIGroup:
     """An argument group whose options Locust's web UI shows (`is_secret` ones masked).
 
@@ -307,6 +337,10 @@ class Settings:
     server_family: str = "vllm"
     header: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     client: str = "fast"
+    max_error_rate: float | None = None
+    max_drift_pct: float | None = None
+    drift_window_s: float = 300.0
+    drift_warmup_s: float = 60.0
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -323,8 +357,11 @@ class Settings:
             if not getattr(options, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
         _check_load(options)
+        gates = {name: _optional_float(options, name) for name in ("max_error_rate", "max_drift_pct")}
+        _check_gates(options, **gates)
         api_key_env = options.api_key_env or API_KEY_ENV[options.provider]
         derived = {
+            **gates,
             "api_key": options.api_key or os.environ.get(api_key_env, ""),
             "api_key_env": api_key_env,
             "extra_body": extra_body,
@@ -473,6 +510,29 @@ def check_host(host: str | None) -> None:
         raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
     if not rest.split("/", 1)[0].rpartition("@")[2]:
         raise ConfigError(f"--host {host!r} names no server address, {example}")
+
+
+def _optional_float(options: Any, name: str) -> float | None:
+    """An option without default: None when unset (the web UI sends "" or the text typed), else a float."""
+    value = getattr(options, name)
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
+
+
+def _check_gates(options: Any, max_error_rate: float | None, max_drift_pct: float | None) -> None:
+    """Raise ConfigError naming a gate or drift option out of its range."""
+    if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
+    if max_drift_pct is not None and not max_drift_pct >= 0:
+        raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {max_drift_pct:g}")
+    if not options.drift_window_s > 0:
+        raise ConfigError(f"--drift-window-s must be > 0, got {options.drift_window_s}")
+    if not options.drift_warmup_s >= 0:
+        raise ConfigError(f"--drift-warmup-s must be >= 0, got {options.drift_warmup_s}")
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:

@@ -1,14 +1,20 @@
-"""Master + 2 workers in process (real ZeroMQ over loopback), and the `locust` CLI with --processes 2."""
+"""Master + 2 workers in process (real ZeroMQ over loopback), and the `locust` CLI: --processes 2, and
+master and worker processes started apart (one killed mid-run)."""
 
 from __future__ import annotations
 
 import csv
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import gevent
-from conftest import LOCUSTFILE, new_env, options, read_summary, run_locust
+from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
+from topology import master_args, worker_args
 
+from llm_locust.gates import EXIT_GATE_FAILED
 from llm_locust.metrics import delta_from_wire
 from llm_locust.plugin import WIRE_KEY
 
@@ -131,3 +137,62 @@ def test_a_worker_that_dies_is_reported_and_its_data_kept(fast_sim, tmp_path):
     assert any("1 worker(s) stopped reporting" in w for w in summary["warnings"])
     assert sent[1] > 0  # the dead worker's reports before it died are in the totals
     assert summary["throughput"]["requests_ok"] == sent[0] + sent[1]
+
+
+def test_a_killed_worker_process_fails_the_verdict_and_its_reported_data_is_kept(fast_sim, tmp_path):
+    """The CLI as docker-compose runs it: master and two worker processes; one gets SIGKILL mid-run."""
+    port = free_port()
+    locustfile = str(LOCUSTFILE)
+    config = str(ROOT / "deploy" / "llm-locust.conf")
+    master_cmd = [*master_args(locustfile=locustfile, config=config, results_dir=str(tmp_path), host=fast_sim.url,
+                               users=4, spawn_rate=4, run_time="24s"), f"--master-bind-port={port}"]  # fmt: skip
+    worker_cmd = [*worker_args(locustfile, "127.0.0.1"), f"--master-port={port}"]
+    locust = [sys.executable, "-m", "locust"]
+    fast_sim.reset()
+    log = tmp_path / "master.log"
+    with log.open("w") as out:
+        master = subprocess.Popen([*locust, *master_cmd], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    workers = []
+    for i in range(2):
+        with (tmp_path / f"worker{i}.log").open("w") as out:
+            workers.append(subprocess.Popen([*locust, *worker_cmd], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+    try:
+        deadline = time.monotonic() + 60
+        while "All users spawned" not in log.read_text():
+            logs = "".join(p.read_text()[-1500:] for p in sorted(tmp_path.glob("*.log")))
+            assert time.monotonic() < deadline and master.poll() is None, logs
+            time.sleep(0.2)
+        time.sleep(11)  # both workers measure and report (every 3 s) for a while
+        t_kill = time.perf_counter()  # CLOCK_MONOTONIC, the simulator's trace clock
+        os.kill(workers[1].pid, signal.SIGKILL)
+        code = master.wait(timeout=120)
+        assert workers[0].wait(timeout=30) == 0
+    finally:
+        for proc in (master, *workers):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    summary = read_summary(tmp_path)
+    assert code == EXIT_GATE_FAILED, log.read_text()[-3000:]
+    verdict = summary["verdict"]
+    assert verdict["passed"] is False and verdict["exit_code"] == EXIT_GATE_FAILED
+    (lost,) = summary["run"]["workers_lost"]
+    assert verdict["reasons"][0] == f"worker lost: 1 worker(s) stopped reporting ({lost})"
+    assert all(r.startswith("client saturated") for r in verdict["reasons"][1:])  # possible on a loaded machine
+    assert "verdict: FAILED: worker lost" in log.read_text()
+
+    # kept: every request the server finished more than one report interval before the kill (both
+    # workers'), and every one after it (the survivor's); the dead worker's last seconds may be lost
+    served = [r for r in fast_sim.trace() if r["endpoint"] == "chat" and not r["cancelled"]]
+    before = sum(r["t_done"] < t_kill - 4 for r in served)
+    after = sum(r["t_done"] > t_kill + 1 for r in served)
+    requests_ok = summary["throughput"]["requests_ok"]
+    assert before + after <= requests_ok <= len(served), (before, after, requests_ok, len(served))
+    assert before > 20 and after > 20
+    with (tmp_path / "llm_timeseries.csv").open() as f:
+        assert sum(int(r["requests_ok"]) for r in csv.DictReader(f)) == requests_ok
+    processes = summary["client"]["processes"]  # each worker's CPU/RSS, from Locust's heartbeats
+    assert lost in processes and processes[lost]["rss_mb_max"] > 20
+    with (tmp_path / "workers_timeseries.csv").open() as f:
+        assert {r["process"] for r in csv.DictReader(f)} == set(processes)

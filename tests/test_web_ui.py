@@ -42,13 +42,22 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
 
         wait_for(ready, 20, "the web UI")
         page = http(ui).decode()
-        for field in ("max_tokens", "prompt_tokens", "api_key", "extra_body", "results_dir", "slo", "seed"):
+        for field in (
+            "max_tokens",
+            "prompt_tokens",
+            "api_key",
+            "extra_body",
+            "results_dir",
+            "slo",
+            "seed",
+            "max_error_rate",
+        ):
             assert field in page, field
         assert '"extended_tabs": [{"key": "llm", "title": "LLM"}]' in page and 'id="llm-view-link"' in page
         # what the browser's form sends: every field, empty ones as ""
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
                 "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
-                "sweep_users": "", "model": ""}  # fmt: skip
+                "sweep_users": "", "model": "", "max_error_rate": "0.5", "max_drift_pct": ""}  # fmt: skip
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
         def llm_stats():
@@ -84,6 +93,7 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
     assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
     assert summary["settings"]["seed"] is None and summary["settings"]["slo"] == []  # empty fields: unset
+    assert summary["settings"]["max_error_rate"] == 0.5 and summary["settings"]["max_drift_pct"] is None  # gates
     assert secret not in output
     for path in tmp_path.iterdir():
         assert secret not in path.read_text(errors="replace"), path
