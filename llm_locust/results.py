@@ -17,6 +17,7 @@ import orjson
 
 from llm_locust.load import StepSpan
 from llm_locust.metrics import LATENCY_METRICS, RunMetrics, WindowMetrics
+from llm_locust.record import ErrorKind
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "llm_timeseries.csv"
@@ -35,6 +36,9 @@ TIMESERIES_COLUMNS = (
     "output_tokens_per_s",
     *(f"{m}_ms_{p}" for m in TIMESERIES_METRICS for p in TIMESERIES_PERCENTILES),
 )
+FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
+"""Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
+TIMESERIES_COLUMNS += FAILURE_COLUMNS
 
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
@@ -213,6 +217,7 @@ class TimeseriesWriter:
         for metric in TIMESERIES_METRICS:
             stats = window.distribution(metric, scale=1000.0)
             row.update({f"{metric}_ms_{p}": "" if stats[p] is None else stats[p] for p in TIMESERIES_PERCENTILES})
+        row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         return row
 
     def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ requests never leak into them); the run completes.
 
 from __future__ import annotations
 
+import csv
 import statistics
 import time
 from collections import Counter
@@ -101,6 +102,10 @@ def check_matrix(sim, env, results_dir) -> tuple[dict, list[dict]]:
     assert summary["status"] == "complete", summary["warnings"]
     assert summary["failures"] == expected_failures
     assert summary["throughput"]["requests_ok"] == expected_ok
+    with (results_dir / "llm_timeseries.csv").open() as f:  # failures by kind over time add up
+        rows = list(csv.DictReader(f))
+    by_kind = {kind: sum(int(r[f"failed_{kind}"]) for r in rows) for kind in expected_failures}
+    assert by_kind == expected_failures
     # Locust's own statistics agree: one failed POST per failure, each message starting with its kind
     post = env.stats.get("/v1/chat/completions", "POST")
     assert post.num_requests == len(trace) and post.num_failures == sum(expected_failures.values())

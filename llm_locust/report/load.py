@@ -24,7 +24,7 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
-from llm_locust.results import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
+from llm_locust.results import FAILURE_COLUMNS, HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
 from llm_locust.server_maps import SERVER_COLUMNS, SERVER_METRICS_FILE
 
 HISTOGRAM_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tokens", "queue_delay")
@@ -40,6 +40,9 @@ _DECODE_ERRORS = (
     TypeError, ValueError, binascii.Error, zlib.error, HdrCookieException, HdrLengthException,
     HdrHistogramSettingsException,
 )  # fmt: skip
+
+_TIMESERIES_REQUIRED = tuple(c for c in TIMESERIES_COLUMNS if c != "step" and c not in FAILURE_COLUMNS)
+"""Columns every llm_timeseries.csv has (older runs lack `step` and the failures by kind)."""
 
 
 @dataclass
@@ -83,7 +86,7 @@ def load_run(path: Path) -> RunData:
     if timeseries_path.exists():
         run.timeseries = _rows_or_note(
             run,
-            read_csv(timeseries_path, tuple(c for c in TIMESERIES_COLUMNS if c != "step"), ("step",), allow_empty=True),
+            read_csv(timeseries_path, _TIMESERIES_REQUIRED, ("step", *FAILURE_COLUMNS), allow_empty=True),
             f"{TIMESERIES_FILE} rows (the run ended before its first interval closed)",
         )
     elif run.summary is not None:

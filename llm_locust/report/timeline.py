@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import Chart, finish, run_color, with_alpha
 from llm_locust.report.load import RunData
+from llm_locust.results import FAILURE_COLUMNS
 
 MAX_POINTS = 2000
 _PERCENTILE_DASH = {"p50": None, "p90": "dash", "p99": "dot"}
@@ -130,11 +131,12 @@ def llm_timeline(runs: list[RunData]) -> Chart | None:
     for i, run in series:
         color, name = run_color(i), run.name
         interval_s = float(((run.summary or {}).get("timeseries") or {}).get("interval_s") or 1.0)
-        frame = run.timeseries.assign(failed_per_s=run.timeseries["requests_failed"] / interval_s)
+        kinds = [c for c in FAILURE_COLUMNS if c in run.timeseries and run.timeseries[c].sum() > 0]
+        failed = {f"{c}_per_s": run.timeseries[c] / interval_s for c in kinds}  # by kind, when recorded
+        frame = run.timeseries.assign(failed_per_s=run.timeseries["requests_failed"] / interval_s, **failed)
         latency = [f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl") for p in _PERCENTILE_DASH]
-        frame = downsample(
-            frame, "elapsed_s", ["users", *latency], ["requests_per_s", "output_tokens_per_s", "failed_per_s"]
-        )
+        rates = ["requests_per_s", "output_tokens_per_s", "failed_per_s", *failed]
+        frame = downsample(frame, "elapsed_s", ["users", *latency], rates)
         x = frame["elapsed_s"].to_numpy(dtype=float) / unit_s
         lines = [
             (1, "users", "users", None),
@@ -143,6 +145,7 @@ def llm_timeline(runs: list[RunData]) -> Chart | None:
             *((4 + n, f"{m}_ms_{p}", f"{m.upper()} {p}", dash)
               for n, m in enumerate(("ttft", "tpot", "itl")) for p, dash in _PERCENTILE_DASH.items()),
             (7, "failed_per_s", "failed/s", None),
+            *((7, f"{c}_per_s", f"failed/s {c.removeprefix('failed_')}", "dot") for c in kinds),
         ]  # fmt: skip
         for row, column, label, dash in lines:
             figure.add_trace(
