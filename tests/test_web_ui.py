@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Any
 
 import gevent
 import pytest
@@ -22,6 +23,17 @@ def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
     with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
         return response.read()
+
+
+def local_runner_with_web_ui(opts: Any) -> tuple[Any, Any, Any, str]:
+    """A local runner in this process with Locust's web UI on a free port: (env, runner, web UI, URL)."""
+    env = new_env(opts)
+    runner = env.create_local_runner()
+    port = free_port()
+    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
+    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
+    web_ui.start()
+    return env, runner, web_ui, f"http://127.0.0.1:{port}"
 
 
 def test_run_started_from_the_web_ui(fast_sim, tmp_path):
@@ -152,13 +164,7 @@ def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkey
     when the process is saturated) shows in the view, and requests in flight are this process's own."""
     monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
     opts = options("--host", fixed_sim.url, "--max-tokens", "64", "--ignore-eos", "--results-dir", str(tmp_path))
-    env = new_env(opts)
-    runner = env.create_local_runner()
-    port = free_port()
-    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
-    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
-    web_ui.start()
-    ui = f"http://127.0.0.1:{port}"
+    env, runner, web_ui, ui = local_runner_with_web_ui(opts)
     try:
         runner.start(3, spawn_rate=3)
         gevent.sleep(1.0)  # requests take 200 ms + 63 x 20 ms: users are mostly mid-request
@@ -251,12 +257,7 @@ def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypa
     while the run goes on, and the live summary has the process's CPU and loop-lag peaks."""
     monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])
     opts = options("--host", fast_sim.url, "--results-dir", str(tmp_path))
-    env = new_env(opts)
-    runner = env.create_local_runner()
-    port = free_port()
-    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
-    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
-    web_ui.start()
+    env, runner, web_ui, ui = local_runner_with_web_ui(opts)
 
     def hog() -> None:
         while True:
@@ -273,7 +274,7 @@ def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypa
         snap = {}
         while time.monotonic() < deadline:
             gevent.sleep(0.5)
-            snap = json.loads(http(f"http://127.0.0.1:{port}/llm/stats.json"))
+            snap = json.loads(http(f"{ui}/llm/stats.json"))
             if any(w.startswith("client saturated: local") for w in snap["warnings"]):
                 break
     finally:

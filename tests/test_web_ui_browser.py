@@ -5,7 +5,6 @@ against /llm/stats.json and summary.json. Screenshots are kept as test artifacts
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,19 +14,12 @@ from typing import Any
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary, wait_for
 
-BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+from llm_locust.report.images import find_browser
+
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                 "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
 ARTIFACTS = ROOT / "results" / "test-artifacts" / "web_ui"
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
-
-
-def chromium_path() -> str | None:
-    """A Chrome/Chromium executable (BROWSER_PATH first), or None."""
-    explicit = os.environ.get("BROWSER_PATH")
-    if explicit and Path(explicit).exists():
-        return explicit
-    return next((path for name in BROWSER_NAMES if (path := shutil.which(name))), None)
 
 
 def fmt(value: Any) -> str:
@@ -47,7 +39,7 @@ def read_tab(page) -> dict[str, tuple[str, str]]:
 
 
 def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
-    browser = chromium_path()
+    browser = find_browser()
     if browser is None:
         pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
