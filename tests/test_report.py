@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LOCUSTFILE, ROOT, read_summary
+from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, read_summary
 
 from llm_locust.errors import ConfigError
 from llm_locust.report.build import build_report
@@ -293,10 +293,6 @@ def test_report_package_never_imports_locust():
     assert proc.stdout.strip() == "[]"
 
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
-
-
 def _pixels_near(image: Any, rgb: tuple[int, int, int], tolerance: int = 40) -> int:
     """How many pixels of `image` (PIL RGB) are within `tolerance` of the colour `rgb`."""
     data = np.asarray(image.convert("RGB"), dtype=int)
@@ -304,11 +300,7 @@ def _pixels_near(image: Any, rgb: tuple[int, int, int], tolerance: int = 40) -> 
 
 
 def test_report_renders_in_headless_chromium_without_console_errors(two_runs, tmp_path):
-    browser = find_browser()
-    if browser is None:
-        pytest.skip("no Chromium on this machine (make browser / apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
-    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
+    browser, sync_api, image_module = browser_tools()
     slos = parse_slos(["ttft_p90_ms=100000"])
     report = build_report(list(two_runs), tmp_path / "both.html", slos=slos, png=False)
     problems: list[str] = []

@@ -11,13 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, read_summary, wait_for
+from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, free_port, master_port_args, read_summary, wait_for
 
-from llm_locust.report.images import find_browser
-
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
 ARTIFACTS = ROOT / "results" / "test-artifacts" / "web_ui"
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
 
@@ -39,11 +34,7 @@ def read_tab(page) -> dict[str, tuple[str, str]]:
 
 
 def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
-    browser = find_browser()
-    if browser is None:
-        pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
-    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
+    browser, sync_api, image_module = browser_tools()
     results = tmp_path / "results"
     port = free_port()
     ui = f"http://127.0.0.1:{port}"
