@@ -22,9 +22,8 @@ import orjson
 from llm_locust import pump
 from llm_locust.arrival import body_chunks, take_bytes
 from llm_locust.pacing import Ticket
-from llm_locust.protocol import TokenChunks, apply_event, error_text, finish
+from llm_locust.protocol import EventStream, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
-from llm_locust.sse import SSEDecoder
 from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 
 RECORD_KEY = "llm_record"
@@ -117,15 +116,8 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
     stream); otherwise (TLS) this greenlet reads it with `arrival.body_chunks`.
     """
-    decoder = SSEDecoder()
-    token_chunks = TokenChunks()
-
-    def on_body(data: bytes, t: float) -> bool:
-        """Apply the events completed by `data` (arrived at `t`); True once the stream is over."""
-        for event in decoder.feed(data, t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
-            if apply_event(record, event.data, event.t, token_chunks):
-                return True
-        return False
+    events = EventStream(record)
+    on_body = events.feed
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
@@ -143,9 +135,7 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
                     for _data, t_rest in chunks:
                         watch.t_active_s = t_rest
                 return
-    for event in decoder.flush(perf_counter()):  # a last event without its blank line
-        if apply_event(record, event.data, event.t):
-            return
+    events.flush(perf_counter())  # a last event without its blank line
 
 
 def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:

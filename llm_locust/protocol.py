@@ -14,6 +14,7 @@ import re
 import orjson
 
 from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.sse import SSEDecoder
 
 _DONE = b"[DONE]"
 _MESSAGE_LIMIT = 200  # characters of server text kept in an error message
@@ -35,12 +36,17 @@ class TokenChunks:
     the same thing (a content token, nothing else), so it is applied without decoding. Any other
     chunk (a different id, a finish_reason, usage, per-chunk padding like OpenAI's obfuscation,
     an error) is decoded as usual.
+
+    `match_event` goes one step further for the client's hot path: a piece of body that is
+    exactly one such chunk framed as one SSE event (`data: <chunk>` and a blank line) is a
+    content token, with no SSE decoding either.
     """
 
-    __slots__ = ("_prefix", "_suffix")
+    __slots__ = ("_event_prefix", "_event_suffix", "_prefix", "_suffix")
 
     def __init__(self) -> None:
         self._prefix = self._suffix = b"\x00"  # matches no JSON chunk until one is learned
+        self._event_prefix = self._event_suffix = b"\x00"
 
     def match(self, data: bytes) -> bool:
         """True when `data` is this stream's usual chunk around a non-empty content string."""
@@ -50,6 +56,17 @@ class TokenChunks:
             and data.endswith(suffix)
             and _STRING.fullmatch(data, len(prefix), len(data) - len(suffix)) is not None
         )
+
+    def match_event(self, piece: bytes | bytearray) -> bool:
+        """True when `piece` (body bytes, starting at an event boundary) is exactly one SSE event
+        holding this stream's usual chunk around a non-empty content string."""
+        prefix, suffix = self._event_prefix, self._event_suffix  # with the string's quotes
+        start, stop = len(prefix), len(piece) - len(suffix)
+        if not (start < stop and piece.startswith(prefix) and piece.endswith(suffix)):
+            return False
+        if piece.count(b'"', start, stop) == 0 and piece.find(b"\\", start, stop) < 0:
+            return True  # the usual content: plain text, nothing escaped
+        return _STRING.fullmatch(piece, start - 1, stop + 1) is not None
 
     def learn(self, data: bytes, chunk: dict) -> None:
         """Keep the bytes around the content string of `data` (decoded: `chunk`) if it is a plain
@@ -70,6 +87,42 @@ class TokenChunks:
         string = _STRING.match(data, start)
         if string is not None:
             self._prefix, self._suffix = data[:start], data[string.end() :]
+            self._event_prefix = b"data: " + data[: start + 1]  # up to the string's opening quote
+            self._event_suffix = data[string.end() - 1 :] + b"\n\n"  # from its closing quote
+
+
+class EventStream:
+    """One response body's SSE events applied to its record, piece of body by piece of body.
+
+    A piece that is exactly the stream's usual token event (see `TokenChunks.match_event`),
+    arriving at an event boundary, is applied as a content token without any decoding; any
+    other piece goes through the SSE decoder and `apply_event`.
+    """
+
+    __slots__ = ("_chunks", "_decoder", "_record")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self._record = record
+        self._decoder = SSEDecoder()
+        self._chunks = TokenChunks()
+
+    def feed(self, data: bytes | bytearray, t: float) -> bool:
+        """Apply the events completed by `data` (arrived at `t`, perf_counter s); True once the
+        stream is over for the client (as `apply_event`)."""
+        if self._decoder.idle and self._chunks.match_event(data):
+            apply_token(self._record, t)
+            return False
+        record, chunks = self._record, self._chunks
+        for event in self._decoder.feed(bytes(data), t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
+            if apply_event(record, event.data, event.t, chunks):
+                return True
+        return False
+
+    def flush(self, t: float) -> None:
+        """End of the body at `t`: apply a last event that had no blank line after it."""
+        for event in self._decoder.flush(t):
+            if apply_event(self._record, event.data, event.t):
+                return
 
 
 def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
@@ -81,9 +134,7 @@ def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunk
     Never raises for any payload.
     """
     if chunks is not None and chunks.match(data):
-        _token_event(record, t)
-        if record.t_first_content is None:
-            record.t_first_content = t
+        apply_token(record, t)
         return False
     if data == _DONE:
         record.saw_done = True
@@ -149,6 +200,14 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
         if details and type(details.get("reasoning_tokens")) is int:
             record.reasoning_tokens = details["reasoning_tokens"]
     return False
+
+
+def apply_token(record: RequestRecord, t: float) -> None:
+    """Apply a content token that arrived at `t` (perf_counter s): what a chunk matched by
+    `TokenChunks` means."""
+    _token_event(record, t)
+    if record.t_first_content is None:
+        record.t_first_content = t
 
 
 def _token_event(record: RequestRecord, t: float) -> None:

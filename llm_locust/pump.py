@@ -5,8 +5,10 @@ greenlet switches and a wake-up through the hub — about half of the client's C
 (profile in benchmarks/RESULTS.md). Here each request's greenlet hands its connection to the
 process's `StreamPump` and sleeps until the response is complete. The pump's greenlet waits on
 one epoll descriptor holding every streaming socket; when it wakes it reads each ready socket
-once (non-blocking `recvmsg`, with the kernel's receive time) and hands the de-chunked body
-bytes to the request's `on_body` callback, in that greenlet, without switching.
+once (non-blocking `recvmsg` into one buffer, with the kernel's receive time) and hands each
+de-chunked piece of body to the request's `on_body` callback, in that greenlet, without
+switching. A chunked body's data chunks are taken off in Python (`llm_locust.chunked`); the
+response's HTTP parser reads everything else (and the whole body when it is not chunked).
 
 Only for plain-TCP sockets on Linux (`available`); TLS connections keep `arrival.body_chunks`.
 """
@@ -26,17 +28,25 @@ from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.arrival import CMSG_BYTES, KERNEL_TIMESTAMPS, READ_BYTES, SO_TIMESTAMPNS, kernel_arrival
+from llm_locust.chunked import ChunkedBody
 from llm_locust.timeouts import Watch
 
-BodyCallback = Callable[[bytes, float], bool]
-"""Called with each piece of body bytes and its arrival time (perf_counter s); returns True
-once it needs no more bytes (the rest of the body is still read, for the connection's reuse)."""
+BodyCallback = Callable[[bytes | bytearray, float], bool]
+"""Called with each piece of body bytes (from the parser: a bytearray of its own) and its arrival
+time (perf_counter s); returns True once it needs no more bytes (the rest of the body is still
+read, for the connection's reuse)."""
 
 try:  # gevent's patched `select` has no epoll
     _epoll, _EPOLLIN = get_original("select", ["epoll", "EPOLLIN"])
 except AttributeError:  # not Linux
     _epoll = _EPOLLIN = None
 _MAX_EVENTS = 1024
+
+
+def _is_chunked(raw: Any) -> bool:
+    """True when the response's body has the chunked transfer coding."""
+    coding = raw.get("transfer-encoding") or ""
+    return (coding if isinstance(coding, str) else ",".join(coding)).strip().lower() == "chunked"
 
 
 def available(raw: Any) -> bool:
@@ -54,7 +64,7 @@ def available(raw: Any) -> bool:
 class _Stream:
     """One response being read by the pump."""
 
-    __slots__ = ("done", "error", "fd", "on_body", "raw", "recvmsg_into", "waiter", "watch")
+    __slots__ = ("chunks", "done", "error", "fd", "on_body", "raw", "recvmsg_into", "t", "waiter", "watch")
 
     def __init__(self, raw: Any, on_body: BodyCallback, watch: Watch) -> None:
         self.raw = raw
@@ -65,6 +75,17 @@ class _Stream:
         self.done = False  # on_body needs no more bytes
         self.error: BaseException | None = None
         self.waiter = Waiter()
+        self.t = 0.0  # arrival time of the read being parsed
+        raw._on_body = self.body  # the parser calls `_on_body` by name: its pieces come here
+        # the data chunks are de-framed here when the parser stands at a chunk boundary (see chunked.py)
+        at_boundary = _is_chunked(raw) and raw.get_remaining_content_length() == 0
+        self.chunks = ChunkedBody() if at_boundary and not raw.message_complete else None
+
+    def body(self, piece: bytearray) -> None:
+        """The parser's body callback (instead of the response's buffer): one de-chunked piece of
+        the read arrived at `self.t`. Must return a false value (a true one is a parse error)."""
+        if not self.done:
+            self.done = self.on_body(piece, self.t)
 
 
 class StreamPump:
@@ -106,6 +127,7 @@ class StreamPump:
             stream.waiter.get()
         finally:
             self._forget(stream)
+            del raw._on_body  # raw -> stream.body -> stream -> raw: a cycle only the GC would free
         if stream.error is not None:
             raise stream.error
 
@@ -137,21 +159,22 @@ class StreamPump:
         except BaseException as e:
             self._end(stream, e)
             return
-        data = bytes(self._view[:size])  # no 64 KiB allocation per read: the heap stays compact
         self.reads += 1
-        t = kernel_arrival(ancillary, perf_counter())
+        stream.t = t = kernel_arrival(ancillary, perf_counter())
         stream.watch.t_active_s = t
         raw = stream.raw
+        data = bytes(self._view[:size])  # no 64 KiB allocation per read: the heap stays compact
         try:
-            raw.feed(data)  # b"": end of input, which completes a body delimited by the close
-            body = raw._body_buffer
-            if body:
-                piece = bytes(body)
-                del body[:]
-                if not stream.done:
-                    stream.done = stream.on_body(piece, t)
+            chunks = stream.chunks
+            if chunks is not None and size:
+                data = chunks.feed(data, stream.body)  # the data chunks: to stream.body
+                if data is None:
+                    return
+                stream.chunks = None  # the last chunk, or bytes it did not expect: the parser's from here on
+            raw.feed(data)  # calls stream.body per piece of body; b"": end of input, which completes a body
+            # delimited by the close
         except HTTPParseError as e:
-            if data:
+            if size:
                 self._end(stream, e)
                 return
         except BaseException as e:
@@ -159,7 +182,7 @@ class StreamPump:
             return
         if raw.message_complete:  # the parser has handed the socket back to the pool
             self._end(stream, None)
-        elif not data:
+        elif not size:
             self._end(stream, HTTPConnectionClosed("connection closed before the end of the response"))
 
     def _end(self, stream: _Stream, error: BaseException | None) -> None:

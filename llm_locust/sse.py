@@ -36,6 +36,11 @@ class SSEDecoder:
         self._event: str | None = None
         self._t_first = 0.0
 
+    @property
+    def idle(self) -> bool:
+        """True at an event boundary: nothing of a line or an event is pending."""
+        return not (self._partial or self._data or self._pending_cr) and self._event is None
+
     def feed(self, chunk: bytes, t: float) -> list[SSEEvent]:
         """Decode `chunk` (arrived at time `t`); return the events it completed, in order."""
         if self._pending_cr and chunk[:1] == b"\n":

@@ -5,7 +5,7 @@ import dataclasses
 import orjson
 import pytest
 
-from llm_locust.protocol import TokenChunks, apply_event, finish
+from llm_locust.protocol import EventStream, TokenChunks, apply_event, finish
 from llm_locust.record import ErrorKind, RequestRecord, TokenSource
 
 
@@ -165,3 +165,43 @@ def test_token_chunks_skip_the_decode_of_the_usual_chunk():
     apply_event(record, first, 1.0, chunks)
     assert chunks.match(usual) and not chunks.match(last) and not chunks.match(_chat(b'""'))
     assert not chunks.match(_chat(b'"a"', rid=b"other")) and not chunks.match(_chat(b'"a" , "b"'))
+
+
+@pytest.mark.parametrize("name", list(STREAMS))
+@pytest.mark.parametrize("framing", ["one event per piece", "cut anywhere", "CRLF", "bytearray pieces"])
+def test_event_stream_gives_the_same_record_as_decoding_every_chunk(name, framing):
+    """The client's per-piece path (the usual token event applied whole, anything else through the
+    SSE decoder) against a plain decode of every chunk, however the body arrives."""
+    expected = RequestRecord(endpoint="chat", t_send=0.0)
+    for i, data in enumerate(STREAMS[name]):
+        if apply_event(expected, data, 1.0 + i * 0.01):
+            break
+    newline = b"\r\n" if framing == "CRLF" else b"\n"
+    events = [b"data: " + data + newline + newline for data in STREAMS[name]]
+    pieces = [(e, 1.0 + i * 0.01) for i, e in enumerate(events)]
+    if framing == "cut anywhere":  # each event in two pieces (at the same time: an event's time is its data's)
+        pieces = [(part, t) for e, t in pieces for part in (e[:7], e[7:])]
+    record = RequestRecord(endpoint="chat", t_send=0.0)
+    stream = EventStream(record)
+    for piece, t in pieces:
+        if stream.feed(bytearray(piece) if framing == "bytearray pieces" else piece, t):
+            break
+    else:
+        stream.flush(2.0)
+    assert dataclasses.asdict(record) == dataclasses.asdict(expected)
+
+
+def test_match_event_recognises_the_usual_token_event_whole():
+    chunks = TokenChunks()
+    record = RequestRecord(endpoint="chat", t_send=0.0)
+    apply_event(record, _chat(b'"Hi"'), 1.0, chunks)
+
+    def event(data: bytes) -> bytes:
+        return b"data: " + data + b"\n\n"
+
+    for content in (b'" there"', b'" \\"x\\""', b'"\\\\"', b'"\\u00e9"'):
+        assert chunks.match_event(event(_chat(content))) and chunks.match_event(bytearray(event(_chat(content))))
+    for other in (_chat(b'""'), _chat(b'"."', finish=b'"stop"'), _chat(b'"a" , "b"'), _chat(b'"a\\"')):
+        assert not chunks.match_event(event(other))
+    assert not chunks.match_event(event(_chat(b'"a"')) + event(_chat(b'"b"')))  # two events: decoded
+    assert not chunks.match_event(_chat(b'"a"') + b"\n\n")  # not framed as an event
