@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import Chart, finish, run_color
-from llm_locust.report.html import Section, note, table
+from llm_locust.report.html import Section, heading, note, table
 from llm_locust.report.load import RunData
 from llm_locust.report.timeline import time_unit
 from llm_locust.telemetry import ALL_DEVICES
@@ -99,37 +99,33 @@ _COLUMNS = (
 
 
 def telemetry_section(runs: list[RunData]) -> Section | None:
-    """The "GPU and host telemetry" table from the summaries' "telemetry" (one row per URL)."""
+    """The "GPU and host telemetry" tables from the summaries' "telemetry": one for the GPU
+    exporters, one for the hosts, a row per URL and a column per statistic any of them has."""
     entries = [(run.name, entry) for run in runs for entry in _telemetry_urls(run)]
     if not entries:
         return None
-    shown = [c for c in _COLUMNS if any(c[0] in (entry.get(ALL_DEVICES) or {}) for _, entry in entries)]
-    headers = ["run", "metrics URL", "exporter", "devices", "scrapes ok", "failed", *(h for _, _, h in shown)]
-    body = []
-    for name, entry in entries:
-        stats = entry.get(ALL_DEVICES) or {}
-        devices = ", ".join(entry.get("devices") or [])
-        line = [
-            name,
-            entry.get("url"),
-            entry.get("family"),
-            devices,
-            entry.get("scrapes_ok"),
-            entry.get("scrapes_failed"),
-        ]
-        line += [(stats.get(metric) or {}).get(stat) for metric, stat, _ in shown]
-        body.append(line)
-    return Section(
-        "GPU and host telemetry",
-        [
-            table(headers, body),
-            note(
-                "From the telemetry exporters' metrics over the run (summary.json's telemetry): GPU values over "
-                "all GPUs (utilisation mean, memory and power summed, temperature of the hottest); host CPU busy "
-                "from node_cpu_seconds_total rates, network bytes/s without the loopback interface."
-            ),
-        ],
+    section = Section("GPU and host telemetry")
+    for family, title in (("dcgm", "GPUs (DCGM-exporter)"), ("node", "hosts (node-exporter)")):
+        group = [(name, entry) for name, entry in entries if entry.get("family") == family]
+        if not group:
+            continue
+        shown = [c for c in _COLUMNS if any(c[0] in (entry.get(ALL_DEVICES) or {}) for _, entry in group)]
+        headers = ["run", "metrics URL", "devices", "scrapes ok", "failed", *(h for _, _, h in shown)]
+        body = []
+        for name, entry in group:
+            stats = entry.get(ALL_DEVICES) or {}
+            line = [name, entry.get("url"), ", ".join(entry.get("devices") or []), entry.get("scrapes_ok"),
+                    entry.get("scrapes_failed")]  # fmt: skip
+            body.append(line + [(stats.get(metric) or {}).get(stat) for metric, stat, _ in shown])
+        section.parts += [heading(title), table(headers, body)]
+    section.parts.append(
+        note(
+            "From the telemetry exporters' metrics over the run (summary.json's telemetry): GPU values over all "
+            "GPUs (utilisation mean, memory and power summed, temperature of the hottest); host CPU busy from "
+            "node_cpu_seconds_total rates, network bytes/s without the loopback interface."
+        )
     )
+    return section
 
 
 def _telemetry_urls(run: RunData) -> list[dict[str, Any]]:
