@@ -71,6 +71,10 @@ GPU_GAUGES = (
     GpuGauge("dram_active_pct", ("DCGM_FI_PROF_DRAM_ACTIVE",), "mean", 100.0),
 )  # fmt: skip
 """The DCGM fields read; `fb_used_pct` = 100 x used / (used + free) is derived per GPU and overall."""
+DCGM_BLANK_MIN = 0x7FFFFFF0
+"""DCGM writes a blank sentinel where it has no value (dcgm_structs.h: DCGM_INT32_BLANK 0x7ffffff0,
+DCGM_FP64_BLANK 2**47, DCGM_INT64_BLANK 0x7ffffffffffffff0, each + 1..15 for the reason): no
+field read here reaches the smallest, so a value from it up is skipped."""
 
 
 def detect(names: set[str]) -> str | None:
@@ -103,6 +107,8 @@ class DcgmReader:
         for gauge in GPU_GAUGES:
             name = next((n for n in gauge.names if _samples(families, n)), None)
             for sample in _samples(families, name) if name else ():
+                if sample.value >= DCGM_BLANK_MIN:
+                    continue
                 device = sample.labels.get("gpu", "?")
                 if "GPU_I_ID" in sample.labels:
                     device += f"/mig{sample.labels['GPU_I_ID']}"

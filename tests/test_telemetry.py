@@ -200,11 +200,15 @@ DCGM_FI_DEV_BOARD_POWER_WATTS{gpu="0", UUID="GPU-a",device="nvidia0",modelName="
 # HELP DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO Ratio of time the graphics engine is active.
 # TYPE DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO gauge
 DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO{gpu="0", UUID="GPU-a",device="nvidia0",modelName="H100"} 0.250000
+# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
+# TYPE DCGM_FI_DEV_SM_CLOCK gauge
+DCGM_FI_DEV_SM_CLOCK{gpu="0", UUID="GPU-a",device="nvidia0",modelName="H100"} 9223372036854775794
 """
 
 
 def test_dcgm_renamed_fields_and_mig_instances_are_read():
-    """DCGM 4.6's renamed fields are second names; MIG instances are devices of their own."""
+    """DCGM 4.6's renamed fields are second names; MIG instances are devices of their own; DCGM's
+    blank sentinel (a field the GPU does not support) is no value."""
     families = {}
     for family in text_string_to_metric_families(DCGM_46_MIG_PAGE):
         families[family.name] = family
@@ -213,6 +217,7 @@ def test_dcgm_renamed_fields_and_mig_instances_are_read():
     assert triples[("0/mig1", "gpu_util_pct")] == 40 and triples[("0/mig2", "gpu_util_pct")] == 80
     assert triples[("all", "gpu_util_pct")] == 60
     assert triples[("0", "power_w")] == 310.5 and triples[("0", "gr_engine_active_pct")] == 25.0
+    assert not any(metric == "sm_clock_mhz" for _, metric in triples)
     assert telemetry.detect({"vllm:num_requests_running"}) is None
 
 
