@@ -592,6 +592,7 @@ class ResultsWriter:
             },
             "client": self.state.saturation.as_dict(),
             "server": self.scraper.summary() if self.scraper is not None else None,
+            "telemetry": self.scraper.telemetry_summary() if self.scraper is not None else None,
             "warnings": warnings,
         }
 

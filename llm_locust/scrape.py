@@ -8,6 +8,10 @@ of the observations made since the previous scrape of that URL. A failed scrape 
 an error status, text that does not parse, no known metric name) is counted, its error kept
 and logged once per URL: it never stops the run. `summary()` is summary.json's "server".
 
+A URL that is no inference server but a DCGM-exporter or node-exporter (`telemetry`) is
+scraped the same way; its values go to telemetry.csv (opened at the first such scrape) and
+`telemetry_summary()` is summary.json's "telemetry".
+
 URLs are written redacted (a password in the URL never reaches a file or a log).
 """
 
@@ -27,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_locust import redact
+from llm_locust import redact, telemetry
 from llm_locust.server_maps import (
     COUNTERS,
     GAUGES,
@@ -41,6 +45,7 @@ from llm_locust.server_maps import (
     family_name,
     load_maps,
 )
+from llm_locust.telemetry import TELEMETRY_COLUMNS, TELEMETRY_FILE, TelemetrySeries, Triple
 
 if TYPE_CHECKING:
     from llm_locust.settings import Settings
@@ -157,6 +162,7 @@ class UrlState:
         self.peaks: dict[str, float] = {}
         self.kv_usage_sum = 0.0
         self.kv_usage_n = 0
+        self.telemetry: TelemetrySeries | None = None
 
     def fail(self, error: str) -> None:
         """Count a failed scrape; log the first failure of this URL."""
@@ -165,19 +171,22 @@ class UrlState:
         if self.failed == 1:
             logger.warning("server metrics %s: scrape failed: %s (the run goes on)", self.shown_url, self.last_error)
 
-    def summary(self) -> dict[str, Any]:
-        """This URL's entry of summary.json's "server": token counts over the run (first to last
-        good scrape), peaks, mean KV-cache usage (0..1), latency means in ms over the run."""
-        first, last = self.first, self.last
-        span_s = (last.epoch_s - first.epoch_s) if first and last else 0.0
-        entry: dict[str, Any] = {
+    def scrapes(self) -> dict[str, Any]:
+        """The URL (redacted), its family and how its scrapes went."""
+        return {
             "url": self.shown_url,
             "family": self.family,
             "scrapes_ok": self.ok,
             "scrapes_failed": self.failed,
             "last_error": self.last_error,
-            "span_s": round(span_s, 3),
         }
+
+    def summary(self) -> dict[str, Any]:
+        """This URL's entry of summary.json's "server": token counts over the run (first to last
+        good scrape), peaks, mean KV-cache usage (0..1), latency means in ms over the run."""
+        first, last = self.first, self.last
+        span_s = (last.epoch_s - first.epoch_s) if first and last else 0.0
+        entry: dict[str, Any] = {**self.scrapes(), "span_s": round(span_s, 3)}
         for column in COUNTERS:
             delta = _counter_delta(first, last, column)
             entry[column] = delta
@@ -234,6 +243,10 @@ class ServerScraper:
         self._csv = csv.writer(self._file)
         self._csv.writerow(SERVER_COLUMNS)
         self._file.flush()
+        self.telemetry_path = results_dir / TELEMETRY_FILE
+        self.telemetry_rows = 0
+        self._telemetry_file: Any = None
+        self._telemetry_csv: Any = None
         self._greenlet: gevent.Greenlet | None = gevent.spawn(self._run)
 
     def _run(self) -> None:
@@ -254,6 +267,8 @@ class ServerScraper:
         self._greenlet = None
         self.scrape_all()
         self._file.close()
+        if self._telemetry_file is not None:
+            self._telemetry_file.close()
 
     def _scrape(self, state: UrlState) -> None:
         epoch_s = time.time()
@@ -261,20 +276,36 @@ class ServerScraper:
             with urllib.request.urlopen(_request(state.url), timeout=self.timeout_s) as response:
                 text = response.read(MAX_BODY_BYTES).decode("utf-8", "replace")
             family, families = parse(text, state.names, self.maps)
-            if state.names is None:
-                if family is None:
-                    raise ValueError(
-                        f"no known metric name in the answer (families: {', '.join(self.maps)}); "
-                        "add a --metrics-map FILE.json naming its metrics"
-                    )
-                state.family, state.names = family, self.maps[family]
-            sample = extract(families, state.names, epoch_s)
+            if state.names is None and state.telemetry is None:
+                _identify(state, family, families, self.maps)
+            if state.telemetry is not None:
+                triples = state.telemetry.read(families, epoch_s)
+            else:
+                sample = extract(families, state.names or {}, epoch_s)
         except Exception as e:  # any failure is recorded, never fatal
             state.fail(f"{type(e).__name__}: {e}")
             return
         if self._file.closed:
             return
-        self._record(state, sample)
+        if state.telemetry is not None:
+            self._record_telemetry(state, epoch_s, triples)
+        else:
+            self._record(state, sample)
+
+    def _record_telemetry(self, state: UrlState, epoch_s: float, triples: list[Triple]) -> None:
+        """Append one row per (device, metric) of a telemetry scrape to telemetry.csv."""
+        state.ok += 1
+        if self._telemetry_file is None:
+            self._telemetry_file = self.telemetry_path.open("w", newline="")
+            self._telemetry_csv = csv.writer(self._telemetry_file)
+            self._telemetry_csv.writerow(TELEMETRY_COLUMNS)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_s))
+        elapsed_s = round(epoch_s - self.t_start_s, 3)
+        for device, metric, value in triples:
+            self._telemetry_csv.writerow((stamp, elapsed_s, state.shown_url, state.family, device, metric,
+                                          round(value, 4)))  # fmt: skip
+        self._telemetry_file.flush()
+        self.telemetry_rows += len(triples)
 
     def _record(self, state: UrlState, sample: Sample) -> None:
         previous = state.last
@@ -307,12 +338,26 @@ class ServerScraper:
         self.rows += 1
 
     def summary(self) -> dict[str, Any]:
-        """summary.json's "server": the file, the interval and one entry per URL."""
+        """summary.json's "server": the file, the interval and one entry per URL (telemetry ones apart)."""
         return {
             "file": self.path.name,
             "interval_s": self.interval_s,
             "rows": self.rows,
-            "urls": [state.summary() for state in self.urls],
+            "urls": [state.summary() for state in self.urls if state.telemetry is None],
+        }
+
+    def telemetry_summary(self) -> dict[str, Any] | None:
+        """summary.json's "telemetry": per DCGM- or node-exporter URL its scrapes, devices and the
+        mean / p50 / max of each aggregate metric (`telemetry.TelemetrySeries.summary`); None
+        when no URL was one."""
+        urls = [state for state in self.urls if state.telemetry is not None]
+        if not urls:
+            return None
+        return {
+            "file": self.telemetry_path.name,
+            "interval_s": self.interval_s,
+            "rows": self.telemetry_rows,
+            "urls": [{**s.scrapes(), **s.telemetry.summary()} for s in urls if s.telemetry is not None],
         }
 
     def warnings(self) -> list[str]:
@@ -322,6 +367,21 @@ class ServerScraper:
             for s in self.urls
             if s.failed
         ]
+
+
+def _identify(state: UrlState, family: str | None, families: dict[str, Any], maps: dict[str, NameMap]) -> None:
+    """Set the family of `state` from its first good page: an inference server's map, else a
+    telemetry exporter; ValueError when neither is recognised."""
+    if family is not None:
+        state.family, state.names = family, maps[family]
+        return
+    exporter = telemetry.detect(set(families))
+    if exporter is None:
+        raise ValueError(
+            f"no known metric name in the answer (families: {', '.join([*maps, *telemetry.FAMILIES])}); "
+            "add a --metrics-map FILE.json naming its metrics"
+        )
+    state.family, state.telemetry = exporter, TelemetrySeries(exporter)
 
 
 def _rate(previous: Sample | None, sample: Sample, column: str) -> float | str:

@@ -10,7 +10,29 @@ used). Columns:
 - latency histograms in seconds: `ttft`, `tpot`, `e2e`, `queue_time`.
 
 A server's family is detected from the names present in its first good scrape: the map with the
-most columns present wins (a --metrics-map file's maps first on a tie).
+most columns present wins (a --metrics-map file's maps first on a tie). A page no map matches
+may be a GPU or host exporter (`llm_locust.telemetry`).
+
+Where the built-in names come from (each checked against the server's own source):
+
+- vLLM: vllm/v1/metrics/loggers.py (`vllm:kv_cache_usage_perc`; `vllm:gpu_cache_usage_perc` is
+  the older name; `vllm:inter_token_latency_seconds` is used when a version exports no
+  `vllm:time_per_output_token_seconds`).
+- SGLang: python/sglang/srt/metrics/collector.py (gauges `sglang:num_running_reqs`,
+  `sglang:num_queue_reqs`, `sglang:token_usage`; counters `sglang:prompt_tokens_total`,
+  `sglang:generation_tokens_total`; histograms `sglang:time_to_first_token_seconds`,
+  `sglang:inter_token_latency_seconds` (older releases: `sglang:time_per_output_token_seconds`),
+  `sglang:e2e_request_latency_seconds`, `sglang:queue_time_seconds`).
+- TGI: router/src/server.rs's `metrics::describe_*` list and router/src/infer, validation.rs
+  (TGI 2.x/3.x): gauges `tgi_batch_current_size`, `tgi_queue_size`; histograms in seconds
+  `tgi_request_duration`, `tgi_request_queue_duration`, `tgi_request_mean_time_per_token_duration`;
+  token-count histograms `tgi_request_input_length` (recorded at validation) and
+  `tgi_request_generated_tokens` (successful requests). TGI exports no TTFT histogram and no
+  KV-cache gauge.
+- llama.cpp: tools/server (server.cpp, later server-context.cpp; before: examples/server/server.cpp)
+  `/metrics` handler: counters `llamacpp:prompt_tokens_total`, `llamacpp:tokens_predicted_total`,
+  gauges `llamacpp:requests_processing`, `llamacpp:requests_deferred`. `llamacpp:kv_cache_usage_ratio`
+  exists only in older builds (current ones export no KV-cache gauge); no latency histograms.
 """
 
 from __future__ import annotations

@@ -232,7 +232,8 @@ def add_server_metrics_arguments(parser: Any) -> None:
         action="append",
         default=None,
         help="Prometheus metrics URL of the server, e.g. http://127.0.0.1:8000/metrics (repeat for several), "
-        "scraped by the master during the run into server_metrics.csv",
+        "scraped by the master during the run into server_metrics.csv; a DCGM-exporter or node-exporter URL "
+        "(GPU / host telemetry) goes to telemetry.csv",
     )
     group.add_argument(
         "--metrics-interval-s", type=float, default=2.0, help="Time between two scrapes of each --metrics-url, seconds"

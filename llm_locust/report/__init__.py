@@ -9,6 +9,8 @@
     charts      plotly figures (latency/throughput curves, metrics against load, capacity)
     timeline    plotly figures over time (LLM time series, Locust history, failures)
     distributions  histogram / CDF figures (histograms.json, or the summary's percentiles)
+    server      the server's perspective (server_metrics.csv, summary "server")
+    telemetry   GPU and host telemetry (telemetry.csv, summary "telemetry")
     html        the HTML page (plotly.js inline: works offline)
     images      PNG export of the figures (kaleido + a Chromium browser)
     build       everything above, in order: `build_report`

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from llm_locust.errors import ConfigError
-from llm_locust.report import charts, distributions, server, timeline
+from llm_locust.report import charts, distributions, server, telemetry, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
@@ -79,6 +79,7 @@ def build_report(
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
         server.server_timeline(runs),
+        telemetry.telemetry_timeline(runs),
         timeline.locust_timeline(runs),
         timeline.failures_chart(runs),
         distributions.distributions(runs),
@@ -134,6 +135,9 @@ def _sections(
     server_part = server.server_section(runs)
     if server_part is not None:
         sections.append(server_part)
+    telemetry_part = telemetry.telemetry_section(runs)
+    if telemetry_part is not None:
+        sections.append(telemetry_part)
     if capacities:
         sections.append(_capacity_section(capacities, slos_given))
     if len(runs) > 1 and not rows.empty:

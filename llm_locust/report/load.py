@@ -26,6 +26,7 @@ from hdrh.histogram import HdrHistogram
 from llm_locust.errors import ConfigError
 from llm_locust.results import FAILURE_COLUMNS, HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
 from llm_locust.server_maps import SERVER_COLUMNS, SERVER_METRICS_FILE
+from llm_locust.telemetry import TELEMETRY_COLUMNS, TELEMETRY_FILE
 
 HISTOGRAM_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tokens", "queue_delay")
 """Metrics histograms.json may hold: latencies in µs, output_tokens in tokens."""
@@ -34,7 +35,7 @@ LOCUST_HISTORY_COLUMNS = (
     "Timestamp", "User Count", "Type", "Name", "Requests/s", "Failures/s", "50%", "95%",
     "Total Request Count", "Total Failure Count",
 )  # fmt: skip
-_TEXT_COLUMNS = {"time", "Type", "Name", "Method", "Error", "url", "family"}
+_TEXT_COLUMNS = {"time", "Type", "Name", "Method", "Error", "url", "family", "device", "metric"}
 _SUMMARY_KEYS = ("run", "metrics", "throughput")
 _DECODE_ERRORS = (
     TypeError, ValueError, binascii.Error, zlib.error, HdrCookieException, HdrLengthException,
@@ -60,6 +61,8 @@ class RunData:
     locust_failures: pd.DataFrame | None = None
     server_metrics: pd.DataFrame | None = None
     """server_metrics.csv (--metrics-url): one row per good scrape of a server's metrics URL."""
+    telemetry: pd.DataFrame | None = None
+    """telemetry.csv (--metrics-url of a DCGM- or node-exporter): one row per device, metric and scrape."""
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -100,6 +103,11 @@ def load_run(path: Path) -> RunData:
     if server_path.exists():
         numeric = tuple(c for c in SERVER_COLUMNS if c not in ("time", "url", "elapsed_s"))
         run.server_metrics = read_csv(server_path, ("elapsed_s", "url"), numeric, allow_empty=True)
+    telemetry_path = path / TELEMETRY_FILE
+    if telemetry_path.exists():
+        frame = read_csv(telemetry_path, tuple(c for c in TELEMETRY_COLUMNS if c != "time"), allow_empty=True)
+        frame["device"] = frame["device"].astype(str)  # GPU indexes read as numbers
+        run.telemetry = frame
     if run.summary is None:
         run.missing.insert(
             0, f"{SUMMARY_FILE}: a plain Locust run -- no TTFT, TPOT, ITL, tokens/s (run an llm-locust locustfile)"

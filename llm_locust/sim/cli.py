@@ -19,8 +19,10 @@ from llm_locust.sim.server import serve
 _DESCRIPTION = """\
 OpenAI-compatible server with known timing, to check load-test measurements against ground truth.
 Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GET /v1/models,
-GET /health, GET /metrics (vLLM names), GET /sim/trace (per-request ground truth: perf_counter
-seconds of every token write, injected fault), POST /sim/reset (clear the trace).
+GET /health, GET /metrics (vLLM names), GET /gpu-metrics (simulated GPUs in DCGM-exporter format,
+utilisation = batch occupancy), GET /node-metrics (this host's /proc in node-exporter format),
+GET /sim/trace (per-request ground truth: perf_counter seconds of every token write, injected
+fault), POST /sim/reset (clear the trace).
 Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
 """
 
@@ -73,6 +75,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=float,
         default=d.decode_step_ms_per_seq,
         help="extra decode step time per running sequence, ms",
+    )
+    parser.add_argument(
+        "--gpus", type=int, default=d.gpus, help="simulated GPUs on GET /gpu-metrics (DCGM-exporter format)"
     )
     parser.add_argument(
         "--trace-limit",
@@ -148,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         faults.FaultPicker(config.faults, config.fault_seed)
     except faults.FaultSpecError as e:
         print(f"llm-locust sim: error: {e}", file=sys.stderr)
+        return 2
+    if config.gpus < 1:
+        print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2
     try:
         import uvloop

@@ -28,6 +28,8 @@ class SimConfig:
     decode_step_ms: float = 10.0
     decode_step_ms_per_seq: float = 0.2
     trace_limit: int = 100_000
+    gpus: int = 1
+    """Simulated GPUs on GET /gpu-metrics (DCGM-exporter format)."""
     api_key: str = ""
     """When set, /v1/* requests without `Authorization: Bearer <api_key>` get HTTP 401."""
     faults: tuple[tuple[str, float], ...] = ()

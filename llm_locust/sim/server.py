@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim import faults, http, openai
+from llm_locust.sim import faults, http, openai, telemetry
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
@@ -34,7 +34,7 @@ _COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
     "/v1/chat/completions": "chat",
     "/v1/completions": "completions",
 }
-_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/sim/trace")
+_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
 _POST_ROUTES = ("/sim/reset", *_COMPLETION_ROUTES)
 
 
@@ -94,6 +94,8 @@ class SimApp:
             raise openai.ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
 
     def _get(self, path: str) -> tuple[bytes, str]:
+        if path in ("/gpu-metrics", "/node-metrics"):
+            return self._telemetry(path), "text/plain; version=0.0.4"
         if path == "/v1/models":
             return openai.models_body(self.config.model, self._started_s), "application/json"
         if path == "/health":
@@ -104,6 +106,16 @@ class SimApp:
             )
             return body, "text/plain; version=0.0.4"
         return orjson.dumps(self.trace.to_list()), "application/json"
+
+    def _telemetry(self, path: str) -> bytes:
+        """The simulated DCGM-exporter page or this host's node-exporter page (404 without /proc)."""
+        if path == "/gpu-metrics":
+            config = self.config
+            return telemetry.render_gpu(config.gpus, self.driver.running, config.max_batch, config.model)
+        body = telemetry.render_node()
+        if body is None:
+            raise openai.ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
+        return body
 
     def _start_generation(
         self, request: http.Request, conn: SimConnection, endpoint: openai.Endpoint, t_recv_s: float
