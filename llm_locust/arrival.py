@@ -14,9 +14,6 @@ that is there (never waiting to fill a buffer: Locust's `iter_content` waits for
 from __future__ import annotations
 
 import socket
-import struct
-import sys
-import time
 from collections.abc import Callable, Iterator
 from time import perf_counter
 from typing import Any
@@ -25,13 +22,9 @@ from gevent.socket import wait_read
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
+from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
+
 READ_BYTES = 65536
-_PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
-_TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
-CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
-KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and CMSG_BYTES > 0
-"""True where arrival times can come from the kernel (plain-TCP connections on Linux)."""
 
 
 def body_chunks(raw: Any) -> Iterator[tuple[bytes, float]]:
@@ -87,20 +80,6 @@ def _reader(sock: Any) -> Callable[[], tuple[bytes, float]]:
         return data, kernel_arrival(ancillary, perf_counter())
 
     return read_stamped
-
-
-def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float:
-    """The kernel's receive time (`SO_TIMESTAMPNS`) in `ancillary` (from `recvmsg`), on
-    perf_counter's clock; `now` (perf_counter s, just after the read) when it holds none or an
-    implausible one (the wall clock stepped)."""
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
-            # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
-            arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
-            if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:
-                return arrived
-    return now
 
 
 def _waiter(sock: Any) -> Callable[[], None]:

@@ -18,6 +18,8 @@ from time import perf_counter
 from typing import Any
 
 import orjson
+from gevent.monkey import get_original
+from geventhttpclient.connectionpool import ConnectionPool
 
 from llm_locust import pump
 from llm_locust.arrival import body_chunks, take_bytes
@@ -28,6 +30,28 @@ from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
+
+
+_select = get_original("select", "select")
+
+
+def pooled_socket_alive(_pool: Any, sock: Any) -> bool:
+    """True when an idle keep-alive socket from the pool can carry the next request: open, and
+    nothing to read (a readable idle socket is closed or dirty). Replaces geventhttpclient's
+    `ConnectionPool._is_socket_alive`, which polls with gevent's `select`: even with a zero
+    timeout that switches to the hub, so other greenlets — the pump reading hundreds of streams —
+    ran between a request's `t_send` and its send, adding up to ~14 ms to TTFT at 500 streams
+    (p99 3.8 ms; benchmarks/RESULTS.md). The same poll with the original `select` does not yield.
+    """
+    if sock is None:
+        return False
+    try:
+        return sock.fileno() >= 0 and not _select([sock], [], [], 0.0)[0]
+    except (OSError, ValueError):
+        return False
+
+
+ConnectionPool._is_socket_alive = pooled_socket_alive
 
 
 class RequestFailure(Exception):

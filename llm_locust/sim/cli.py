@@ -157,14 +157,10 @@ def run(args: argparse.Namespace) -> int:
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2
-    try:
-        import uvloop
-    except ImportError:
-        loop_factory = None
-    else:
-        loop_factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(_main(config, args.ready_file))
+    # the standard event loop, not uvloop: its transports read with the socket's `recv`, which
+    # `StampedSocket` turns into a read with the kernel's receive time (uvloop reads in C; same
+    # CPU per token event here, benchmarks/RESULTS.md)
+    asyncio.run(_main(config, args.ready_file))
     return 0
 
 

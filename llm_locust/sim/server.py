@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
 from llm_locust.sim import faults, http, openai, telemetry
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -219,6 +220,48 @@ class SimApp:
             conn.response_done(generation.keep_alive)
 
 
+class StampedSocket(socket.socket):
+    """A connection's socket whose `recv` (what asyncio's transport reads with) also keeps the
+    kernel's receive time of what it read (`SO_TIMESTAMPNS`): `t_arrival_s`, perf_counter s.
+
+    So a request's `t_recv` is when its bytes reached this host, not when the event loop —
+    busy writing other streams' tokens — came round to read them: the TTFT the simulator
+    reports (first token write − t_recv) then leaves out no time the client could measure.
+    """
+
+    __slots__ = ("t_arrival_s",)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _flags, _address = self.recvmsg(bufsize, CMSG_BYTES, flags)
+        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
+        return data
+
+
+class StampedListener(socket.socket):
+    """A listening socket whose accepted connections are `StampedSocket`s."""
+
+    __slots__ = ()
+
+    def accept(self) -> tuple[StampedSocket, Any]:
+        fd, address = self._accept()  # type: ignore[attr-defined]
+        conn = StampedSocket(self.family, self.type, self.proto, fileno=fd)
+        conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        conn.t_arrival_s = perf_counter()
+        return conn, address
+
+
+def _listener(host: str, port: int) -> StampedListener:
+    """A bound, listening, non-blocking `StampedListener` on `host`:`port` (0: any free port)."""
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = StampedListener(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # from now on the kernel stamps what arrives
+    sock.bind(address)
+    sock.listen(4096)
+    sock.setblocking(False)
+    return sock
+
+
 class SimConnection(asyncio.Protocol):
     """One client connection: parses requests and answers them one at a time, in order."""
 
@@ -230,6 +273,7 @@ class SimConnection(asyncio.Protocol):
         self._queued: deque[http.Request] = deque()
         self._closing = False
         self._delayed: tuple[asyncio.TimerHandle, TraceRecord] | None = None  # a held-back request
+        self._stamped: StampedSocket | None = None  # the socket, when it keeps kernel receive times
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""
@@ -237,11 +281,13 @@ class SimConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            inner = getattr(sock, "_sock", None)  # asyncio wraps the socket in a TransportSocket
+            self._stamped = inner if isinstance(inner, StampedSocket) else None
         self.app.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         """Parse `data`; dispatch each completed request unless one is still being answered."""
-        t_recv_s = perf_counter()
+        t_recv_s = perf_counter() if self._stamped is None else self._stamped.t_arrival_s
         try:
             requests = self._parser.feed(data)
         except http.HttpError as exc:
@@ -319,9 +365,12 @@ async def serve(config: SimConfig, stop: asyncio.Event, on_listening: Callable[[
     """Serve `config` until `stop` is set; call `on_listening(port)` once the socket is bound."""
     loop = asyncio.get_running_loop()
     app = SimApp(config, build_driver(config, Timeline(loop)))
-    server = await loop.create_server(
-        lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096
-    )
+    if KERNEL_TIMESTAMPS:
+        server = await loop.create_server(lambda: SimConnection(app), sock=_listener(config.host, config.port))
+    else:
+        server = await loop.create_server(
+            lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096
+        )
     try:
         on_listening(server.sockets[0].getsockname()[1])
         await stop.wait()

@@ -39,8 +39,8 @@ class Timeline:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_due_s = due_s
-        # Event-loop timers have millisecond resolution (uvloop rounds to the nearest ms, epoll
-        # takes whole ms): round up so the loop never wakes early and busy-polls until due.
+        # Event-loop timers have millisecond resolution (epoll takes whole ms): round up so the loop
+        # never wakes early and busy-polls until due.
         delay_ms = math.ceil((due_s - perf_counter()) * 1e3)
         self._timer = self._loop.call_later(max(0, delay_ms) / 1e3, self._wake)
 

@@ -1,0 +1,34 @@
+"""Kernel receive times of socket reads (`SO_TIMESTAMPNS`), on `time.perf_counter`'s clock.
+
+Gevent-free, so that both the client (`arrival`, `pump`) and the simulator can use it: a read
+done with `recvmsg(..., CMSG_BYTES)` on a socket with `SO_TIMESTAMPNS` set carries the time the
+kernel received its (last) TCP segment, however late the process gets round to the read.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+
+_PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
+_TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
+CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and CMSG_BYTES > 0
+"""True where arrival times can come from the kernel (plain-TCP connections on Linux)."""
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float:
+    """The kernel's receive time (`SO_TIMESTAMPNS`) in `ancillary` (from `recvmsg`), on
+    perf_counter's clock; `now` (perf_counter s, just after the read) when it holds none or an
+    implausible one (the wall clock stepped)."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
+            arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
+            if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:
+                return arrived
+    return now
