@@ -17,7 +17,8 @@ actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
   measurement window (flat memory: about 0).
 
 A level is within the bound when ITL p99 err ≤ --itl-bound-ms and TTFT p99 err ≤ --ttft-bound-ms;
-after the first level out of bound the client's ramp stops (unless --no-stop).
+after the first level out of bound the client's ramp stops (unless --no-stop). `--repeat N` runs
+each level N times and prints every run: tail errors depend on stalls of the machine, which vary.
 
     .venv/bin/python benchmarks/client_capacity.py --clients fast,openai-sdk,guidellm \
         --streams 50,100,200,400,600 --run-time-s 12
@@ -335,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--itl-bound-ms", type=float, default=1.0, help="ITL p99 error bound, ms")
     parser.add_argument("--ttft-bound-ms", type=float, default=2.0, help="TTFT p99 error bound, ms")
     parser.add_argument("--no-stop", action="store_true", help="run every level even after the bound broke")
+    parser.add_argument(
+        "--repeat", type=int, default=1,
+        help="runs per level, each printed (a shared or virtual machine's stalls vary from run to run); "
+        "the ramp stops after a level where no run was within the bound",
+    )  # fmt: skip
     parser.add_argument("--guidellm", type=Path, default=GUIDELLM, help="the guidellm executable")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the simulator and the client to cores")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
@@ -358,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for streams in (int(s) for s in args.streams.split(",")):
             try:
-                row = run_level(client, streams, args, cores)
+                level = [run_level(client, streams, args, cores) for _ in range(max(1, args.repeat))]
             except LevelFailed as e:
                 print(e, flush=True)
                 break
-            rows.append(row)
-            print(format_row(row), flush=True)
-            if not row["in_bound"] and not args.no_stop:
+            rows.extend(level)
+            for row in level:
+                print(format_row(row), flush=True)
+            if not any(row["in_bound"] for row in level) and not args.no_stop:
                 break
     if any(not r["itl_per_gap"] for r in rows):
         print("* GuideLLM: per-request mean gap ((last − first token) / (N − 1)), it keeps no per-gap ITL")

@@ -17,12 +17,14 @@ import socket
 from time import perf_counter
 from typing import Any
 
+import gevent.socket
 import orjson
 from gevent.monkey import get_original
 from geventhttpclient.connectionpool import ConnectionPool
 
 from llm_locust import pump
 from llm_locust.arrival import body_chunks, take_bytes
+from llm_locust.kerneltime import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
 from llm_locust.pacing import Ticket
 from llm_locust.protocol import EventStream, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
@@ -52,6 +54,28 @@ def pooled_socket_alive(_pool: Any, sock: Any) -> bool:
 
 
 ConnectionPool._is_socket_alive = pooled_socket_alive
+
+
+class StampedSocket(StampedRecv, gevent.socket.socket):
+    """The client's TCP socket: geventhttpclient reads the response head with `recv`, which here
+    keeps the kernel's receive time (`t_arrival_s`). A token that came in the same read as the
+    head (the request's greenlet got to it late) gets that time, not the time it was parsed."""
+
+    __slots__ = ("t_arrival_s",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.t_arrival_s = 0.0
+        if KERNEL_TIMESTAMPS:
+            self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def stamped_tcp_socket(_pool: Any, family: int, kind: int, proto: int) -> StampedSocket:
+    """geventhttpclient's TCP socket factory (`ConnectionPool._create_tcp_socket`), stamped."""
+    return StampedSocket(family, kind, proto)
+
+
+ConnectionPool._create_tcp_socket = stamped_tcp_socket
 
 
 class RequestFailure(Exception):
@@ -145,7 +169,8 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
-        done = on_body(take_bytes(body), perf_counter()) if body else False
+        t_head = getattr(raw._sock, "t_arrival_s", None) or perf_counter()  # the read that ended the head
+        done = on_body(take_bytes(body), t_head) if body else False
         if not raw.message_complete:
             pump.pump().read(raw, on_body, watch, done)
         if record.saw_done or not record.ok:  # [DONE], an error object or a bad chunk ended it

@@ -11,6 +11,7 @@ import socket
 import struct
 import sys
 import time
+from time import perf_counter
 
 _PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
@@ -32,3 +33,17 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float
             if 0.0 <= now - arrived < _PLAUSIBLE_AGE_S:
                 return arrived
     return now
+
+
+class StampedRecv:
+    """Mixin for a socket class (stdlib or gevent): its `recv` also keeps the kernel's receive
+    time of what it read, `t_arrival_s` (perf_counter s; the time of the call where the kernel
+    gave none). For code that reads with `recv` — asyncio's transports, geventhttpclient's header
+    read — on a socket with `SO_TIMESTAMPNS` set. The class using it declares the slot."""
+
+    __slots__ = ()
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _flags, _address = self.recvmsg(bufsize, CMSG_BYTES, flags)  # type: ignore[attr-defined]
+        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
+        return data

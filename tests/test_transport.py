@@ -5,11 +5,17 @@ from __future__ import annotations
 import subprocess
 
 import gevent
+import greenlet
+import pytest
 from conftest import options, read_summary, run_local
+from gevent import socket as gsocket
+from gevent.monkey import get_original
 from gevent.server import StreamServer
 from test_timeouts import HEADERS, chunk, read_request, serve
 
 from llm_locust import arrival
+from llm_locust.client import pooled_socket_alive
+from llm_locust.kerneltime import KERNEL_TIMESTAMPS
 
 EVENTS = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(5)]
 DONE = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
@@ -38,6 +44,19 @@ def all_at_once(sock, _address):
         sock.sendall(HEADERS + b"".join(chunk(e) for e in [*EVENTS, DONE]) + b"0\r\n\r\n")
 
 
+blocking_sleep = get_original("time", "sleep")  # time.sleep is gevent's under Locust
+
+
+def first_token_with_head_then_busy(sock, _address):
+    """The head and the first token in one write, then the process is busy for 0.2 s (a blocking
+    sleep: no greenlet runs, the client's read of them waits), then the rest once it has read them."""
+    while read_request(sock):
+        sock.sendall(HEADERS + chunk(EVENTS[0]))
+        blocking_sleep(0.2)
+        gevent.sleep(0.1)  # the client reads the head and the token now, 0.2 s after they arrived
+        sock.sendall(b"".join(chunk(e) for e in [*EVENTS[1:], DONE]) + b"0\r\n\r\n")
+
+
 def run_against(handler, tmp_path):
     server = serve(handler)
     try:
@@ -60,6 +79,15 @@ def test_response_that_arrives_with_its_headers(tmp_path):
     _env, summary = run_against(all_at_once, tmp_path)
     assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 3
     assert summary["metrics"]["output_tokens"]["max"] == 5
+
+
+@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
+def test_a_token_read_with_the_head_has_its_kernel_receive_time(tmp_path):
+    """TTFT is when the token reached the host, not when the late greenlet read it (0.2 s later)."""
+    _env, summary = run_against(first_token_with_head_then_busy, tmp_path)
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
+    assert summary["metrics"]["ttft_ms"]["max"] < 50  # the head and the token were sent at once
+    assert summary["metrics"]["e2e_ms"]["min"] >= 300  # the rest came after the busy 0.2 s and 0.1 s
 
 
 def test_connection_cut_mid_stream_is_a_transport_failure(tmp_path):
@@ -106,3 +134,34 @@ def test_plain_read_timing_is_accurate_at_low_load(fast_sim, tmp_path, monkeypat
     run_local(opts, users=2, seconds=2.0)
     m = read_summary(tmp_path)["metrics"]
     assert abs(m["ttft_ms"]["p50"] - 20) <= 5 and abs(m["itl_ms"]["p50"] - 5) <= 2, m
+
+
+def test_pooled_keep_alive_check_answers_without_switching_greenlets():
+    """geventhttpclient checks an idle pooled socket before reusing it; ours must not yield to the
+    hub (gevent's select did, so other greenlets ran between a request's t_send and its send)."""
+    listener = gsocket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    client = gsocket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+
+    def check_without_switch() -> bool:
+        switches: list[str] = []
+        previous = greenlet.settrace(lambda event, _args: switches.append(event))
+        try:
+            alive = pooled_socket_alive(None, client)
+        finally:
+            greenlet.settrace(previous)
+        assert switches == []
+        return alive
+
+    assert check_without_switch()  # idle: nothing to read
+    server.sendall(b"unexpected")  # a readable idle socket is dirty
+    gevent.sleep(0.05)
+    assert not check_without_switch()
+    server.close()
+    gevent.sleep(0.05)
+    assert not pooled_socket_alive(None, client)  # the peer closed: readable (EOF)
+    client.close()
+    assert not pooled_socket_alive(None, client) and not pooled_socket_alive(None, None)
+    listener.close()

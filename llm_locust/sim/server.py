@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
+from llm_locust.kerneltime import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
 from llm_locust.sim import faults, http, openai, telemetry
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -220,9 +220,9 @@ class SimApp:
             conn.response_done(generation.keep_alive)
 
 
-class StampedSocket(socket.socket):
+class StampedSocket(StampedRecv, socket.socket):
     """A connection's socket whose `recv` (what asyncio's transport reads with) also keeps the
-    kernel's receive time of what it read (`SO_TIMESTAMPNS`): `t_arrival_s`, perf_counter s.
+    kernel's receive time of what it read: `t_arrival_s`.
 
     So a request's `t_recv` is when its bytes reached this host, not when the event loop —
     busy writing other streams' tokens — came round to read them: the TTFT the simulator
@@ -230,11 +230,6 @@ class StampedSocket(socket.socket):
     """
 
     __slots__ = ("t_arrival_s",)
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        data, ancillary, _flags, _address = self.recvmsg(bufsize, CMSG_BYTES, flags)
-        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
-        return data
 
 
 class StampedListener(socket.socket):
