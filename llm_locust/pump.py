@@ -110,10 +110,9 @@ class StreamPump:
         self._watcher = self._hub.loop.io(self._epoll.fileno(), 1)
         self._streams: dict[int, _Stream] = {}
         self._backlog: deque[tuple[_Stream, bytes, float, BaseException | None]] = deque()  # read, not parsed
-        buffer = bytearray(READ_BYTES)  # every read lands here, is parsed at once, then overwritten
+        buffer = bytearray(READ_BYTES)  # every read lands here, is copied to the backlog, then overwritten
         self._buffers, self._view = [buffer], memoryview(buffer)
         self._greenlet: gevent.Greenlet | None = None
-        self.rounds = 0  # wake-ups of the pump (one reads every ready socket)
         self.reads = 0  # socket reads
 
     @property
@@ -159,7 +158,6 @@ class StreamPump:
             while self._streams or backlog:
                 if not backlog:
                     wait(watcher)  # nothing left to parse: sleep until a socket is readable
-                self.rounds += 1
                 self._read_ready()
                 turn_end_s = perf_counter() + _TURN_S
                 while backlog and perf_counter() < turn_end_s:
