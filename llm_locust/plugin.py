@@ -56,6 +56,7 @@ from locust.stats import StatsError
 
 from llm_locust import __version__, redact
 from llm_locust.client import RECORD_KEY
+from llm_locust.collector import RunCollector, freeze_heap
 from llm_locust.control import PLAN_MESSAGE, LoadController
 from llm_locust.errors import ConfigError
 from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta_from_wire, delta_to_wire
@@ -187,12 +188,14 @@ class RunState:
         self.watchdog: TimeoutWatchdog | None = None
         self._in_flight_by_worker: dict[str, int] = {}
         self.monitor = None if self.is_master else LoopMonitor()  # processes running users
+        self.collector = None if self.is_master else RunCollector()
         self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
         events = environment.events
         events.test_start.add_listener(self._on_test_start)
         if not self.is_master:
             events.request.add_listener(self._on_request)
+            events.test_stop.add_listener(self._on_users_stopped)
         if self.is_worker:
             events.report_to_master.add_listener(self._on_report_to_master)
             runner.register_message(PLAN_MESSAGE, self._on_plan)
@@ -220,7 +223,10 @@ class RunState:
         self._reset()
         if self.monitor is not None:
             self.monitor.start()
-        _freeze_heap()
+        if self.collector is not None:
+            self.collector.start()
+        else:
+            freeze_heap()
         if not self.is_worker:
             self.control = LoadController(environment, self.settings, None if self.is_master else self.pacer)
             steps = self.settings.steps
@@ -228,6 +234,11 @@ class RunState:
                 self.control.enter_step(steps[0])
             self.control.update()
             self._results = ResultsWriter(self, Path(self.settings.results_dir))
+
+    def _on_users_stopped(self, **_: Any) -> None:
+        """Processes running users: the test is over, the garbage collector back to automatic."""
+        if self.collector is not None:
+            self.collector.stop()
 
     def _register_secrets(self) -> None:
         """Hide the API key and any password in --host from logs and failure messages."""
@@ -431,7 +442,7 @@ class ResultsWriter:
             write_summary(self.results_dir, self.summary(state.run, final=False))
 
         if state.is_master:
-            gc.collect()  # the small cyclic objects of decoded deltas (see _freeze_heap)
+            gc.collect()  # the small cyclic objects of decoded deltas (see collector.freeze_heap)
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):
@@ -628,18 +639,3 @@ def _top_error(environment: Environment) -> str | None:
         if text.startswith(prefix):
             text = text[len(prefix) : -1].strip("'\"")
     return redact.redact(text)
-
-
-def _freeze_heap() -> None:
-    """Move everything alive at test start out of the garbage collector's reach.
-
-    A full collection walks every tracked object — Locust, gevent and their modules: a pause
-    of tens of ms that shows up as false ITL/TTFT outliers in every stream of the process.
-    Frozen objects are never scanned again; what the test allocates is collected as usual.
-
-    Histograms are cyclic garbage (hdrh: histogram <-> encoder): windows are released when
-    done with (`WindowMetrics.release`), and the master, which decodes every worker's deltas,
-    also collects every tick (~1 ms with the heap frozen) so its RSS stays flat for hours.
-    """
-    gc.collect()
-    gc.freeze()
