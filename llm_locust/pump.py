@@ -24,7 +24,6 @@ Only for plain-TCP sockets on Linux (`available`); TLS connections keep `arrival
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
@@ -38,7 +37,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.arrival import READ_BYTES
 from llm_locust.chunked import ChunkedBody
-from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
+from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
 from llm_locust.timeouts import Watch
 
 BodyCallback = Callable[[bytes | bytearray, float], bool]
@@ -129,8 +128,7 @@ class StreamPump:
         server closed first), an exception of `on_body`; and what is thrown into the waiting
         greenlet (the watchdog's `RequestTimeout`, a stopping user's `GreenletExit`).
         """
-        raw._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        stream = _Stream(raw, on_body, watch)
+        stream = _Stream(raw, on_body, watch)  # its socket keeps kernel receive times (client.StampedSocket)
         stream.done = done
         self._epoll.register(stream.fd, _EPOLLIN)
         self._streams[stream.fd] = stream

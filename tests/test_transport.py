@@ -57,6 +57,18 @@ def first_token_with_head_then_busy(sock, _address):
         sock.sendall(b"".join(chunk(e) for e in [*EVENTS[1:], DONE]) + b"0\r\n\r\n")
 
 
+def token_then_busy(sock, _address):
+    """The head, then a token, then the process busy for 0.2 s (the pump cannot read the token),
+    then 0.05 s later the next tokens: true gaps 0.25 s, then ~0."""
+    while read_request(sock):
+        sock.sendall(HEADERS)
+        gevent.sleep(0.05)  # the head is read, the stream is with the pump
+        sock.sendall(chunk(EVENTS[0]))
+        blocking_sleep(0.2)
+        gevent.sleep(0.05)  # the pump reads the token now, 0.2 s after it arrived
+        sock.sendall(b"".join(chunk(e) for e in [*EVENTS[1:], DONE]) + b"0\r\n\r\n")
+
+
 def run_against(handler, tmp_path):
     server = serve(handler)
     try:
@@ -88,6 +100,15 @@ def test_a_token_read_with_the_head_has_its_kernel_receive_time(tmp_path):
     assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
     assert summary["metrics"]["ttft_ms"]["max"] < 50  # the head and the token were sent at once
     assert summary["metrics"]["e2e_ms"]["min"] >= 300  # the rest came after the busy 0.2 s and 0.1 s
+
+
+@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
+def test_a_token_read_late_by_the_pump_has_its_kernel_receive_time(tmp_path):
+    """The first gap is 0.25 s (when the tokens arrived), not 0.05 s (when they were read)."""
+    _env, summary = run_against(token_then_busy, tmp_path)
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
+    assert summary["metrics"]["itl_ms"]["max"] >= 240  # 0.25 s: the token's arrival, not its late read
+    assert summary["metrics"]["ttft_ms"]["max"] < 100  # 0.05 s after the head
 
 
 def test_connection_cut_mid_stream_is_a_transport_failure(tmp_path):
