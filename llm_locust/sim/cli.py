@@ -21,8 +21,8 @@ OpenAI-compatible server with known timing, to check load-test measurements agai
 Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GET /v1/models,
 GET /health, GET /metrics (vLLM names), GET /gpu-metrics (simulated GPUs in DCGM-exporter format,
 utilisation = batch occupancy), GET /node-metrics (this host's /proc in node-exporter format),
-GET /sim/trace (per-request ground truth: perf_counter seconds of every token write, injected
-fault), POST /sim/reset (clear the trace).
+GET /sim/trace (per-request ground truth, perf_counter seconds: the kernel's receive time of the
+request, every token write; the injected fault), POST /sim/reset (clear the trace).
 Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
 """
 
