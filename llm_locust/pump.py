@@ -52,6 +52,7 @@ except AttributeError:  # not Linux
 _MAX_EVENTS = 1024
 _PARSE_SLICE = 16  # reads parsed between two looks for ready sockets
 _TURN_S = 0.002  # longest the pump parses before the other greenlets get a turn, seconds
+_YIELD_S = 0.0001  # a timer, not sleep(0): the loop polls (requests waiting for their head get their turn)
 
 
 def _is_chunked(raw: Any) -> bool:
@@ -163,7 +164,7 @@ class StreamPump:
                         self._parse(*backlog.popleft())
                     self._read_ready()
                 if backlog:  # a long turn: let the other greenlets run, then go on
-                    gevent.sleep(0)
+                    gevent.sleep(_YIELD_S)
         finally:
             self._greenlet = None
 
