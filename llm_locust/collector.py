@@ -21,6 +21,8 @@ import gc
 
 import gevent
 
+from llm_locust.background import Background
+
 COLLECT_INTERVAL_S = 30.0
 """Seconds between two full collections while a test runs."""
 
@@ -46,20 +48,17 @@ class RunCollector:
 
     def __init__(self, interval_s: float = COLLECT_INTERVAL_S) -> None:
         self.interval_s = interval_s
-        self._greenlet: gevent.Greenlet | None = None
+        self._schedule = Background(self._run)
 
     def start(self) -> None:
         """A test starts: freeze the heap, collect on schedule only."""
         freeze_heap()
         gc.disable()
-        if self._greenlet is None or self._greenlet.dead:
-            self._greenlet = gevent.spawn(self._run)
+        self._schedule.ensure()
 
     def stop(self) -> None:
         """The test is over: automatic collection again."""
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+        self._schedule.stop()
         gc.enable()
 
     def _run(self) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import gevent
 import numpy as np
 
+from llm_locust.background import Background
+
 logger = logging.getLogger("llm_locust")
 
 CPU_WARN_PCT = 90.0
@@ -32,21 +34,18 @@ class LoopMonitor:
     def __init__(self, tick_s: float = 0.05) -> None:
         self.tick_s = tick_s
         self._lags_s: list[float] = []
-        self._greenlet: gevent.Greenlet | None = None
+        self._ticker = Background(self._run)
         self._cpu_s = time.process_time()
         self._wall_s = time.perf_counter()
 
     def start(self) -> None:
         """Start measuring (again): the next `take` covers from now on."""
         self.take()
-        if self._greenlet is None or self._greenlet.dead:
-            self._greenlet = gevent.spawn(self._run)
+        self._ticker.ensure()
 
     def stop(self) -> None:
         """Stop the measuring greenlet."""
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+        self._ticker.stop()
 
     def _run(self) -> None:
         perf_counter, sleep, tick_s = time.perf_counter, gevent.sleep, self.tick_s

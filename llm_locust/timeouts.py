@@ -22,6 +22,8 @@ from typing import Any
 import gevent
 from gevent.hub import get_hub
 
+from llm_locust.background import Background
+
 
 class RequestTimeout(TimeoutError):
     """A request was silent or ran for too long; the message says which."""
@@ -57,7 +59,7 @@ class TimeoutWatchdog:
         self.first_token_timeout_s = first_token_timeout_s
         self.check_interval_s = check_interval_s
         self._watches: set[Watch] = set()
-        self._greenlet: gevent.Greenlet | None = None
+        self._checker = Background(self._run)
 
     @property
     def in_flight(self) -> int:
@@ -72,8 +74,7 @@ class TimeoutWatchdog:
             gevent.getcurrent(), record, t_send_s + self.request_timeout_s, t_send_s + self.first_token_timeout_s
         )
         self._watches.add(watch)
-        if self._greenlet is None or self._greenlet.dead:
-            self._greenlet = gevent.spawn(self._run)
+        self._checker.ensure()
         return watch
 
     def end(self, watch: Watch) -> None:
@@ -83,9 +84,7 @@ class TimeoutWatchdog:
 
     def stop(self) -> None:
         """Stop the watchdog greenlet (it restarts with the next request)."""
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+        self._checker.stop()
 
     def _run(self) -> None:
         while self._watches:
@@ -100,7 +99,6 @@ class TimeoutWatchdog:
                     )
                 elif now > watch.deadline_s:
                     self._expire(watch, f"request took longer than {self.request_timeout_s:g} s (--request-timeout-s)")
-        self._greenlet = None
 
     def _expire(self, watch: Watch, message: str) -> None:
         self._watches.discard(watch)
