@@ -146,8 +146,7 @@ class StreamPump:
     def _forget(self, stream: _Stream) -> None:
         if self._streams.get(stream.fd) is stream:
             del self._streams[stream.fd]
-            with contextlib.suppress(OSError):  # closed already (the kernel dropped it): nothing to undo
-                self._epoll.unregister(stream.fd)
+            self._stop_reading(stream)
 
     def _run(self) -> None:
         """Reads first, parsing after: each turn reads every ready socket, then parses what was
@@ -193,7 +192,7 @@ class StreamPump:
     def _stop_reading(self, stream: _Stream) -> None:
         """No more reads of `stream` (end of input or an error; epoll would report it forever)."""
         stream.reading = False
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # unregistered already, or closed (the kernel dropped it)
             self._epoll.unregister(stream.fd)
 
     def _parse(self, stream: _Stream, data: bytes, t: float, error: BaseException | None) -> None:
