@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import kubernetes_validate
 import locust
 import yaml
 from conftest import ROOT, options
@@ -152,6 +153,11 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
 
     (worker_container,) = pod_spec(worker)["spec"]["containers"]
     assert worker_container["args"] == worker_args(f"{CONTAINER_LOCUSTFILES}/chat.py", "llm-locust-master")
+    for obj in (worker, *masters):  # as in the compose stack tests/test_containers.py runs: the image's
+        template = pod_spec(obj)  # entrypoint runs `locust ARGS` (options first), here as a non-root user
+        (container,) = template["spec"]["containers"]
+        assert "command" not in container and container["args"][0].startswith("--locustfile="), obj["kind"]
+        assert template["spec"]["securityContext"]["runAsNonRoot"] is True, obj["kind"]
     assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089}
     for master in masters:
         template = pod_spec(master)
@@ -184,6 +190,21 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
             assert settings.max_error_rate == 0.01 and settings.max_drift_pct == 20
             assert master["spec"]["concurrencyPolicy"] == "Forbid"
     assert objects["PersistentVolumeClaim/llm-locust-results"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_k8s_manifests_match_the_kubernetes_api_schema():
+    """Every object of deploy/k8s against the Kubernetes API's own JSON schema (kubernetes-validate, strict:
+    an unknown or misspelt field is an error too), for the newest Kubernetes version the package knows."""
+    version = kubernetes_validate.latest_version()
+    objects = k8s()
+    assert len(objects) == 7
+    errors = []
+    for key, obj in objects.items():
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            errors.append(f"{key}: {e.message} at {'.'.join(map(str, e.absolute_path))} (Kubernetes {version})")
+    assert errors == []
 
 
 def test_compose_master_command_and_config_file_parse():
