@@ -6,8 +6,9 @@ against the compose's own simulator.
   summary.json counts 3 workers and exactly the requests each worker sent (and Locust's own count);
   the results belong to the user who ran compose; a planted OPENAI_API_KEY is nowhere in the image,
   the tree, the results or the logs.
-- A failing gate (`slo = ttft_p99_ms=1` in the config file): exit code 3, and the results belong to
-  whoever owns ./results (as root: a made-up uid, as if another user had cloned the repository).
+- A failing gate (`slo = ttft_p99_ms=1` in the config file): exit code 3; as root, compose runs as
+  another user (a made-up uid and gid, in the Docker socket's group) in a tree that user owns, and
+  the results are that user's.
 - The web UI override: a run started with POST /swarm shows in /llm/stats.json, /stop writes results.
 - `down -v` leaves no container, network or volume of the project.
 
@@ -26,6 +27,7 @@ import re
 import secrets
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,8 +39,9 @@ COMPOSE_FILES = ("docker-compose.yml",)
 UI_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.ui.yml")
 IMAGE = "llm-locust:latest"
 RUN_TIMEOUT_S = 900  # the first `up --build` may build the image (a few minutes); a warm run takes ~40 s
-OTHER_UID = 4242  # as root: ./results of "another user" who cloned the repository
+OTHER_UID = 4242  # as root: compose run by "another user", who cloned the repository
 OTHER_GID = 4343
+DOCKER_SOCKET = Path("/var/run/docker.sock")
 
 
 def _run(*command: str, timeout_s: float = 60, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -97,17 +100,29 @@ def clean_copy(destination: Path) -> Path:
 class Stack:
     """One compose project (its own name, so nothing is shared with another run) in a clean copy."""
 
-    def __init__(self, compose: list[str], tree: Path, name: str, files: tuple[str, ...], env: dict[str, str]):
-        self.tree = tree
+    def __init__(self, compose: list[str], name: str, files: tuple[str, ...], env: dict[str, str]):
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"llm-locust-{name}-"))  # mode 700: the tree's user only
+        self.tree = clean_copy(self.workdir / "llm-locust")
         self.project = f"llmlocusttest{os.getpid()}{name}"  # letters and digits: the same name for both composes
         self.command = [*compose, "-p", self.project, *(arg for f in files for arg in ("-f", f))]
         settings = {line.lstrip("# ").split("=")[0] for line in (ROOT / ".env.example").read_text().splitlines()}
         inherited = {k: v for k, v in os.environ.items() if k not in settings and not k.startswith("COMPOSE_")}
         inherited.pop("OPENAI_API_KEY", None)  # never a real key: the tests plant their own
         self.env = {**inherited, **env}
+        self.user: dict = {}  # subprocess.run's user, group and extra_groups: compose as another user
+
+    def run_as(self, uid: int, gid: int, docker_gid: int) -> None:
+        """From now on run compose as `uid:gid` (member of `docker_gid`, the Docker socket's group), in
+        a tree that user cloned (owns), with a HOME of its own."""
+        home = self.workdir / "home"
+        home.mkdir()
+        for path in [self.workdir, *self.workdir.rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+        self.env["HOME"] = str(home)
+        self.user = {"user": uid, "group": gid, "extra_groups": [docker_gid]}
 
     def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-        return _run(*self.command, *args, timeout_s=timeout_s, cwd=self.tree, env=self.env)
+        return _run(*self.command, *args, timeout_s=timeout_s, cwd=self.tree, env=self.env, **self.user)
 
     def down(self) -> None:
         done = self.run("down", "-v", "--remove-orphans", "-t", "10", timeout_s=120)
@@ -125,19 +140,22 @@ class Stack:
 
 
 @pytest.fixture
-def stack(compose, tmp_path) -> Iterator[Callable[..., Stack]]:
+def stack(compose) -> Iterator[Callable[..., Stack]]:
     """Make a `Stack` in a clean copy of the tree; each is brought down at the end, leaving nothing."""
     stacks: list[Stack] = []
 
     def make(name: str, files: tuple[str, ...] = COMPOSE_FILES, **env: str) -> Stack:
-        made = Stack(compose, clean_copy(tmp_path / name), name, files, env)
+        made = Stack(compose, name, files, env)
         stacks.append(made)
         return made
 
     yield make
     for made in stacks:
-        made.down()
-        assert made.leftovers() == [], made.project
+        try:
+            made.down()
+            assert made.leftovers() == [], made.project
+        finally:
+            shutil.rmtree(made.workdir)
 
 
 def owners(folder: Path) -> set[tuple[int, int]]:
@@ -176,14 +194,14 @@ def test_headless_run_three_workers_results_yours_no_key_anywhere(stack):
             assert key not in path.read_text(errors="replace"), path
 
 
-def test_failing_gate_exits_3_results_belong_to_the_folder_owner(stack):
+def test_failing_gate_exits_3_results_belong_to_another_invoking_user(stack):
     run = stack("gate", WORKERS="1", USERS="2", SPAWN_RATE="2", RUN_TIME="4s", RUN_NAME="gate",
                 LLM_LOCUST_CONF="./gate.conf")  # fmt: skip
     (run.tree / "gate.conf").write_text("slo = ttft_p99_ms=1\n")  # the simulator's TTFT is ~20-80 ms
     owner = (os.getuid(), os.getgid())
-    if os.getuid() == 0:
-        owner = (OTHER_UID, OTHER_GID)
-        os.chown(run.tree / "results", *owner)
+    if os.getuid() == 0 and DOCKER_SOCKET.exists() and "DOCKER_HOST" not in os.environ:
+        owner = (OTHER_UID, OTHER_GID)  # a user without an account here, who may use Docker
+        run.run_as(*owner, docker_gid=DOCKER_SOCKET.stat().st_gid)
     up = run.run("up", "--build", "--exit-code-from", "master")
     assert up.returncode == 3, (up.stdout + up.stderr)[-4000:]
     summary = read_summary(run.tree / "results" / "gate")
