@@ -11,15 +11,18 @@
 # PATH, user `locust`); deploy/docker/build-base.sh builds a stand-in from Debian's packages.
 ARG LOCUST_VERSION=2.47.0
 ARG BASE_IMAGE=locustio/locust:${LOCUST_VERSION}
-FROM ${BASE_IMAGE}
-
-USER root
-# dependencies first (their layer is rebuilt only when pyproject.toml changes), then llm-locust
+# llm-locust's dependencies, read from pyproject.toml in a stage of their own: their layer below is
+# rebuilt only when the list changes, not whenever pyproject.toml does
+FROM ${BASE_IMAGE} AS requirements
 COPY pyproject.toml /tmp/llm-locust/
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/llm-locust/pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
-COPY README.md /tmp/llm-locust/
+        > /tmp/requirements.txt
+
+FROM ${BASE_IMAGE}
+USER root
+COPY --from=requirements /tmp/requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir -r /tmp/requirements.txt && rm /tmp/requirements.txt
+COPY pyproject.toml README.md /tmp/llm-locust/
 COPY llm_locust /tmp/llm-locust/llm_locust
 RUN pip install --no-cache-dir --no-deps /tmp/llm-locust && rm -rf /tmp/llm-locust
 COPY locustfiles /home/locust/locustfiles

@@ -60,4 +60,4 @@ bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fa
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
-	find results -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +
+	[ ! -d results ] || find results -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +
