@@ -105,7 +105,7 @@ class Stack:
         self.tree = clean_copy(self.workdir / "llm-locust")
         self.project = f"llmlocusttest{os.getpid()}{name}"  # letters and digits: the same name for both composes
         self.command = [*compose, "-p", self.project, *(arg for f in files for arg in ("-f", f))]
-        settings = {line.lstrip("# ").split("=")[0] for line in (ROOT / ".env.example").read_text().splitlines()}
+        settings = set(re.findall(r"^#? ?([A-Z_][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.M))
         inherited = {k: v for k, v in os.environ.items() if k not in settings and not k.startswith("COMPOSE_")}
         inherited.pop("OPENAI_API_KEY", None)  # never a real key: the tests plant their own
         self.env = {**inherited, **env}
