@@ -225,11 +225,12 @@ def test_web_ui_override_swarm_progress_stop_results(stack):
             return 0
 
     wait_for(lambda: workers() == 2, 120, "the web UI with 2 workers")
-    networks = {
-        name: set(json.loads(_run("docker", "inspect", name).stdout)[0]["NetworkSettings"]["Networks"])
-        for name in run.run("ps", "-q").stdout.split()
-    }
-    assert len(networks) == 4 and set(map(frozenset, networks.values())) == {frozenset({f"{run.project}_default"})}
+    containers = json.loads(_run("docker", "inspect", *run.run("ps", "-q").stdout.split()).stdout)
+    assert len(containers) == 4  # simulator, master, 2 workers: on the project's network only, and only
+    for container in containers:  # the master's web UI published, on 127.0.0.1
+        assert set(container["NetworkSettings"]["Networks"]) == {f"{run.project}_default"}, container["Name"]
+    published = {c["Name"]: c["HostConfig"]["PortBindings"] for c in containers if c["HostConfig"]["PortBindings"]}
+    assert list(published.values()) == [{"8089/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}], published
 
     form = {"user_count": 4, "spawn_rate": 4, "host": "http://sim:8000"}
     assert json.loads(http(f"{ui}/swarm", form))["success"] is True
