@@ -14,6 +14,8 @@ import json
 import os
 import signal
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,12 +99,18 @@ def error_lines(output: str) -> list[str]:
 @pytest.mark.parametrize(
     ("trust", "client"),
     [("--ca-bundle", "fast"), ("--ca-bundle", "openai-sdk"), ("SSL_CERT_FILE", "fast"), ("SSL_CERT_FILE", "openai-sdk"),
-     ("REQUESTS_CA_BUNDLE", "fast")],
+     ("REQUESTS_CA_BUNDLE", "fast"), ("SSL_CERT_DIR", "fast")],
 )  # fmt: skip
 def test_verified_connection_with_the_test_ca(tmp_path, pki, good_sim, clean_env, trust, client):
     extra = ["--client", client]
     if trust == "--ca-bundle":
         extra += ["--ca-bundle", str(pki / "ca.pem")]
+    elif trust == "SSL_CERT_DIR":  # a folder of CA files named by their subject hash, as c_rehash makes it
+        subject_hash = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", str(pki / "ca.pem")],
+                                      capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        (tmp_path / "certs").mkdir()
+        (tmp_path / "certs" / f"{subject_hash}.0").write_bytes((pki / "ca.pem").read_bytes())
+        clean_env.setenv(trust, str(tmp_path / "certs"))
     else:
         clean_env.setenv(trust, str(pki / "ca.pem"))
     summary = local_run(tmp_path, good_sim.url, *extra)
@@ -112,25 +120,31 @@ def test_verified_connection_with_the_test_ca(tmp_path, pki, good_sim, clean_env
 
 
 # -- rejected: one line, exit code 2, nothing sent -------------------------------------------------------------------
+UNKNOWN_ISSUER = "unable to get local issuer certificate (unknown issuer"
+
+
 @pytest.mark.parametrize(
-    ("cert", "client", "model", "reason"),
+    ("cert", "client", "extra", "reason"),
     [
-        ("unknown_issuer", "fast", True, "unable to get local issuer certificate (unknown issuer"),
-        ("unknown_issuer", "openai-sdk", True, "unable to get local issuer certificate (unknown issuer"),
-        ("unknown_issuer", "fast", False, "unable to get local issuer certificate (unknown issuer"),
-        ("other_name", "fast", True, "IP address mismatch, certificate is not valid for '127.0.0.1' (wrong host name"),
-        ("other_name", "openai-sdk", True, "IP address mismatch"),
-        ("expired", "fast", True, "certificate has expired (outside its validity dates"),
+        ("unknown_issuer", "fast", ["--model", "llm-locust-sim"], UNKNOWN_ISSUER),
+        ("unknown_issuer", "openai-sdk", ["--model", "llm-locust-sim"], UNKNOWN_ISSUER),
+        ("unknown_issuer", "fast", [], UNKNOWN_ISSUER),  # the /v1/models lookup meets it first
+        ("unknown_issuer", "fast", ["--model", "llm-locust-sim", "--processes", "2"], UNKNOWN_ISSUER),
+        ("other_name", "fast", ["--model", "llm-locust-sim"],
+         "IP address mismatch, certificate is not valid for '127.0.0.1' (wrong host name"),
+        ("other_name", "openai-sdk", ["--model", "llm-locust-sim"], "IP address mismatch"),
+        ("expired", "fast", ["--model", "llm-locust-sim"], "certificate has expired (outside its validity dates"),
     ],
-)
-def test_rejected_certificate_is_one_line_and_exit_code_2(tmp_path, pki, cert, client, model, reason):
-    """Through the `locust` CLI, the CA trusted with --ca-bundle: the run ends early (within a few
-    seconds of its 30 s), and the simulator received no request."""
+)  # fmt: skip
+def test_rejected_certificate_is_one_line_and_exit_code_2(tmp_path, pki, cert, client, extra, reason):
+    """Through the `locust` CLI (local, or a master with 2 worker processes), the CA trusted with
+    --ca-bundle: the run ends early (within seconds of its 30 s), and the simulator received no request."""
+    model = "--model" in extra
     with tls_sim(pki, cert) as sim:
         args = ["-u", "2", "-r", "2", "-t", "30s", "--host", sim.url, "--ca-bundle", str(pki / "ca.pem"),
-                "--client", client, "--max-tokens", "8", "--results-dir", str(tmp_path)]  # fmt: skip
+                "--client", client, "--max-tokens", "8", "--results-dir", str(tmp_path), *extra]  # fmt: skip
         t_start = time.monotonic()
-        proc = run_locust(LOCUSTFILE, *args, *(["--model", "llm-locust-sim"] if model else []), env=subprocess_env())
+        proc = run_locust(LOCUSTFILE, *args, env=subprocess_env())
         elapsed_s = time.monotonic() - t_start
         assert sim.trace() == []  # not one request reached the server's HTTP layer
     output = proc.stdout + proc.stderr
@@ -244,9 +258,6 @@ def test_sim_over_tls_keeps_kernel_receive_times(pki, good_sim):
     (["--tls-cert", "nope.crt", "--tls-key", "nope.key"], "no such file"),
 ])  # fmt: skip
 def test_sim_tls_options_are_checked(tmp_path, args, message):
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", "sim", "--port", "0", *args], cwd=tmp_path,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
