@@ -80,6 +80,26 @@ def stamped_tcp_socket(_pool: Any, family: int, kind: int, proto: int) -> Stampe
 ConnectionPool._create_tcp_socket = stamped_tcp_socket
 
 
+class ProxyError(ConnectionError):
+    """The proxy (HTTPS_PROXY) did not open the tunnel to the host: a connection failure."""
+
+
+_open_tunnel = ConnectionPool._setup_proxy
+
+
+def open_tunnel(pool: Any, sock: Any) -> None:
+    """geventhttpclient's CONNECT through the proxy (`ConnectionPool._setup_proxy`), whose refusal
+    — a bare RuntimeError, which Locust's session does not catch: a traceback per request — is
+    raised as a `ProxyError`, counted as a `connect` failure like any connection error."""
+    try:
+        _open_tunnel(pool, sock)
+    except RuntimeError as e:
+        raise ProxyError(f"proxy {pool._connection_host}:{pool._connection_port}: {e}") from None
+
+
+ConnectionPool._setup_proxy = open_tunnel
+
+
 class RequestFailure(Exception):
     """The exception Locust shows for a failed request: "<kind>: <message>"."""
 
@@ -200,7 +220,7 @@ def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, 
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
         return ErrorKind.TIMEOUT, str(error)
-    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError):
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError | ProxyError):
         return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
     return ErrorKind.TRANSPORT, text
 

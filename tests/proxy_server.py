@@ -11,10 +11,12 @@ from gevent.server import StreamServer
 
 
 class RecordingProxy:
-    """`requests`: the request line and headers (lower-case names) of each request it got."""
+    """`requests`: the request line and headers (lower-case names) of each request it got;
+    `refuse`: a status line to answer every request with instead (e.g. b"HTTP/1.1 407 ...")."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: bytes = b"") -> None:
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.refuse = refuse
         self._server = StreamServer(("127.0.0.1", 0), self._handle)
 
     def __enter__(self) -> RecordingProxy:
@@ -40,6 +42,9 @@ class RecordingProxy:
         headers = {name.strip().lower(): value.strip() for name, _, value in (f.partition(":") for f in fields)}
         self.requests.append((line, headers))
         method, target, version = line.split(" ")
+        if self.refuse:
+            client.sendall(self.refuse + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
             upstream = gsocket.create_connection((host, int(port)))

@@ -278,6 +278,21 @@ def test_https_through_a_connect_proxy_still_verifies(tmp_path, pki, good_sim, c
     assert "proxy-SECRET-pw" not in (tmp_path / "summary.json").read_text()
 
 
+def test_a_refused_tunnel_is_a_connect_failure(tmp_path, pki, good_sim, clean_env):
+    """A proxy answering CONNECT with 407: counted as `connect`, naming the proxy; no task exception
+    (geventhttpclient raises a bare RuntimeError there)."""
+    with RecordingProxy(refuse=b"HTTP/1.1 407 Proxy Authentication Required") as proxy:
+        clean_env.setenv("HTTPS_PROXY", proxy.url)
+        opts = options("--host", good_sim.url, "--model", "llm-locust-sim", "--ca-bundle", str(pki / "ca.pem"),
+                       "--results-dir", str(tmp_path))  # fmt: skip
+        env = run_local(opts, users=1, seconds=1.0)
+    summary = read_summary(tmp_path)
+    assert set(summary["failures"]) == {"connect"} and summary["throughput"]["requests_ok"] == 0
+    port = proxy.url.rpartition(":")[2]
+    assert f"ProxyError: proxy 127.0.0.1:{port}: Proxy CONNECT failed: HTTP/1.1 407" in summary["diagnosis"]
+    assert env.runner.exceptions == {}
+
+
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_http_through_a_forward_proxy(tmp_path, fast_sim, clean_env, client):
     with RecordingProxy() as proxy:
