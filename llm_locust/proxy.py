@@ -18,13 +18,12 @@ from llm_locust.errors import ConfigError
 
 @dataclass(frozen=True)
 class Proxy:
-    """An HTTP proxy: address, optional Basic credentials, and its URL without them (for messages)."""
+    """An HTTP proxy: its address and optional Basic credentials."""
 
     host: str
     port: int
     user: str | None = None
     password: str | None = field(default=None, repr=False)
-    shown: str = ""
 
 
 def register_proxy_passwords() -> None:
@@ -60,4 +59,4 @@ def env_proxy(host_url: str | None) -> Proxy | None:
         raise ConfigError(f"{variable}={shown}: names no proxy address, e.g. http://proxy.example.com:3128")
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
-    return Proxy(parts.hostname, port, user, password, shown)
+    return Proxy(parts.hostname, port, user, password)
