@@ -177,12 +177,14 @@ class RunState:
         self.settings = Settings.from_options(environment.parsed_options)
         self._startup_api_key = getattr(environment.parsed_options, "api_key", "")  # --api-key or config file
         check_host(environment.host)
-        check_connection(environment.host, self.settings)
+        proxy = check_connection(environment.host, self.settings)
         self._register_secrets()
         redact.install_log_filter()
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
+        if proxy is not None and not self.is_worker:
+            logger.info("connecting through the proxy %s", proxy.shown)
         if self.settings.insecure and not self.is_worker:
             logger.warning("--insecure: TLS certificates and host names are not verified (the API key goes to "
                            "whichever server answers)")  # fmt: skip

@@ -18,12 +18,14 @@ from llm_locust.errors import ConfigError
 
 @dataclass(frozen=True)
 class Proxy:
-    """An HTTP proxy: its address and optional Basic credentials."""
+    """An HTTP proxy: its address, optional Basic credentials, and what to call it in messages
+    (`shown`: the variable and the URL without credentials)."""
 
     host: str
     port: int
     user: str | None = None
     password: str | None = field(default=None, repr=False)
+    shown: str = ""
 
 
 def register_proxy_passwords() -> None:
@@ -59,4 +61,4 @@ def env_proxy(host_url: str | None) -> Proxy | None:
         raise ConfigError(f"{variable}={shown}: names no proxy address, e.g. http://proxy.example.com:3128")
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
-    return Proxy(parts.hostname, port, user, password)
+    return Proxy(parts.hostname, port, user, password, f"{variable}={shown}")

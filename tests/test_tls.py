@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import http.client
 import json
+import logging
 import os
 import signal
 import ssl
@@ -265,12 +266,16 @@ def test_sim_tls_options_are_checked(tmp_path, args, message):
 
 # -- proxies ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
-def test_https_through_a_connect_proxy_still_verifies(tmp_path, pki, good_sim, clean_env, client):
+def test_https_through_a_connect_proxy_still_verifies(tmp_path, pki, good_sim, clean_env, caplog, client):
     """HTTPS_PROXY with credentials: a CONNECT tunnel (its Proxy-Authorization on the CONNECT), the
     certificate checked end to end, the proxy password in no output."""
+    caplog.set_level(logging.INFO, logger="llm_locust")
     with RecordingProxy() as proxy:
         clean_env.setenv("HTTPS_PROXY", proxy.url.replace("http://", "http://me:proxy-SECRET-pw@"))
         summary = local_run(tmp_path, good_sim.url, "--client", client, "--ca-bundle", str(pki / "ca.pem"))
+    if client == "fast":  # (httpx picks the openai SDK's proxy itself)
+        assert f"connecting through the proxy HTTPS_PROXY={proxy.url}" in caplog.text
+    assert "proxy-SECRET-pw" not in caplog.text
     assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
     lines = {line for line, _headers in proxy.requests}
     assert lines == {f"CONNECT 127.0.0.1:{good_sim.port} HTTP/1.1"}
