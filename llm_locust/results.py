@@ -124,6 +124,7 @@ def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | in
 
 _FIXES = {
     "connect": "check --host (scheme, address, port) and that the server is running",
+    "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
     "(default OPENAI_API_KEY) or pass --api-key",
     "http_404": "check --model (GET /v1/models lists the served names) and that --host has no path such as /v1",
@@ -133,7 +134,7 @@ _FIXES = {
     "timeout": "raise --connect-timeout-s / --first-token-timeout-s / --read-timeout-s, or lower the load",
 }
 _FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
-USER_ERROR_CAUSES = ("connect", "http_401", "http_404", "http_4xx")
+USER_ERROR_CAUSES = ("connect", "tls", "http_401", "http_404", "http_4xx")
 """Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
 
 
