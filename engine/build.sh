@@ -139,10 +139,13 @@ EOF
 }
 
 mkdir -p "$ENGINE_DIR" "$LOGS" 2>/dev/null || fail "cannot create the cache folder $ENGINE_DIR (set LLM_LOCUST_ENGINE_DIR)"
+exec 9>"$ENGINE_DIR/.lock"  # one build at a time per cache (two CI runs on one machine)
+flock -n 9 || { say "another build of $ENGINE_DIR is running: waiting for it"; flock 9; }
+rm -rf "$ENGINE_DIR"/.tmp-*  # what a killed build left (no other build runs now)
 if [ -f "$MANIFEST" ] && [ -x "$SERVER_DIR/bin/llama-server" ] && [ -f "$MODEL_DIR/$MODEL_FILE" ] &&
   [ -f "$MODEL_DIR/tokenizer.json" ]; then
   say "cache complete, nothing to do: $ENGINE_DIR"
-  say "  llama-server: $SERVER_DIR/bin/llama-server ($(head -n 1 "$SERVER_DIR/VERSION" 2>/dev/null))"
+  say "  llama-server: $SERVER_DIR/bin/llama-server ($(head -n 1 "$SERVER_DIR/VERSION" 2>/dev/null | sed 's/^version: /llama.cpp /'))"
   say "  model: $MODEL_DIR/$MODEL_FILE"
   say "  tokenizer: $MODEL_DIR/tokenizer.json"
   exit 0
