@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     results = Path(args.results_dir or f"results/demo-engine-{time.strftime('%Y%m%d-%H%M%S')}")
     with run_llama_server(engine, results / "llama-server.log") as server:
-        pinned = f", pinned: {' '.join(pinning())}" if pinning() else ""
+        pinned = f", pinned: {' '.join(prefix)}" if (prefix := pinning()) else ""
         print(f"llama-server: {server.url} ({engine.model.name}, 1 thread, 8 slots{pinned})", flush=True)
         command = [
             sys.executable, "-m", "locust", "-f", str(SWEEP_LOCUSTFILE), "--headless", "--only-summary",
