@@ -53,9 +53,9 @@ def find_engine(directory: Path | None = None) -> Engine | None:
     manifest = (directory or engine_dir()) / MANIFEST_FILE
     try:
         entry = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        engine = Engine(Path(entry["server"]), Path(entry["model"]), Path(entry["tokenizer"]), entry["model_alias"])
+    except (OSError, ValueError, KeyError, TypeError):  # absent, or not what build.sh writes
         return None
-    engine = Engine(Path(entry["server"]), Path(entry["model"]), Path(entry["tokenizer"]), entry["model_alias"])
     if not (os.access(engine.server, os.X_OK) and engine.model.is_file() and engine.tokenizer.is_file()):
         return None
     return engine
