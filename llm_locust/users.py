@@ -18,7 +18,7 @@ from locust import FastHttpUser, constant, task
 from llm_locust.client import stream_completion
 from llm_locust.errors import ConfigError
 from llm_locust.plugin import run_state
-from llm_locust.providers import auth_headers, completion_path
+from llm_locust.providers import auth_headers, completion_path, family_headers
 from llm_locust.proxy import env_proxy
 from llm_locust.redact import redact
 from llm_locust.tls import certificate_error, context_factory, rejected_line
@@ -57,6 +57,7 @@ class _StreamingUser(FastHttpUser):
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
             **auth_headers(settings.provider, settings.api_key),
+            **family_headers(settings.server_family),
             **dict(settings.header),
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
