@@ -1,10 +1,11 @@
-# llm-locust: `make demo` (a distributed run against the built-in simulator) and `make test`.
+# llm-locust: `make demo` (a distributed run against the built-in simulator) and `make test`;
+# `make engine` / `test-engine` / `demo-engine`: the same against a real llama.cpp server (engine/).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser docker docker-base demo test test-all lint format bench clean
+.PHONY: install browser docker docker-base demo test test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -43,6 +44,15 @@ test: $(STAMP) browser  ## the suite CI runs (long runs marked `slow` are skippe
 
 test-all: $(STAMP) browser  ## everything, including the slow runs
 	$(BIN)/pytest -m ""
+
+engine:  ## build and cache llama.cpp's server + SmolLM2-135M + its tokenizer (once, ~10 min; $$LLM_LOCUST_ENGINE_DIR)
+	bash engine/build.sh
+
+test-engine: $(STAMP) engine  ## the engine tier: the suite's checks against the real llama.cpp server
+	LLM_LOCUST_ENGINE_REQUIRED=1 $(BIN)/pytest -m engine tests/engine_tier
+
+demo-engine: $(STAMP) engine browser  ## a 1,2,4-user sweep against the real server, ~1 min; prints tok/s and TTFT
+	$(BIN)/python -m engine.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

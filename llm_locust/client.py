@@ -14,6 +14,7 @@ context under `RECORD_KEY` — the plugin's request listener takes it from there
 from __future__ import annotations
 
 import socket
+from ssl import SSLCertVerificationError
 from time import perf_counter
 from typing import Any
 
@@ -29,6 +30,7 @@ from llm_locust.pacing import Ticket
 from llm_locust.protocol import EventStream, error_text, finish
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
+from llm_locust.tls import rejected_line
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
@@ -76,6 +78,26 @@ def stamped_tcp_socket(_pool: Any, family: int, kind: int, proto: int) -> Stampe
 
 
 ConnectionPool._create_tcp_socket = stamped_tcp_socket
+
+
+class ProxyError(ConnectionError):
+    """The proxy (HTTPS_PROXY) did not open the tunnel to the host: a connection failure."""
+
+
+_open_tunnel = ConnectionPool._setup_proxy
+
+
+def open_tunnel(pool: Any, sock: Any) -> None:
+    """geventhttpclient's CONNECT through the proxy (`ConnectionPool._setup_proxy`), whose refusal
+    — a bare RuntimeError, which Locust's session does not catch: a traceback per request — is
+    raised as a `ProxyError`, counted as a `connect` failure like any connection error."""
+    try:
+        _open_tunnel(pool, sock)
+    except RuntimeError as e:
+        raise ProxyError(f"proxy {pool._connection_host}:{pool._connection_port}: {e}") from None
+
+
+ConnectionPool._setup_proxy = open_tunnel
 
 
 class RequestFailure(Exception):
@@ -138,7 +160,7 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
     """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
     error = getattr(resp, "error", None)
     if error is not None and not resp.status_code:
-        record.fail(*_transport_failure(error))
+        record.fail(*_transport_failure(error, getattr(resp.request, "url", "")))
         return False
     status = resp.status_code
     if not 200 <= status < 300:
@@ -187,15 +209,18 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
     events.flush(perf_counter())  # a last event without its blank line
 
 
-def _transport_failure(error: BaseException) -> tuple[ErrorKind, str]:
-    """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded)."""
+def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
+    """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded) of a
+    request to `url` (named when its certificate was rejected)."""
     original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
     if isinstance(original, BaseException):
         error = original
+    if isinstance(error, SSLCertVerificationError):
+        return ErrorKind.TLS, rejected_line(url, error)
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
         return ErrorKind.TIMEOUT, str(error)
-    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError):
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError | ProxyError):
         return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
     return ErrorKind.TRANSPORT, text
 

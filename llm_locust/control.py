@@ -7,7 +7,8 @@
   (`PLAN_MESSAGE`); a local runner's own pacer directly.
 - Steps: a sweep's load shape calls `enter_step`; the controller logs when each step started,
   when its warm-up ended and when it ended (wall clock), which the summary reports per step.
-- Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run.
+- Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run;
+  so does a rejected TLS certificate while no request has succeeded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunn
 from llm_locust.load import Step, StepSpan, integer_shares, worker_shares
 from llm_locust.metrics import WindowMetrics
 from llm_locust.pacing import Pacer, Plan
+from llm_locust.record import ErrorKind
 from llm_locust.settings import Settings
 
 logger = logging.getLogger("llm_locust")
@@ -122,6 +124,8 @@ class LoadController:
         limit = self.settings.max_requests
         if limit and done >= limit:
             return f"--max-requests {limit} reached"
+        if total.failures.get(ErrorKind.TLS) and not total.requests_ok:  # no later request can do better
+            return "the server's TLS certificate was rejected"
         abort = self.settings.abort_error_rate
         if abort and done >= ABORT_MIN_REQUESTS and total.requests_failed / done > abort:
             return f"error rate {total.requests_failed / done:.0%} exceeded --abort-error-rate {abort:g}"

@@ -12,6 +12,7 @@ import struct
 import sys
 import time
 from time import perf_counter
+from typing import Any
 
 _PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
@@ -36,10 +37,11 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float
 
 
 class StampedRecv:
-    """Mixin for a socket class (stdlib or gevent): its `recv` also keeps the kernel's receive
-    time of what it read, `t_arrival_s` (perf_counter s; the time of the call where the kernel
-    gave none). For code that reads with `recv` — asyncio's transports, geventhttpclient's header
-    read — on a socket with `SO_TIMESTAMPNS` set. The class using it declares the slot."""
+    """Mixin for a socket class (stdlib or gevent): its `recv` and `recv_into` also keep the
+    kernel's receive time of what they read, `t_arrival_s` (perf_counter s; the time of the call
+    where the kernel gave none). For code that reads with them — asyncio's transports (`recv`, and
+    `recv_into` under TLS, whose records are decrypted right after the read), geventhttpclient's
+    header read — on a socket with `SO_TIMESTAMPNS` set. The class using it declares the slot."""
 
     __slots__ = ()
 
@@ -47,3 +49,11 @@ class StampedRecv:
         data, ancillary, _flags, _address = self.recvmsg(bufsize, CMSG_BYTES, flags)  # type: ignore[attr-defined]
         self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
         return data
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        view = memoryview(buffer)
+        size, ancillary, _flags, _address = self.recvmsg_into(  # type: ignore[attr-defined]
+            [view[:nbytes] if nbytes else view], CMSG_BYTES, flags
+        )
+        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
+        return size

@@ -82,6 +82,7 @@ from llm_locust.scrape import start_scraper
 from llm_locust.settings import Settings, add_arguments, check_host
 from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
+from llm_locust.tls import check_connection
 
 logger = logging.getLogger("llm_locust")
 
@@ -176,11 +177,17 @@ class RunState:
         self.settings = Settings.from_options(environment.parsed_options)
         self._startup_api_key = getattr(environment.parsed_options, "api_key", "")  # --api-key or config file
         check_host(environment.host)
+        proxy = check_connection(environment.host, self.settings)
         self._register_secrets()
         redact.install_log_filter()
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
         self.is_master = isinstance(runner, MasterRunner)
+        if proxy is not None and not self.is_worker:
+            logger.info("connecting through the proxy %s", proxy.shown)
+        if self.settings.insecure and not self.is_worker:
+            logger.warning("--insecure: TLS certificates and host names are not verified (the API key goes to "
+                           "whichever server answers)")  # fmt: skip
         self._model_lock = gevent.lock.Semaphore()
         self.pacer = Pacer()
         self.control: LoadController | None = None  # master / local: steps, plans, limits

@@ -9,7 +9,10 @@ Server families (`--server-family`) say which request fields make an output exac
 vLLM and SGLang read `ignore_eos` and `min_tokens`; llama.cpp's server reads `ignore_eos` and
 `n_predict`; TGI's and OpenAI's chat APIs have no such field (nothing can force the length).
 OpenAI's reasoning models reject `max_tokens` on chat: the `openai` family sends
-`max_completion_tokens` instead.
+`max_completion_tokens` instead. llama.cpp's server closes the connection after every streamed
+response although its headers offer keep-alive, so a client that reuses the connection races
+with that close (the next request, sent before the close arrives, fails with no response): the
+`llamacpp` family asks for `Connection: close`, and every request opens its own connection.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool)
         elif family == "llamacpp":
             fields.update(ignore_eos=True, n_predict=max_tokens)
     return fields
+
+
+def family_headers(family: str) -> dict[str, str]:
+    """Request headers the server family needs (`llamacpp`: no connection reuse, see the module doc)."""
+    return {"Connection": "close"} if family == "llamacpp" else {}
 
 
 def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:

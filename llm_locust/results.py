@@ -124,6 +124,7 @@ def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | in
 
 _FIXES = {
     "connect": "check --host (scheme, address, port) and that the server is running",
+    "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
     "(default OPENAI_API_KEY) or pass --api-key",
     "http_404": "check --model (GET /v1/models lists the served names) and that --host has no path such as /v1",
@@ -131,9 +132,11 @@ _FIXES = {
     "http_429": "the endpoint throttled every request: lower the load (-u, the rate) or raise its rate limit",
     "http_5xx": "the server failed every request: check its logs",
     "timeout": "raise --connect-timeout-s / --first-token-timeout-s / --read-timeout-s, or lower the load",
+    "server_lost": "the server answered at first, then refused connections: it stopped or crashed during the run "
+    "(check its logs)",
 }
 _FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
-USER_ERROR_CAUSES = ("connect", "http_401", "http_404", "http_4xx")
+USER_ERROR_CAUSES = ("connect", "tls", "http_401", "http_404", "http_4xx")
 """Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
 
 
@@ -149,7 +152,9 @@ def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | 
     kind = window.failures.most_common(1)[0][0]
     cause = kind
     text = top_error or ""
-    if kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
+    if kind == "connect" and len(window.failures) > 1:  # other kinds were answers: the host was right
+        cause = "server_lost"
+    elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
         cause = "http_401"
     elif kind == "http_4xx" and "HTTP 404" in text:
         cause = "http_404"

@@ -25,6 +25,7 @@ from llm_locust.pacing import Ticket
 from llm_locust.protocol import apply_chunk, finish
 from llm_locust.record import ErrorKind, RequestRecord
 from llm_locust.settings import Settings
+from llm_locust.tls import certificate_error, client_context, rejected_line
 from llm_locust.workload import RequestSpec
 
 _SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("model", "prompt", "stream")}
@@ -43,6 +44,8 @@ class SdkClient:
                 settings.request_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s
             ),
             "default_headers": dict(settings.header),
+            # the fast client's trust store; httpx reads HTTPS_PROXY / HTTP_PROXY / NO_PROXY itself
+            "http_client": openai.DefaultHttpxClient(verify=client_context(settings.ca_bundle, settings.insecure)),
         }
         if settings.provider == "azure":
             self.sdk: Any = openai.AzureOpenAI(
@@ -72,7 +75,7 @@ class SdkClient:
                     if apply_chunk(record, chunk.model_dump(exclude_unset=True), t):
                         break
             except Exception as e:
-                record.fail(*_failure(e))
+                record.fail(*_failure(e, user.host or ""))
             watchdog.end(watch)
             finish(record, perf_counter())
             self._report(record)
@@ -95,8 +98,12 @@ class SdkClient:
         )
 
 
-def _failure(error: Exception) -> tuple[ErrorKind, str]:
-    """Classify an exception raised by the SDK or its HTTP library."""
+def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:
+    """Classify an exception raised by the SDK or its HTTP library (`host`: named when its
+    certificate was rejected)."""
+    rejected = certificate_error(error)
+    if rejected is not None:
+        return ErrorKind.TLS, rejected_line(host, rejected)
     text = " ".join(f"{type(error).__name__}: {error}".split())[:300]
     if isinstance(error, openai.APIStatusError):
         return status_kind(error.status_code), text

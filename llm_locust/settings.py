@@ -24,6 +24,7 @@ from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list,
 from llm_locust.providers import API_KEY_ENV, FAMILIES, PROVIDERS, check_length_control, parse_header, server_family
 from llm_locust.server_maps import load_maps
 from llm_locust.slo import Slo, parse_slos
+from llm_locust.tls import check_ca_file
 from llm_locust.tokens import token_counter
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
@@ -149,7 +150,8 @@ def add_provider_arguments(group: Any) -> None:
         default="",
         choices=("", *FAMILIES),
         metavar="{" + ",".join(FAMILIES) + "}",
-        help="Server software: which fields --ignore-eos sends (default: vllm; openai for hosted providers)",
+        help="Server software: which fields --ignore-eos sends, llamacpp: a connection per request "
+        "(default: vllm; openai for hosted providers)",
     )
     group.add_argument(
         "--header",
@@ -157,6 +159,18 @@ def add_provider_arguments(group: Any) -> None:
         default=None,
         is_secret=True,
         help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
+    )
+    group.add_argument(
+        "--ca-bundle",
+        default="",
+        help="PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE, SSL_CERT_DIR and "
+        "REQUESTS_CA_BUNDLE are honoured too)",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        default=False,
+        help="Do not verify the server's TLS certificate and host name (the API key goes to whoever answers)",
     )
     group.add_argument(
         "--client",
@@ -337,6 +351,8 @@ class Settings:
     api_version: str = DEFAULT_AZURE_API_VERSION
     server_family: str = "vllm"
     header: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    ca_bundle: str = ""
+    insecure: bool = False
     client: str = "fast"
     max_error_rate: float | None = None
     max_drift_pct: float | None = None
@@ -461,6 +477,8 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
     for path in images:
         file_data_url(path)
     headers = tuple(parse_header(text) for text in _as_list(options.header))
+    if options.ca_bundle:
+        check_ca_file(options.ca_bundle, "--ca-bundle")
     if options.client == "openai-sdk":
         _import_openai()
     return {

@@ -186,9 +186,12 @@ class NodeReader:
             return []
         before, dt_s = previous[1], epoch_s - previous[0]
         delta = {k: v - before[k] for k, v in counters.items() if k in before and v >= before[k]}
+        # The kernel's idle (and iowait) ticks can step back a little (proc(5)); node-exporter holds
+        # the previous value then, so the interval counts no idle time rather than losing its rate.
+        idle_s = max(0.0, counters.get("cpu_idle_s", 0.0) - before.get("cpu_idle_s", 0.0))
         triples: list[Triple] = []
-        if delta.get("cpu_all_s", 0.0) > 0 and "cpu_idle_s" in delta:
-            busy = 100.0 * (1.0 - delta["cpu_idle_s"] / delta["cpu_all_s"])
+        if delta.get("cpu_all_s", 0.0) > 0 and "cpu_idle_s" in counters:
+            busy = 100.0 * (1.0 - idle_s / delta["cpu_all_s"])
             triples.append((ALL_DEVICES, "cpu_busy_pct", min(100.0, max(0.0, busy))))
         for direction, metric in (("receive", "net_rx_bytes_per_s"), ("transmit", "net_tx_bytes_per_s")):
             per_device = {k.split(":", 1)[1]: v / dt_s for k, v in delta.items() if k.startswith(f"{direction}:")}

@@ -18,8 +18,10 @@ from locust import FastHttpUser, constant, task
 from llm_locust.client import stream_completion
 from llm_locust.errors import ConfigError
 from llm_locust.plugin import run_state
-from llm_locust.providers import auth_headers, completion_path
+from llm_locust.providers import auth_headers, completion_path, family_headers
+from llm_locust.proxy import env_proxy
 from llm_locust.redact import redact
+from llm_locust.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload import Workload
 
 
@@ -37,11 +39,25 @@ class _StreamingUser(FastHttpUser):
         # timeouts are the watchdog's (a socket timeout would cost a timer per read)
         self.connection_timeout = settings.connect_timeout_s
         self.network_timeout = None
+        self.insecure = settings.insecure  # FastHttpUser's default (True) verifies nothing
+        self.ssl_context_factory = context_factory(settings.ca_bundle, settings.insecure)
+        try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
+            proxy = env_proxy(self.host)
+        except ConfigError:  # a proxy only httpx can use: fatal for the fast client (checked at start)
+            if settings.client == "fast":
+                raise
+            proxy = None  # openai-sdk: only the /v1/models lookup goes direct
+        if proxy is not None:
+            self.proxy_host, self.proxy_port = proxy.host, proxy.port
         super().__init__(environment)
+        if proxy is not None and (proxy.user is not None or proxy.password is not None):
+            # FastHttpUser passes no proxy credentials: its client pool builds each host's client from these
+            self.client.client.clientpool.client_args.update(proxy_user=proxy.user, proxy_password=proxy.password)
         self.headers = {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
             **auth_headers(settings.provider, settings.api_key),
+            **family_headers(settings.server_family),
             **dict(settings.header),
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
@@ -59,6 +75,9 @@ class _StreamingUser(FastHttpUser):
             status = resp.status_code
             if status != 200:
                 resp.failure(f"HTTP {status}")
+                rejected = certificate_error(resp.error)
+                if rejected is not None:
+                    raise ConfigError(rejected_line(self.host or "", rejected))
                 if not status:  # no response at all
                     cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
                     raise ConfigError(

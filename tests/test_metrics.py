@@ -1,6 +1,7 @@
 """Histograms and counters: recording, wire round trip, merge equals union, windows."""
 
 import random
+from collections import Counter
 
 from llm_locust.metrics import (
     MetricsRecorder,
@@ -10,7 +11,7 @@ from llm_locust.metrics import (
     delta_to_wire,
 )
 from llm_locust.record import ErrorKind, RequestRecord
-from llm_locust.results import metric_stats
+from llm_locust.results import USER_ERROR_CAUSES, diagnose, metric_stats
 
 
 def make_record(rng, ok=True):
@@ -90,3 +91,12 @@ def test_vectorised_percentiles_equal_hdrhistograms_own_and_mean_is_exact():
     assert stats["mean"] == round(sum(values) / len(values), 3)
     assert stats["min"] == min(values) and stats["max"] == hist.get_max_value()
     assert abs(stats["max"] - max(values)) <= max(values) * 0.001
+
+
+def test_diagnosis_tells_a_wrong_host_from_a_server_lost_during_the_run():
+    wrong_host = WindowMetrics(failures=Counter(connect=30))
+    assert diagnose(wrong_host, "connect: ConnectionRefusedError")[0] == "connect"  # exit code 2: fix the command
+    lost = WindowMetrics(failures=Counter(connect=28, transport=2))  # 2 streams cut, then refused connections
+    cause, line = diagnose(lost, "connect: ConnectionRefusedError")
+    assert cause == "server_lost" and cause not in USER_ERROR_CAUSES  # exit code 1: not the command's fault
+    assert "stopped or crashed during the run" in line

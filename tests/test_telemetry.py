@@ -226,3 +226,23 @@ def test_simulator_rejects_zero_gpus():
                           capture_output=True, text=True, timeout=30, env=dict(os.environ))  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip() == "llm-locust sim: error: --gpus must be at least 1, got 0"
+
+
+def _node_page(idle_s: float, user_s: float) -> dict:
+    page = (
+        "# TYPE node_cpu_seconds_total counter\n"
+        f'node_cpu_seconds_total{{cpu="0",mode="idle"}} {idle_s}\n'
+        f'node_cpu_seconds_total{{cpu="0",mode="user"}} {user_s}\n'
+    )
+    return {family.name: family for family in text_string_to_metric_families(page)}
+
+
+def test_node_cpu_busy_survives_idle_ticks_stepping_back():
+    """The kernel's idle ticks can step back a little between two reads (proc(5)); the interval
+    then counts no idle time, as node-exporter does, instead of losing its CPU busy rate."""
+    reader = telemetry.NodeReader()
+    assert not any(m == "cpu_busy_pct" for _, m, _ in reader.read(_node_page(100.0, 50.0), 1.0))
+    rates = {(d, m): v for d, m, v in reader.read(_node_page(101.0, 51.0), 2.0)}
+    assert rates[("all", "cpu_busy_pct")] == pytest.approx(50.0)
+    rates = {(d, m): v for d, m, v in reader.read(_node_page(100.99, 52.0), 3.0)}
+    assert rates[("all", "cpu_busy_pct")] == 100.0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
+import ssl
 
 import gevent
 import greenlet
 import pytest
+import trustme
 from conftest import options, read_summary, run_local
 from gevent import socket as gsocket
 from gevent.monkey import get_original
@@ -129,17 +130,16 @@ def tls_stream(sock, _address):
 
 
 def test_https_stream_reads_without_kernel_timestamps(tmp_path):
-    """TLS sockets have no recvmsg: the body is read and timed by plain reads."""
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)  # fmt: skip
-    server = StreamServer(("127.0.0.1", 0), tls_stream, certfile=str(cert), keyfile=str(key))
+    """TLS sockets have no recvmsg: the body is read and timed by plain reads (the server's
+    certificate verified, its throw-away CA trusted with --ca-bundle)."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    server = StreamServer(("127.0.0.1", 0), tls_stream, ssl_context=server_context(ca))
     server.start()
     results = tmp_path / "results"
     try:
-        opts = options(
-            "--host", f"https://127.0.0.1:{server.server_port}", "--model", "m", "--results-dir", str(results)
-        )
+        opts = options("--host", f"https://127.0.0.1:{server.server_port}", "--model", "m",
+                       "--ca-bundle", str(tmp_path / "ca.pem"), "--results-dir", str(results))  # fmt: skip
         run_local(opts, users=1, seconds=1.0)
     finally:
         server.stop(timeout=0)
@@ -186,3 +186,10 @@ def test_pooled_keep_alive_check_answers_without_switching_greenlets():
     client.close()
     assert not pooled_socket_alive(None, client) and not pooled_socket_alive(None, None)
     listener.close()
+
+
+def server_context(ca: trustme.CA) -> ssl.SSLContext:
+    """A server-side TLS context with a certificate for 127.0.0.1 issued by `ca`."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    return context

@@ -15,7 +15,7 @@ from llm_locust.distributions import parse_length
 from llm_locust.errors import ConfigError
 from llm_locust.images import generated_pool, parse_size, png_bytes
 from llm_locust.prompts import VOCABULARY, PromptMaker, shared_prefix
-from llm_locust.providers import check_length_control, completion_path, length_fields, parse_header
+from llm_locust.providers import check_length_control, completion_path, family_headers, length_fields, parse_header
 from llm_locust.tokens import WordCounter, token_counter
 
 
@@ -219,3 +219,6 @@ def test_paths_and_header_parsing():
     with pytest.raises(ConfigError) as e:
         parse_header("no colon secret")
     assert "secret" not in str(e.value)
+    # llama.cpp closes the connection after each stream: no reuse (tests/engine_tier runs it for real)
+    assert family_headers("llamacpp") == {"Connection": "close"}
+    assert family_headers("vllm") == family_headers("sglang") == {}

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -90,6 +91,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=d.api_key,
         help="require 'Authorization: Bearer API_KEY' on /v1/* (else HTTP 401, like a real endpoint)",
     )
+    parser.add_argument("--tls-cert", default=d.tls_cert, help="serve HTTPS with this PEM certificate (chain)")
+    parser.add_argument("--tls-key", default=d.tls_key, help="PEM private key of --tls-cert")
     add_fault_arguments(parser)
     parser.add_argument(
         "--ready-file",
@@ -157,14 +160,35 @@ def run(args: argparse.Namespace) -> int:
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2
+    try:
+        tls = server_context(config.tls_cert, config.tls_key)
+    except ValueError as e:
+        print(f"llm-locust sim: error: {e}", file=sys.stderr)
+        return 2
     # the standard event loop, not uvloop: its transports read with the socket's `recv`, which
     # `StampedSocket` turns into a read with the kernel's receive time (uvloop reads in C; same
     # CPU per token event here, benchmarks/RESULTS.md)
-    asyncio.run(_main(config, args.ready_file))
+    asyncio.run(_main(config, args.ready_file, tls))
     return 0
 
 
-async def _main(config: SimConfig, ready_file: Path | None) -> None:
+def server_context(cert: str, key: str) -> ssl.SSLContext | None:
+    """The HTTPS context of --tls-cert / --tls-key (None: plain HTTP); ValueError naming the problem."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise ValueError("--tls-cert and --tls-key go together: give both")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except FileNotFoundError as e:
+        raise ValueError(f"--tls-cert / --tls-key: no such file: {e.filename}") from None
+    except (ssl.SSLError, OSError) as e:
+        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a PEM certificate and its key ({e})") from None
+    return context
+
+
+async def _main(config: SimConfig, ready_file: Path | None, tls: ssl.SSLContext | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -173,7 +197,8 @@ async def _main(config: SimConfig, ready_file: Path | None) -> None:
 
     def on_listening(port: int) -> None:
         print(
-            f"llm-locust sim listening on http://{config.host}:{port} (model {config.model}, timing {config.timing})",
+            f"llm-locust sim listening on {'https' if tls else 'http'}://{config.host}:{port} "
+            f"(model {config.model}, timing {config.timing})",
             flush=True,
         )
         if ready_file is not None:
@@ -181,5 +206,5 @@ async def _main(config: SimConfig, ready_file: Path | None) -> None:
             partial.write_text(f"{port}\n")
             os.replace(partial, ready_file)
 
-    await serve(config, stop, on_listening)
+    await serve(config, stop, on_listening, tls)
     sys.stdout.flush()

@@ -32,6 +32,9 @@ class SimConfig:
     """Simulated GPUs on GET /gpu-metrics (DCGM-exporter format)."""
     api_key: str = ""
     """When set, /v1/* requests without `Authorization: Bearer <api_key>` get HTTP 401."""
+    tls_cert: str = ""
+    """PEM certificate (chain) to serve HTTPS with, together with `tls_key`; empty: plain HTTP."""
+    tls_key: str = ""
     faults: tuple[tuple[str, float], ...] = ()
     """(kind, probability) pairs, see `llm_locust.sim.faults`."""
     fault_seed: int = 0

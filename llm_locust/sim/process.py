@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ class SimStartError(RuntimeError):
 
 @dataclass(frozen=True)
 class SimProcess:
-    """A running simulator: `url` is "http://127.0.0.1:PORT"."""
+    """A running simulator: `url` is "http://127.0.0.1:PORT" ("https://..." with --tls-cert)."""
 
     url: str
     port: int
@@ -45,7 +46,12 @@ class SimProcess:
         self._request("POST", "/sim/reset")
 
     def _request(self, method: str, path: str) -> bytes:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        if self.url.startswith("https://"):  # its own control endpoints on loopback: the certificate is the test's
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=30, context=ssl._create_unverified_context()
+            )
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
             conn.request(method, path, body=b"" if method == "POST" else None)
             response = conn.getresponse()
@@ -73,7 +79,8 @@ def run_sim(*args: str, timeout_s: float = 10) -> Iterator[SimProcess]:
             process = subprocess.Popen([*command, *args], stdout=log, stderr=subprocess.STDOUT)
         try:
             port = _wait_ready(process, ready_file, log_path, timeout_s)
-            yield SimProcess(f"http://127.0.0.1:{port}", port, process)
+            scheme = "https" if "--tls-cert" in args else "http"
+            yield SimProcess(f"{scheme}://127.0.0.1:{port}", port, process)
         finally:
             _stop(process)
 

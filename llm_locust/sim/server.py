@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable
@@ -356,15 +357,18 @@ class SimConnection(asyncio.Protocol):
             self.app.cancel(generation)
 
 
-async def serve(config: SimConfig, stop: asyncio.Event, on_listening: Callable[[int], None]) -> None:
-    """Serve `config` until `stop` is set; call `on_listening(port)` once the socket is bound."""
+async def serve(
+    config: SimConfig, stop: asyncio.Event, on_listening: Callable[[int], None], tls: ssl.SSLContext | None = None
+) -> None:
+    """Serve `config` until `stop` is set (over TLS with `tls`); call `on_listening(port)` once the
+    socket is bound."""
     loop = asyncio.get_running_loop()
     app = SimApp(config, build_driver(config, Timeline(loop)))
     if KERNEL_TIMESTAMPS:
-        server = await loop.create_server(lambda: SimConnection(app), sock=_listener(config.host, config.port))
+        server = await loop.create_server(lambda: SimConnection(app), sock=_listener(config.host, config.port), ssl=tls)
     else:
         server = await loop.create_server(
-            lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096
+            lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096, ssl=tls
         )
     try:
         on_listening(server.sockets[0].getsockname()[1])

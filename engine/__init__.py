@@ -1,0 +1,2 @@
+"""A real inference engine for the engine test tier and `make demo-engine`: llama.cpp's server with
+SmolLM2-135M, built from the package registries into a cache outside the work tree (build.sh)."""
