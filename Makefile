@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test test-all lint format bench clean engine test-engine demo-engine
+.PHONY: install browser docker docker-base demo test test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -20,6 +20,21 @@ browser:  ## Chromium for the report's PNG charts and browser tests (Debian's pa
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium not installed: report PNGs and the browser tests will be skipped (apt-get install chromium)"
+
+docker:  ## Docker for tests/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
+	@missing=""; command -v docker >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	  { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } || missing="$$missing docker-compose"; \
+	  command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	  [ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; } || \
+	  echo "not installed:$$missing (apt-get install$$missing): the container test may be skipped"
+	@docker info >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v dockerd >/dev/null 2>&1 && \
+	  { (setsid dockerd >/tmp/llm-locust-dockerd.log 2>&1 &); \
+	    for i in $$(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; }; }; \
+	  docker info >/dev/null 2>&1 || echo "no Docker daemon (log: /tmp/llm-locust-dockerd.log): the container test will be skipped"
+
+docker-base: docker  ## the stand-in for the official Locust image, built from Debian's packages (cached)
+	deploy/docker/build-base.sh
 
 demo: $(STAMP) browser  ## simulator + locust master with 2 worker processes, ~30 s; prints the summary
 	$(BIN)/llm-locust demo
@@ -54,4 +69,5 @@ bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fa
 	$(BIN)/python benchmarks/soak_memory.py
 
 clean:
-	rm -rf $(VENV) results .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache
+	[ ! -d results ] || find results -mindepth 1 -maxdepth 1 ! -name .gitignore -exec rm -rf {} +

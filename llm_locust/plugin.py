@@ -33,7 +33,7 @@ import logging
 import sys
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -259,6 +259,7 @@ class RunState:
         self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
+        self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
         self.saturation = SaturationTracker()
         if self.watchdog is not None:
             self.watchdog.stop()
@@ -341,7 +342,9 @@ class RunState:
         """Master: merge a worker's delta; note its requests in flight."""
         wire = data.get(WIRE_KEY)
         if wire:
-            self.run.merge_delta(delta_from_wire(wire))
+            delta = delta_from_wire(wire)
+            self.requests_by_worker[str(client_id)] += sum(w.requests_ok + w.requests_failed for w in delta.values())
+            self.run.merge_delta(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
 
@@ -582,6 +585,7 @@ class ResultsWriter:
                 "users_max": self.users_max,
                 "workers_max": self.workers_max,
                 "workers_lost": sorted(self.workers_lost),
+                "requests_by_worker": dict(sorted(self.state.requests_by_worker.items())),
                 "locust_csv_prefix": getattr(options, "csv_prefix", None),
                 "stop_reason": None if control is None else control.stop_reason,
             },

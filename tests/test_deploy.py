@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import kubernetes_validate
 import locust
 import yaml
 from conftest import ROOT, options
@@ -44,8 +45,7 @@ def compose(*files: str, env: dict[str, str] | None = None) -> dict:
 
 def test_compose_runs_the_commands_the_tests_run():
     services = compose("docker-compose.yml")
-    assert services["sim"]["entrypoint"] == ["llm-locust", "sim"]
-    assert services["sim"]["command"] == sim_args()
+    assert services["sim"]["command"] == ["llm-locust", "sim", *sim_args()]
     assert services["master"]["command"] == master_args(
         locustfile=f"{CONTAINER_LOCUSTFILES}/chat.py",
         config="/home/locust/llm-locust.conf",
@@ -53,7 +53,8 @@ def test_compose_runs_the_commands_the_tests_run():
         host="http://sim:8000",
     )
     assert services["worker"]["command"] == worker_args(f"{CONTAINER_LOCUSTFILES}/chat.py", "master")
-    assert "entrypoint" not in services["master"]  # the image's: locust
+    for spec in services.values():  # the image's entrypoint: `locust OPTIONS`, or a command, as the owner of /results
+        assert "entrypoint" not in spec and "user" not in spec
 
     env = {"LLM_HOST": "https://api.example.com", "MODEL": "m1", "WORKERS": "6", "USERS": "300", "SPAWN_RATE": "20",
            "RUN_TIME": "4h", "MAX_TOKENS": "256", "PROMPT_TOKENS": "512", "RUN_NAME": "nightly",
@@ -91,7 +92,9 @@ def test_compose_topology_healthchecks_results_and_secrets():
 
 def test_compose_web_ui_override_serves_8089_without_headless():
     master = compose("docker-compose.yml", "docker-compose.ui.yml")["master"]
-    assert master["ports"] == ["8089:8089"] and "8089" in " ".join(master["healthcheck"]["test"])
+    assert [expand(port, {}) for port in master["ports"]] == ["127.0.0.1:8089:8089"]  # loopback unless WEB_UI_BIND
+    assert expand(master["ports"][0], {"WEB_UI_BIND": "0.0.0.0:9000"}) == "0.0.0.0:9000:8089"
+    assert "8089" in " ".join(master["healthcheck"]["test"])
     command = master["command"]
     assert "--headless" not in command and "--master" in command
     assert not any(arg.startswith(("--expect-workers", "--run-time")) for arg in command)
@@ -101,9 +104,10 @@ def test_compose_web_ui_override_serves_8089_without_headless():
 
 def test_dockerfile_builds_on_the_official_image_of_the_tested_locust():
     text = (ROOT / "Dockerfile").read_text()
-    assert f"ARG LOCUST_VERSION={locust.__version__}" in text
-    assert "FROM locustio/locust:${LOCUST_VERSION}" in text
-    for source in re.findall(r"^COPY (.+) \S+$", text, re.M):
+    assert f"ARG LOCUST_VERSION={locust.__version__}" in text  # the stand-in (build-base.sh) reads it too
+    assert "ARG BASE_IMAGE=locustio/locust:${LOCUST_VERSION}" in text and "FROM ${BASE_IMAGE}" in text
+    assert text.rstrip().endswith('ENTRYPOINT ["llm-locust-entrypoint"]')
+    for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
         for path in source.split():
             assert (ROOT / path).exists(), path
     assert ".venv" in (ROOT / ".dockerignore").read_text().split()
@@ -149,6 +153,11 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
 
     (worker_container,) = pod_spec(worker)["spec"]["containers"]
     assert worker_container["args"] == worker_args(f"{CONTAINER_LOCUSTFILES}/chat.py", "llm-locust-master")
+    for obj in (worker, *masters):  # as in the compose stack tests/test_containers.py runs: the image's
+        template = pod_spec(obj)  # entrypoint runs `locust ARGS` (options first), here as a non-root user
+        (container,) = template["spec"]["containers"]
+        assert "command" not in container and container["args"][0].startswith("--locustfile="), obj["kind"]
+        assert template["spec"]["securityContext"]["runAsNonRoot"] is True, obj["kind"]
     assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089}
     for master in masters:
         template = pod_spec(master)
@@ -181,6 +190,21 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
             assert settings.max_error_rate == 0.01 and settings.max_drift_pct == 20
             assert master["spec"]["concurrencyPolicy"] == "Forbid"
     assert objects["PersistentVolumeClaim/llm-locust-results"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_k8s_manifests_match_the_kubernetes_api_schema():
+    """Every object of deploy/k8s against the Kubernetes API's own JSON schema (kubernetes-validate, strict:
+    an unknown or misspelt field is an error too), for the newest Kubernetes version the package knows."""
+    version = kubernetes_validate.latest_version()
+    objects = k8s()
+    assert len(objects) == 7
+    errors = []
+    for key, obj in objects.items():
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            errors.append(f"{key}: {e.message} at {'.'.join(map(str, e.absolute_path))} (Kubernetes {version})")
+    assert errors == []
 
 
 def test_compose_master_command_and_config_file_parse():

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import gevent
 from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
@@ -27,9 +28,11 @@ def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
 
     sent = {"requests_ok": 0, "output_tokens": 0, "itl": 0}  # what the workers put on the wire
+    sent_by_worker: Counter[str] = Counter()
 
     def count_sent(client_id, data):
         for window in delta_from_wire(data.get(WIRE_KEY, {})).values():
+            sent_by_worker[client_id] += window.requests_ok + window.requests_failed
             sent["requests_ok"] += window.requests_ok
             sent["output_tokens"] += window.output_tokens
             sent["itl"] += window.hist["itl"].get_total_count()
@@ -58,6 +61,7 @@ def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     assert t["output_tokens"] == sent["output_tokens"] == 16 * t["requests_ok"]
     assert summary["metrics"]["itl_ms"]["count"] == sent["itl"] == 15 * t["requests_ok"]
     assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    assert summary["run"]["requests_by_worker"] == sent_by_worker and len(sent_by_worker) == 2
     post = master_env.stats.get("/v1/chat/completions", "POST")
     assert post.num_requests == t["requests_ok"]
     with (tmp_path / "llm_timeseries.csv").open() as f:
