@@ -27,6 +27,7 @@ EXPECTED_KIND = {
     "http_429": "http_429",
     "http_500": "http_5xx",
     "http_503": "http_5xx",
+    "html_502": "http_5xx",
     "refuse": "transport",
     "non_sse": "bad_stream",
     "slow_headers": "timeout",
