@@ -24,6 +24,7 @@ from llm_locust.client import RECORD_KEY, RequestFailure, new_record, report_val
 from llm_locust.pacing import Ticket
 from llm_locust.protocol import apply_chunk, finish
 from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.redact import redact
 from llm_locust.settings import Settings
 from llm_locust.workload import RequestSpec
 
@@ -97,7 +98,7 @@ class SdkClient:
 
 def _failure(error: Exception) -> tuple[ErrorKind, str]:
     """Classify an exception raised by the SDK or its HTTP library."""
-    text = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    text = " ".join(redact(f"{type(error).__name__}: {error}").split())[:300]  # redacted before it is cut
     if isinstance(error, openai.APIStatusError):
         return status_kind(error.status_code), text
     if isinstance(error, openai.APITimeoutError) or "Timeout" in type(error).__name__:

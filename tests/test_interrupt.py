@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary
 
+from llm_locust.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+
 
 def start_locust(sim_url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
     """A headless `locust` run of 60 s (far longer than any test lets it go).
@@ -73,6 +75,17 @@ def check_incomplete(results: Path, output: str) -> dict:
     return summary
 
 
+def check_interrupted(summary: dict, signum: signal.Signals, code: int, output: str) -> None:
+    """The run says it was interrupted, by which signal, with its own exit code; no worker counted lost."""
+    name = signal.Signals(signum).name
+    assert code == EXIT_INTERRUPTED, output[-3000:]
+    assert summary["run"]["interrupted"] == name and summary["run"]["workers_lost"] == []
+    assert summary["verdict"]["reasons"] == [f"interrupted by {name}"], summary["verdict"]
+    assert summary["verdict"]["exit_code"] == EXIT_INTERRUPTED
+    assert any(f"interrupted by {name}" in w for w in summary["warnings"])
+    assert f"exit code {EXIT_INTERRUPTED}" in output
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, signum):
     proc = start_locust(fast_sim.url, tmp_path)
@@ -80,7 +93,7 @@ def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, sig
     proc.send_signal(signum)
     output, _ = proc.communicate(timeout=30)
     summary = check_incomplete(tmp_path, output)
-    assert "interrupted" in " ".join(summary["warnings"])
+    check_interrupted(summary, signum, proc.returncode, output)
 
 
 @pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-master", "ctrl-c-process-group"])
@@ -97,6 +110,7 @@ def test_stopping_locust_processes(fast_sim, tmp_path, ctrl_c):
     output, _ = proc.communicate(timeout=30)
     summary = check_incomplete(tmp_path, output)
     assert summary["run"]["role"] == "master"
+    check_interrupted(summary, signal.SIGINT if ctrl_c else signal.SIGTERM, proc.returncode, output)
     # the workers' last reports were collected before the results were written: nothing lost
     with (tmp_path / "locust_stats.csv").open() as f:
         post = next(r for r in csv.DictReader(f) if r["Name"] == "/v1/chat/completions")
@@ -115,6 +129,14 @@ def test_sigterm_to_one_worker_of_locust_processes(fast_sim, tmp_path):
     summary = check_incomplete(tmp_path, output)
     assert len(summary["run"]["workers_lost"]) == 1
     assert any("stopped reporting" in w for w in summary["warnings"])
+    # the master was not interrupted: a lost worker fails the verdict, with the gate-failure code
+    assert summary["run"]["interrupted"] is None
+    assert summary["verdict"]["reasons"] == [f"worker lost: 1 worker(s) stopped reporting ({workers_lost(summary)})"]
+    assert proc.returncode == EXIT_GATE_FAILED
+
+
+def workers_lost(summary: dict) -> str:
+    return ", ".join(summary["run"]["workers_lost"])
 
 
 def test_sigkill_of_the_master_leaves_the_last_snapshot(fast_sim, tmp_path):
