@@ -161,8 +161,9 @@ def _hide_secret_defaults(web_ui: Any) -> None:
     Locust masks the input field of an `is_secret` option, but writes the value given on the
     command line or in a config file into the page as the field's default, readable by anyone
     who opens the UI. The default is blanked (and the page redacted: the host field shows URL
-    credentials as [REDACTED], `webui`); a test started with a secret field left empty, or with
-    the host as shown, uses the value given at start-up (`RunState._on_test_start`).
+    credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
+    value given at start-up, one started with the host as shown the host of the last test
+    (`RunState._on_test_start`).
     """
     update = web_ui.update_template_args
 
@@ -183,7 +184,7 @@ class RunState:
         self.environment = environment
         self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
         self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
-        self._startup_host = environment.host
+        self._host = environment.host  # of the last test (or given at start-up), credentials included
         check_host(environment.host)
         redact.install_log_filter()
         runner = environment.runner
@@ -228,9 +229,10 @@ class RunState:
         options = environment.parsed_options
         if options is not None:  # the web UI form's secret fields left empty, its host as shown
             keep_secrets(options, self._startup_secrets)
-            startup_host = self._startup_host
-            if startup_host and environment.host == redact.redact(startup_host) != startup_host:
-                environment.host = options.host = startup_host
+            host = self._host
+            if host and environment.host == redact.redact(host) != host:
+                environment.host = options.host = host
+            self._host = environment.host
         try:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
@@ -368,7 +370,13 @@ class RunState:
             self.saturation.add("local", self.monitor.take(), time.time())
 
     def _on_test_stop(self, environment: Environment, **_: Any) -> None:
-        """Mark the end of the measurement; finalize once the workers' last reports are in."""
+        """Mark the end of the measurement; finalize once the workers' last reports are in.
+
+        The environment's host is redacted until the next test (which puts it back): between
+        tests it is only shown — Locust's --html report, its web UI — never used.
+        """
+        if environment.host:
+            environment.host = redact.redact(environment.host)
         if self.control is not None:
             self.control.end_step()
         if self._results is not None:
