@@ -51,6 +51,7 @@ class SignalWatch:
         if self.name is None:
             self.name = signal.Signals(signum).name
 
-    def _on_sigint(self, signum: int, frame: FrameType | None) -> Any:
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self._note(signum)
-        return self._previous_int(signum, frame)
+        # Python's handler raises KeyboardInterrupt (a whole-line call: no caret line in its traceback)
+        self._previous_int(signum, frame)
