@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary
 
 from llm_locust.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+
+EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: .*)?$")
 
 
 def start_locust(sim_url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
@@ -69,9 +72,10 @@ def check_incomplete(results: Path, output: str) -> dict:
     assert rows and sum(int(r["requests_ok"]) for r in rows) == summary["throughput"]["requests_ok"]
     assert (results / "locust_stats.csv").stat().st_size > 0
     assert not list(results.glob("*.tmp"))
-    for traceback in output.split("Traceback")[1:]:  # gevent prints one if Ctrl-C lands in its hub
-        head = "\n".join(traceback.splitlines()[:12])  # other processes' lines may come in between
-        assert "KeyboardInterrupt" in head, traceback[:2500]
+    for traceback in output.split("Traceback")[1:]:  # gevent prints one if Ctrl-C lands in a greenlet
+        # its exception line: the first "Name" or "Name: message" line (other processes' lines may come in between)
+        raised = next((line for line in traceback.splitlines()[1:] if EXCEPTION_LINE.match(line)), "")
+        assert raised == "KeyboardInterrupt", traceback[:2500]
     assert "INCOMPLETE" in output
     return summary
 
