@@ -3,7 +3,8 @@
 One registry per process. `settings.register_secrets` is the one place that fills it, from the
 options every process builds its settings from: the API key (flag, config file or environment
 variable, whatever the provider), each `--header` value, and the user-info of every URL (--host,
---metrics-url). `redact(text)` replaces each registered value in `text` with `REDACTED`.
+--metrics-url). `redact(text)` replaces each registered value in `text` with `REDACTED` (also
+HTML- or JSON-escaped, as an error page or body may quote it).
 
 Where secrets could enter an output, they are redacted once, at the entry: failure messages when
 a request record is failed (a server may echo a header in its error body) — so Locust's error
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
+import json
 import logging
 from urllib.parse import unquote, urlsplit
 
@@ -27,10 +30,12 @@ _ordered: list[str] = []  # longest first: a secret containing another one is re
 
 
 def register(secret: str | None) -> None:
-    """Remember `secret` so that `redact` hides it (values shorter than 4 characters are ignored)."""
-    if secret and len(secret) >= _MIN_SECRET_CHARS and secret not in _secrets:
-        _secrets.add(secret)
-        _ordered[:] = sorted(_secrets, key=len, reverse=True)
+    """Remember `secret` so that `redact` hides it, also as a server may quote it escaped in an
+    HTML page or a JSON text (values shorter than 4 characters are ignored)."""
+    if not secret or len(secret) < _MIN_SECRET_CHARS or secret in _secrets:
+        return
+    _secrets.update((secret, html.escape(secret), json.dumps(secret)[1:-1]))
+    _ordered[:] = sorted(_secrets, key=len, reverse=True)
 
 
 def register_url(url: str | None) -> None:

@@ -4,6 +4,8 @@ cut short are handled, and what the web UI form's empty secret fields mean."""
 from __future__ import annotations
 
 import base64
+import html
+import json
 import secrets
 
 from conftest import options
@@ -61,3 +63,10 @@ def test_empty_secret_fields_of_the_web_ui_form_keep_the_start_up_values():
     opts.header = ["C: 3"]  # typed in the form: used
     keep_secrets(opts, given)
     assert Settings.from_options(opts).header == (("C", "3"),)
+
+
+def test_a_secret_quoted_escaped_in_html_or_json_is_redacted_too():
+    secret = f'{token()}&<"é'
+    redact.register(secret)
+    for quoted in (secret, html.escape(secret), json.dumps(secret)[1:-1]):
+        assert redact.redact(f"<p>{quoted}</p>") == "<p>[REDACTED]</p>"
