@@ -5,9 +5,11 @@
     --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
                                between the early and late windows (llm_locust.drift)
 
-and always: some request succeeded, no worker was lost, no load-generating process saturated
-its CPU (Locust's own > 90 % warning). A failed verdict makes the run exit with
-`EXIT_GATE_FAILED`; the verdict is written into summary.json under "verdict".
+and always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
+succeeded, no worker was lost, no load-generating process saturated its CPU (Locust's own > 90 %
+warning). A failed verdict makes the run exit with `EXIT_GATE_FAILED` (`EXIT_INTERRUPTED` when
+interrupted: partial results say nothing about the gates); the verdict is written into
+summary.json under "verdict".
 
 Pure: imports neither Locust nor anything that does; `verdict` reads a summary dict, so a
 results folder can be judged again offline.
@@ -23,6 +25,8 @@ from llm_locust.slo import Slo, evaluate
 
 EXIT_GATE_FAILED = 3
 """Exit code of a run whose verdict failed (1 is Locust's "errors", 2 a configuration error)."""
+EXIT_INTERRUPTED = 4
+"""Exit code of a run stopped by SIGTERM or SIGINT (Ctrl-C) before its end."""
 
 
 def verdict(
@@ -37,6 +41,9 @@ def verdict(
     each reason is one sentence naming the gate, the measured value and the limit.
     """
     reasons: list[str] = []
+    interrupted = summary["run"].get("interrupted")
+    if interrupted:
+        reasons.append(f"interrupted: {interrupted}" if " " in interrupted else f"interrupted by {interrupted}")
     throughput = summary["throughput"]
     ok, failed = throughput["requests_ok"], throughput["requests_failed"]
     attempted = ok + failed
@@ -84,5 +91,5 @@ def verdict(
         "error_rate": None if error_rate is None else round(error_rate, 6),
         "max_error_rate": max_error_rate,
         "max_drift_pct": max_drift_pct,
-        "exit_code": 0 if passed else EXIT_GATE_FAILED,
+        "exit_code": 0 if passed else EXIT_INTERRUPTED if interrupted else EXIT_GATE_FAILED,
     }

@@ -21,9 +21,12 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
   `SNAPSHOT_S` marked "incomplete"; quitting before the test stopped (SIGTERM, Ctrl-C) or a
   worker quitting mid-test (it says so with `INTERRUPTED_MESSAGE` after a last report) leaves it
   "incomplete" too. A run in which nothing succeeded ends with a one-line diagnosis and a
-  non-zero exit code.
-- Secrets: the API key and a password in --host are registered with `redact` (failure
-  messages and log records).
+  non-zero exit code. A master or local run stopped by SIGTERM / SIGINT says so (`run.interrupted`
+  names the signal; verdict failed, exit code `EXIT_INTERRUPTED`); workers that quit with it are
+  not "lost".
+- Secrets: registered with `redact` where the settings are built (`settings.register_secrets`);
+  failure messages are redacted when a request record fails, exception texts when the runner
+  collects them, log records by a filter.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from llm_locust.client import RECORD_KEY
 from llm_locust.collector import RunCollector, freeze_heap
 from llm_locust.control import PLAN_MESSAGE, LoadController
 from llm_locust.errors import ConfigError
+from llm_locust.interrupt import SignalWatch
 from llm_locust.metrics import MetricsRecorder, RunMetrics, WindowMetrics, delta_from_wire, delta_to_wire
 from llm_locust.monitor import RunMonitor
 from llm_locust.pacing import Pacer, Plan
@@ -79,7 +83,7 @@ from llm_locust.results import (
 )
 from llm_locust.saturation import LoopMonitor, SaturationTracker
 from llm_locust.scrape import start_scraper
-from llm_locust.settings import Settings, add_arguments, check_host
+from llm_locust.settings import Settings, add_arguments, check_host, keep_secrets, secret_options
 from llm_locust.slo import evaluate
 from llm_locust.timeouts import TimeoutWatchdog
 from llm_locust.tls import check_connection
@@ -103,6 +107,9 @@ STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
 SNAPSHOT_S = 5.0
 """While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
+INTERRUPT_GRACE_S = 5.0
+"""A worker that said goodbye this shortly (seconds) before the master was interrupted quit with
+it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
 
 _states: weakref.WeakKeyDictionary[Environment, RunState] = weakref.WeakKeyDictionary()
 _installed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -150,12 +157,14 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
 
 def _hide_secret_defaults(web_ui: Any) -> None:
-    """Keep secret option values (--api-key) out of the web UI's page.
+    """Keep secret option values (--api-key, --header) out of the web UI's page.
 
     Locust masks the input field of an `is_secret` option, but writes the value given on the
     command line or in a config file into the page as the field's default, readable by anyone
-    who opens the UI. The default is blanked; a test started with the field left empty uses the
-    value given at start-up (`RunState._on_test_start`).
+    who opens the UI. The default is blanked (and the page redacted: the host field shows URL
+    credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
+    value given at start-up, one started with the host as shown the host of the last test
+    (`RunState._on_test_start`).
     """
     update = web_ui.update_template_args
 
@@ -174,11 +183,11 @@ class RunState:
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
-        self.settings = Settings.from_options(environment.parsed_options)
-        self._startup_api_key = getattr(environment.parsed_options, "api_key", "")  # --api-key or config file
+        self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
+        self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
+        self._host = environment.host  # of the last test (or given at start-up), credentials included
         check_host(environment.host)
         proxy = check_connection(environment.host, self.settings)
-        self._register_secrets()
         redact.install_log_filter()
         runner = environment.runner
         self.is_worker = isinstance(runner, WorkerRunner)
@@ -188,6 +197,11 @@ class RunState:
         if self.settings.insecure and not self.is_worker:
             logger.warning("--insecure: TLS certificates and host names are not verified (the API key goes to "
                            "whichever server answers)")  # fmt: skip
+        self.signals = SignalWatch()
+        if not self.is_worker:
+            self.signals.start()
+            if runner is not None:
+                _redact_exceptions(runner)
         self._model_lock = gevent.lock.Semaphore()
         self.pacer = Pacer()
         self.control: LoadController | None = None  # master / local: steps, plans, limits
@@ -220,13 +234,16 @@ class RunState:
         if self._results is not None:  # a previous test of this process (web UI) not yet closed
             self._results.close()
         options = environment.parsed_options
-        if options is not None and not options.api_key and self._startup_api_key:
-            options.api_key = self._startup_api_key  # the web UI form's key field was left empty
+        if options is not None:  # the web UI form's secret fields left empty, its host as shown
+            keep_secrets(options, self._startup_secrets)
+            host = self._host
+            if host and environment.host == redact.redact(host) != host:
+                environment.host = options.host = host
+            self._host = environment.host
         try:
             self.settings = Settings.from_options(environment.parsed_options)
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
-        self._register_secrets()
         self._reset()
         if self.monitor is not None:
             self.monitor.start()
@@ -246,11 +263,6 @@ class RunState:
         """Processes running users: the test is over, the garbage collector back to automatic."""
         if self.collector is not None:
             self.collector.stop()
-
-    def _register_secrets(self) -> None:
-        """Hide the API key and any password in --host from logs and failure messages."""
-        redact.register(self.settings.api_key)
-        redact.register_url(self.environment.host)
 
     def _reset(self) -> None:
         """Fresh per-test state from the current settings."""
@@ -351,7 +363,7 @@ class RunState:
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Master: a worker quit in the middle of the test; the run is incomplete."""
         if self._results is not None and self._results.t_stop is None:
-            self._results.workers_lost.add(str(msg.node_id))
+            self._results.worker_goodbyes.setdefault(str(msg.node_id), time.time())
 
     # -- master or local ----------------------------------------------------------------
     def merge_local(self) -> None:
@@ -368,7 +380,13 @@ class RunState:
             self.saturation.add("local", self.monitor.take(), time.time())
 
     def _on_test_stop(self, environment: Environment, **_: Any) -> None:
-        """Mark the end of the measurement; finalize once the workers' last reports are in."""
+        """Mark the end of the measurement; finalize once the workers' last reports are in.
+
+        The environment's host is redacted until the next test (which puts it back): between
+        tests it is only shown — Locust's --html report, its web UI — never used.
+        """
+        if environment.host:
+            environment.host = redact.redact(environment.host)
         if self.control is not None:
             self.control.end_step()
         if self._results is not None:
@@ -382,11 +400,13 @@ class RunState:
         non-zero exit code (2 when the cause is in the command: host, key, model).
         """
         if self._results is not None:
-            self._results.interrupted = self._results.t_stop is None
-            if self._results.interrupted and self.is_master:
-                _collect_last_reports(environment.runner)
+            if self._results.t_stop is None:
+                self._results.interrupt(self.signals.name)
+                if self.is_master:
+                    _collect_last_reports(environment.runner)
             self._results.close()
             self._results = None
+        self.signals.stop()
 
 
 class ResultsWriter:
@@ -400,9 +420,12 @@ class ResultsWriter:
         self.t_stop: float | None = None
         self.users_max = 0
         self.workers_max = 0
-        self.workers_lost: set[str] = set()
+        self.workers_lost: set[str] = set()  # stopped reporting (Locust's heartbeat)
+        self.worker_goodbyes: dict[str, float] = {}  # worker -> when it said it quits mid-test, epoch s
         self.behind_schedule: str | None = None
         self.interrupted = False
+        self.interrupted_by: str | None = None  # the signal, when known
+        self._interrupted_at_s: float | None = None
         self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
@@ -491,6 +514,18 @@ class ResultsWriter:
             )
             logger.warning("%s", self.behind_schedule)
 
+    def interrupt(self, signal_name: str | None) -> None:
+        """The process quits before the test stopped (by `signal_name`, when known)."""
+        self.interrupted = True
+        self.interrupted_by = signal_name
+        self._interrupted_at_s = time.time()
+
+    @property
+    def lost_workers(self) -> set[str]:
+        """Workers that stopped reporting, or quit mid-test on their own (not with the master's interrupt)."""
+        cutoff_s = float("inf") if self._interrupted_at_s is None else self._interrupted_at_s - INTERRUPT_GRACE_S
+        return self.workers_lost | {worker for worker, t_s in self.worker_goodbyes.items() if t_s < cutoff_s}
+
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
         if self.t_stop is None:
@@ -519,9 +554,10 @@ class ResultsWriter:
         gate = self.monitor.judge(summary, self.t_stop)
         env = self.state.environment
         explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
-        if self.cause is not None and not env.process_exit_code:  # nothing succeeded: 2 when the command is wrong
-            env.process_exit_code = 2 if self.cause in USER_ERROR_CAUSES else 1
-        if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config)
+        user_error = self.cause in USER_ERROR_CAUSES
+        if self.cause is not None and not env.process_exit_code and (user_error or not self.interrupted):
+            env.process_exit_code = 2 if user_error else 1  # nothing succeeded: 2 when the command is wrong
+        if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config); 4 interrupted
             env.process_exit_code = gate["exit_code"]
         path = write_summary(self.results_dir, summary)
         self.final_summary = summary
@@ -551,11 +587,15 @@ class ResultsWriter:
         duration_s = (self.t_stop or time.time()) - self.t_start
         warnings = []
         if self.interrupted:
-            warnings.append("the run was interrupted before the test ended: results hold what was measured until then")
-        if self.workers_lost:
             warnings.append(
-                f"{len(self.workers_lost)} worker(s) stopped reporting during the run: "
-                f"{', '.join(sorted(self.workers_lost))}; their last reported data is included"
+                f"the run was interrupted{f' by {self.interrupted_by}' if self.interrupted_by else ''} before the "
+                "test ended: results hold what was measured until then"
+            )
+        lost = self.lost_workers
+        if lost:
+            warnings.append(
+                f"{len(lost)} worker(s) stopped reporting during the run: "
+                f"{', '.join(sorted(lost))}; their last reported data is included"
             )
         diagnosis = diagnose(run.total, _top_error(env)) if final else None
         if final:
@@ -570,13 +610,13 @@ class ResultsWriter:
         if self.scraper is not None:
             warnings.extend(self.scraper.warnings())
         control = self.state.control
-        complete = final and not self.interrupted and not self.workers_lost
+        complete = final and not self.interrupted and not lost
         return {
             "status": "complete" if complete else "incomplete",
             "llm_locust_version": __version__,
             "locust_version": locust.__version__,
             "run": {
-                "host": env.host,
+                "host": redact.redact(env.host) if env.host else env.host,
                 "user_classes": [u.__name__ for u in env.user_classes],
                 "role": "master" if self.state.is_master else "local",
                 "start_time": iso_time(self.t_start),
@@ -584,8 +624,9 @@ class ResultsWriter:
                 "duration_s": round(duration_s, 3),
                 "users_max": self.users_max,
                 "workers_max": self.workers_max,
-                "workers_lost": sorted(self.workers_lost),
+                "workers_lost": sorted(lost),
                 "requests_by_worker": dict(sorted(self.state.requests_by_worker.items())),
+                "interrupted": (self.interrupted_by or "quit before the test ended") if self.interrupted else None,
                 "locust_csv_prefix": getattr(options, "csv_prefix", None),
                 "stop_reason": None if control is None else control.stop_reason,
             },
@@ -628,6 +669,17 @@ def _collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:
     deadline = time.monotonic() + wait_s
     while len(runner.clients) and time.monotonic() < deadline:
         gevent.sleep(0.05)
+
+
+def _redact_exceptions(runner: Any) -> None:
+    """Redact each exception text and traceback as the runner collects it (from its own users or
+    its workers): Locust's exceptions CSV, HTML report and web UI show what it collected."""
+    log_exception = runner.log_exception
+
+    def log_redacted(node_id: str, msg: str, formatted_tb: str) -> None:
+        log_exception(node_id, redact.redact(msg), redact.redact(formatted_tb))
+
+    runner.log_exception = log_redacted
 
 
 def _stop_test(environment: Environment) -> None:

@@ -14,6 +14,7 @@ import re
 import orjson
 
 from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.redact import redact
 from llm_locust.sse import SSEDecoder
 
 _DONE = b"[DONE]"
@@ -239,8 +240,9 @@ def error_text(error: object) -> str:
 
 
 def _clip(text: bytes | str) -> str:
-    """At most `_MESSAGE_LIMIT` characters of `text`, on one line."""
+    """At most `_MESSAGE_LIMIT` characters of `text`, on one line, secrets redacted first (a secret
+    cut in two by the limit would no longer be recognised)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    text = " ".join(text.split())
+    text = " ".join(redact(text).split())
     return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."

@@ -12,7 +12,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from llm_locust import redact
 from llm_locust.errors import ConfigError
 
 
@@ -28,10 +27,9 @@ class Proxy:
     shown: str = ""
 
 
-def register_proxy_passwords() -> None:
-    """Register the password of every proxy URL in the environment as a secret (`redact`)."""
-    for url in urllib.request.getproxies_environment().values():
-        redact.register_url(url if "://" in url else f"http://{url}")
+def proxy_urls() -> list[str]:
+    """Every proxy URL the environment names (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY ...), with a scheme."""
+    return [url if "://" in url else f"http://{url}" for url in urllib.request.getproxies_environment().values()]
 
 
 def env_proxy(host_url: str | None) -> Proxy | None:

@@ -230,8 +230,6 @@ class ServerScraper:
         self, results_dir: Path, urls: tuple[str, ...], interval_s: float, maps: dict[str, NameMap], t_start_s: float
     ) -> None:
         results_dir.mkdir(parents=True, exist_ok=True)
-        for url in urls:
-            redact.register_url(url)
         self.path = results_dir / SERVER_METRICS_FILE
         self.interval_s = interval_s
         self.timeout_s = min(interval_s, MAX_TIMEOUT_S)

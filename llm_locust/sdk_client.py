@@ -24,6 +24,7 @@ from llm_locust.client import RECORD_KEY, RequestFailure, new_record, report_val
 from llm_locust.pacing import Ticket
 from llm_locust.protocol import apply_chunk, finish
 from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.redact import redact
 from llm_locust.settings import Settings
 from llm_locust.tls import certificate_error, client_context, rejected_line
 from llm_locust.workload import RequestSpec
@@ -104,7 +105,7 @@ def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:
     rejected = certificate_error(error)
     if rejected is not None:
         return ErrorKind.TLS, rejected_line(host, rejected)
-    text = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    text = " ".join(redact(f"{type(error).__name__}: {error}").split())[:300]  # redacted before it is cut
     if isinstance(error, openai.APIStatusError):
         return status_kind(error.status_code), text
     if isinstance(error, openai.APITimeoutError) or "Timeout" in type(error).__name__:

@@ -22,6 +22,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.images import file_data_url, parse_size
 from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
 from llm_locust.providers import API_KEY_ENV, FAMILIES, PROVIDERS, check_length_control, parse_header, server_family
+from llm_locust.proxy import proxy_urls
 from llm_locust.server_maps import load_maps
 from llm_locust.slo import Slo, parse_slos
 from llm_locust.tls import check_ca_file
@@ -29,6 +30,8 @@ from llm_locust.tokens import token_counter
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 CLIENTS = ("fast", "openai-sdk")
+SECRET_OPTIONS = ("api_key", "header")
+"""Options whose values are secrets: masked in the web UI's form, which shows them empty."""
 
 
 def add_arguments(parser: Any) -> None:
@@ -46,7 +49,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument(
         "--api-key",
         default="",
-        is_secret=True,
+        is_secret="api_key" in SECRET_OPTIONS,
         help="API key (prefer --api-key-env: a flag is visible in the process list); never printed",
     )
     group.add_argument(
@@ -157,7 +160,7 @@ def add_provider_arguments(group: Any) -> None:
         "--header",
         action="append",
         default=None,
-        is_secret=True,
+        is_secret="header" in SECRET_OPTIONS,
         help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
     )
     group.add_argument(
@@ -361,7 +364,9 @@ class Settings:
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
-        """Build from Locust's parsed options; raise ConfigError naming the bad option."""
+        """Build from Locust's parsed options (their secrets registered with `redact` first);
+        raise ConfigError naming the bad option."""
+        register_secrets(options)
         extra_body: dict[str, Any] = {}
         if options.extra_body:
             try:
@@ -426,6 +431,37 @@ class Settings:
         return {**settings, "api_key_set": bool(self.api_key)}
 
 
+def register_secrets(options: Any) -> None:
+    """Register with `redact` every secret `options` hold: the API key (--api-key, or the variable
+    named by --api-key-env or the provider's default), each --header value, and the credentials in
+    --host, every --metrics-url and the proxy variables (HTTPS_PROXY ...). The one place the
+    registry is filled; called by `Settings.from_options` in every process (workers get the
+    master's options)."""
+    provider = options.provider if options.provider in API_KEY_ENV else PROVIDERS[0]
+    redact.register(options.api_key)
+    redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
+    for text in _as_list(options.header):
+        redact.register(text.partition(":")[2].strip())
+    for url in (getattr(options, "host", None), *_as_list(getattr(options, "metrics_url", None)), *proxy_urls()):
+        redact.register_url(url)
+
+
+def secret_options(options: Any) -> dict[str, Any]:
+    """The values of the `SECRET_OPTIONS` in `options` (to restore them with `keep_secrets`)."""
+    return {name: getattr(options, name, None) for name in SECRET_OPTIONS}
+
+
+def keep_secrets(options: Any, given: dict[str, Any]) -> None:
+    """Put back the `given` secret options (`secret_options`) that `options` now hold empty.
+
+    The web UI's form shows a secret field empty and sends it back so (a list option as `['']`):
+    a test started with the field left empty keeps the value given at start-up.
+    """
+    for name, value in given.items():
+        if value and not _as_list(getattr(options, name, None)):
+            setattr(options, name, value)
+
+
 def _check_load(options: Any) -> None:
     """Validate the load-model options; ConfigError naming the first bad one."""
     if options.request_rate < 0:
@@ -443,11 +479,9 @@ def _check_load(options: Any) -> None:
 
 
 def _metrics_urls(options: Any) -> tuple[str, ...]:
-    """The validated --metrics-url values (their passwords registered as secrets); the
-    --metrics-interval-s and --metrics-map they go with checked too."""
+    """The validated --metrics-url values; the --metrics-interval-s and --metrics-map they go with checked too."""
     urls = tuple(_as_list(getattr(options, "metrics_url", None)))
     for url in urls:
-        redact.register_url(url)
         if not url.lower().startswith(("http://", "https://")):
             raise ConfigError(
                 f"--metrics-url {redact.redact(url)!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/metrics"
@@ -511,10 +545,11 @@ def _optional_int(value: Any, option: str) -> int | None:
 
 
 def _as_list(value: Any) -> list[str]:
-    """A repeatable option's values (the web UI form sends one string: one value per line)."""
+    """A repeatable option's values, blank ones left out (the web UI form sends one string, one
+    value per line, or a list with an empty string for a field left empty)."""
     if isinstance(value, str):
         return [line for line in value.splitlines() if line.strip()]
-    return list(value or [])
+    return [item for item in value or [] if not isinstance(item, str) or item.strip()]
 
 
 def check_host(host: str | None) -> None:

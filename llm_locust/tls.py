@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import gevent.ssl
 
 from llm_locust.errors import ConfigError
-from llm_locust.proxy import Proxy, env_proxy, register_proxy_passwords
+from llm_locust.proxy import Proxy, env_proxy
 
 if TYPE_CHECKING:
     from llm_locust.settings import Settings
@@ -82,9 +82,8 @@ def _context(ca_bundle: str, insecure: bool, trust_env: tuple[str, str, str]) ->
 def check_connection(host_url: str | None, settings: Settings) -> Proxy | None:
     """Raise ConfigError now for what would stop the first connection to `host_url` (Locust's
     --host): an unusable CA file of an https:// host, a proxy variable the fast client cannot use.
-    Proxy passwords in the environment are registered as secrets. Returns the fast client's proxy
+    Returns the fast client's proxy
     (None: a direct connection, or the openai-sdk client, whose httpx picks its own)."""
-    register_proxy_passwords()
     if host_url and host_url.lower().startswith("https://"):
         client_context(settings.ca_bundle, settings.insecure)
     return env_proxy(host_url) if settings.client == "fast" else None

@@ -14,6 +14,7 @@
   subprocess (when the `llm_locust.report` package is installed; see `REPORT_PACKAGE`);
 - links to /llm on every page of Locust's UI and in its "Download Data" tab.
 
+Every answer of the web UI, Locust's pages and JSON included, is redacted (`llm_locust.redact`).
 Every route uses the UI's own authentication (`web_ui.auth_required_if_enabled`). Numbers are
 the master's exact merged histograms (`RunMetrics`), never Locust's rounded buckets: the whole
 run as the summary would say now (or exactly what summary.json says once written), and the
@@ -34,6 +35,7 @@ import orjson
 from flask import Blueprint, Response, make_response, request, send_from_directory
 from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 
+from llm_locust import redact
 from llm_locust.results import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_FILE, iso_time
 
 if TYPE_CHECKING:
@@ -92,15 +94,13 @@ def attach(web_ui: Any, state: RunState) -> None:
 
     @web_ui.app.after_request
     def extend_locust_pages(response: Response) -> Response:
-        if response.status_code != 200:
-            return response
-        if request.endpoint == "locust.request_stats":  # Locust's poll: our tabs' rows ride along
+        if response.status_code == 200 and request.endpoint == "locust.request_stats":  # our tabs' rows ride along
             data = orjson.loads(response.get_data())
             data["extended_stats"] = view.tab_rows()
             response.set_data(orjson.dumps(data))
-        elif request.endpoint == "locust.index":
+        elif response.status_code == 200 and request.endpoint == "locust.index":
             response.set_data(response.get_data().replace(b"</body>", _VIEW_LINK + b"</body>", 1))
-        return response
+        return _redacted(response)
 
     tabs = [{"title": "LLM", "key": TAB_KEY}]
     if state.environment.shape_class is not None:
@@ -235,6 +235,21 @@ class LiveView:
             if error is not None:
                 return make_response(f"llm-locust report failed: {error}", 500)
         return send_from_directory(folder.resolve(), REPORT_FILE, max_age=0)
+
+
+def _redacted(response: Response) -> Response:
+    """`response` with every registered secret redacted, when it is a page or JSON built in memory
+    (Locust's pages and answers — error messages, exceptions, the form's host — and ours); files
+    sent from disk pass as they are (the results folder holds no secret)."""
+    if not redact.has_secrets() or response.direct_passthrough or response.is_streamed:
+        return response
+    if not (response.mimetype.startswith("text/") or response.mimetype.endswith(("json", "javascript"))):
+        return response
+    text = response.get_data().decode("utf-8", errors="surrogateescape")
+    redacted = redact.redact(text)
+    if redacted != text:
+        response.set_data(redacted.encode("utf-8", errors="surrogateescape"))
+    return response
 
 
 def report_available() -> bool:

@@ -127,10 +127,26 @@ def test_api_key_never_in_any_output(tmp_path, keyed_sim, how):
     assert_no_secret(tmp_path, output, KEY)
 
 
-def assert_no_secret(results: Path, output: str, secret: str) -> None:
-    """`secret` in no file of `results` (CSV, JSON, HTML, log) and not in the console output."""
+FRAGMENT_CHARS = 12
+"""A piece of a secret this long counts as a leak (a message cut short must not keep half a key)."""
+
+
+def leaks(text: str, secrets: tuple[str, ...]) -> list[str]:
+    """The secrets of which `text` holds a piece of `FRAGMENT_CHARS` characters (or all of a shorter one)."""
+    found = []
+    for secret in secrets:
+        n = min(FRAGMENT_CHARS, len(secret))
+        if any(secret[i : i + n] in text for i in range(len(secret) - n + 1)):
+            found.append(secret)
+    return found
+
+
+def assert_no_secret(results: Path, output: str, *secrets: str) -> int:
+    """No secret (nor a piece of one) in any file of `results` (CSV, JSON, HTML, log) or in the console
+    output; returns the number of files scanned."""
     files = [p for p in results.rglob("*") if p.is_file()]
     assert {"summary.json", "report.html", "locust_stats.csv", "llm_timeseries.csv"} <= {p.name for p in files}
     for path in files:
-        assert secret not in path.read_text(errors="replace"), path
-    assert secret not in output
+        assert not leaks(path.read_text(errors="replace"), secrets), path
+    assert not leaks(output, secrets)
+    return len(files)

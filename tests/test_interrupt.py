@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,10 @@ from pathlib import Path
 
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary
+
+from llm_locust.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+
+EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: .*)?$")
 
 
 def start_locust(sim_url: str, results: Path, *extra: str) -> subprocess.Popen[str]:
@@ -67,10 +72,23 @@ def check_incomplete(results: Path, output: str) -> dict:
     assert rows and sum(int(r["requests_ok"]) for r in rows) == summary["throughput"]["requests_ok"]
     assert (results / "locust_stats.csv").stat().st_size > 0
     assert not list(results.glob("*.tmp"))
-    for traceback in output.split("Traceback")[1:]:  # gevent prints one if Ctrl-C lands in its hub
-        assert "KeyboardInterrupt" in traceback.split("\n\n")[0], traceback[:2500]
+    for traceback in output.split("Traceback")[1:]:  # gevent prints one if Ctrl-C lands in a greenlet
+        # its exception line: the first "Name" or "Name: message" line (other processes' lines may come in between)
+        raised = next((line for line in traceback.splitlines()[1:] if EXCEPTION_LINE.match(line)), "")
+        assert raised == "KeyboardInterrupt", traceback[:2500]
     assert "INCOMPLETE" in output
     return summary
+
+
+def check_interrupted(summary: dict, signum: signal.Signals, code: int, output: str) -> None:
+    """The run says it was interrupted, by which signal, with its own exit code; no worker counted lost."""
+    name = signal.Signals(signum).name
+    assert code == EXIT_INTERRUPTED, output[-3000:]
+    assert summary["run"]["interrupted"] == name and summary["run"]["workers_lost"] == []
+    assert summary["verdict"]["reasons"] == [f"interrupted by {name}"], summary["verdict"]
+    assert summary["verdict"]["exit_code"] == EXIT_INTERRUPTED
+    assert any(f"interrupted by {name}" in w for w in summary["warnings"])
+    assert f"exit code {EXIT_INTERRUPTED}" in output
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -80,7 +98,7 @@ def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, sig
     proc.send_signal(signum)
     output, _ = proc.communicate(timeout=30)
     summary = check_incomplete(tmp_path, output)
-    assert "interrupted" in " ".join(summary["warnings"])
+    check_interrupted(summary, signum, proc.returncode, output)
 
 
 @pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-master", "ctrl-c-process-group"])
@@ -97,6 +115,7 @@ def test_stopping_locust_processes(fast_sim, tmp_path, ctrl_c):
     output, _ = proc.communicate(timeout=30)
     summary = check_incomplete(tmp_path, output)
     assert summary["run"]["role"] == "master"
+    check_interrupted(summary, signal.SIGINT if ctrl_c else signal.SIGTERM, proc.returncode, output)
     # the workers' last reports were collected before the results were written: nothing lost
     with (tmp_path / "locust_stats.csv").open() as f:
         post = next(r for r in csv.DictReader(f) if r["Name"] == "/v1/chat/completions")
@@ -115,6 +134,14 @@ def test_sigterm_to_one_worker_of_locust_processes(fast_sim, tmp_path):
     summary = check_incomplete(tmp_path, output)
     assert len(summary["run"]["workers_lost"]) == 1
     assert any("stopped reporting" in w for w in summary["warnings"])
+    # the master was not interrupted: a lost worker fails the verdict, with the gate-failure code
+    assert summary["run"]["interrupted"] is None
+    assert summary["verdict"]["reasons"] == [f"worker lost: 1 worker(s) stopped reporting ({workers_lost(summary)})"]
+    assert proc.returncode == EXIT_GATE_FAILED
+
+
+def workers_lost(summary: dict) -> str:
+    return ", ".join(summary["run"]["workers_lost"])
 
 
 def test_sigkill_of_the_master_leaves_the_last_snapshot(fast_sim, tmp_path):

@@ -13,6 +13,8 @@ from typing import Any
 
 from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, free_port, master_port_args, read_summary, wait_for
 
+from llm_locust.sim import run_sim
+
 ARTIFACTS = ROOT / "results" / "test-artifacts" / "web_ui"
 LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
 
@@ -166,3 +168,67 @@ def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
         assert len(colors) > 20, f"{name}: blank screenshot"
         shutil.copy(path, ARTIFACTS / path.name)
     print(f"screenshots: {ARTIFACTS}")
+
+
+def test_form_changes_take_effect_with_header_set(tmp_path):
+    """`--header` given on the command line: its field in the form is empty (its value is never in the
+    page), a field changed in the form takes effect, and the header is still sent (the simulator echoes
+    it in the error body of some requests: Locust's failures table shows it redacted)."""
+    browser, sync_api, _ = browser_tools()
+    token = "hdr-BROWSER-SECRET-5e6f7a8b"
+    results = tmp_path / "results"
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    sim_args = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "32", "--echo-headers", "--fault", "http_500=0.2")
+    with run_sim(*sim_args) as sim:
+        command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1",
+                   "--web-port", str(port), "--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "32",
+                   "--ignore-eos", "--header", f"A-Route-Token: {token}"]  # fmt: skip
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        pages: list[str] = []
+        try:
+            with sync_api.sync_playwright() as playwright:
+                chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+                try:
+                    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+                    api = page.request
+
+                    def ui_up() -> bool:
+                        try:
+                            return api.get(ui + "/stats/requests").ok
+                        except Exception:
+                            return False
+
+                    wait_for(ui_up, 30, "the web UI")
+                    page.goto(ui + "/")
+                    page.fill("input[name=userCount]", "2")
+                    page.fill("input[name=spawnRate]", "2")
+                    page.get_by_text("Custom parameters").click()
+                    assert page.input_value("input[name=header]") == ""  # masked, and no default in the page
+                    for name, value in {"maxTokens": "8", "intervalS": "1", "resultsDir": str(results)}.items():
+                        page.fill(f"input[name={name}]", value)
+                    pages.append(page.content())
+                    page.get_by_role("button", name="Start").click()
+
+                    def failures_seen() -> bool:
+                        return sum(e["occurrences"] for e in api.get(ui + "/stats/requests").json()["errors"]) >= 2
+
+                    wait_for(failures_seen, 30, "failed requests")
+                    page.get_by_role("tab", name="Failures").click()
+                    page.wait_for_selector("text=simulated http_500")
+                    pages.append(page.content())
+                    page.get_by_role("button", name="Stop").click()
+                    wait_for(lambda: api.get(ui + "/llm/stats.json").json()["final"], 30, "the final summary")
+                finally:
+                    chromium.close()
+        finally:
+            proc.terminate()
+            output = proc.communicate(timeout=30)[0]
+    summary = read_summary(results)  # the results folder typed in the form: the form's values took effect
+    assert "keeping the previous settings" not in output, output[-3000:]
+    assert summary["settings"]["max_tokens"] == "8" and summary["settings"]["interval_s"] == 1
+    assert summary["settings"]["header"] == ["A-Route-Token"]
+    assert summary["metrics"]["output_tokens"]["max"] == 8
+    assert "a-route-token: [REDACTED]" in pages[-1]  # sent with every request, shown redacted
+    for text in (*pages, output, *(p.read_text() for p in results.iterdir())):
+        assert token not in text

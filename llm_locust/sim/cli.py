@@ -132,6 +132,13 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--fault-retry-after-s", type=int, default=d.fault_retry_after_s, help="Retry-After of an HTTP 429, s"
     )
+    group.add_argument(
+        "--echo-headers",
+        action="store_true",
+        default=d.echo_headers,
+        help="every error answer (HTTP error bodies, the html_502 page, the stream_error event) quotes all "
+        "request headers, credentials included, as some servers do: checks that a client never prints them",
+    )
 
 
 def _fault_type(text: str) -> tuple[str, float]:

@@ -42,3 +42,5 @@ class SimConfig:
     fault_slow_headers_ms: float = 5000.0
     fault_huge_bytes: int = 1_048_576
     fault_retry_after_s: int = 1
+    echo_headers: bool = False
+    """Error answers quote every request header (see `llm_locust.sim.faults`)."""

@@ -8,12 +8,17 @@ order injects the same faults. Every injected fault is named in the request's tr
 Kinds applied before the response (`PRE_RESPONSE`): `http_429` (with Retry-After), `http_500`,
 `http_503`, `refuse` (the connection is reset before any response byte), `non_sse` (HTTP 200
 with a JSON body although a stream was asked for), `slow_headers` (the response starts
-`slow_headers_ms` late). Kinds applied half-way through a streamed response (`MID_STREAM`, when
+`slow_headers_ms` late), `html_502` (HTTP 502 with an HTML page, as a gateway or proxy in front
+of the server answers). Kinds applied half-way through a streamed response (`MID_STREAM`, when
 the response has at least 2 tokens): `cut` (the HTTP body ends without [DONE] or finish_reason),
 `reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside
 the stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the
 rest), `huge_chunk` (one token event carrying `huge_bytes` of text; the response is otherwise
 valid).
+
+`--echo-headers` makes every error answer quote the request's headers (HTTP error bodies, the
+`html_502` page, the `stream_error` event), as some servers and gateways do: a client under test
+must never print them (they hold its credentials).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-PRE_RESPONSE = ("http_429", "http_500", "http_503", "refuse", "non_sse", "slow_headers")
+PRE_RESPONSE = ("http_429", "http_500", "http_503", "html_502", "refuse", "non_sse", "slow_headers")
 MID_STREAM = ("cut", "reset", "stream_error", "bad_json", "stall", "huge_chunk")
 KINDS = PRE_RESPONSE + MID_STREAM
 

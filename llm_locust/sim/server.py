@@ -8,6 +8,7 @@ Every accepted socket gets TCP_NODELAY. Requests on a connection are answered in
 from __future__ import annotations
 
 import asyncio
+import html
 import socket
 import ssl
 import time
@@ -84,7 +85,15 @@ class SimApp:
             else:
                 raise openai.ApiError(404, "NotFoundError", f"no route {method} {path}")
         except openai.ApiError as exc:
-            conn.respond(request, exc.status, exc.body())
+            echoed = openai.ApiError(exc.status, exc.type, self._echo(exc.message, request))
+            conn.respond(request, exc.status, echoed.body())
+
+    def _echo(self, message: str, request: http.Request) -> str:
+        """An error `message`, quoting every header of `request` (by name) with --echo-headers."""
+        if not self.config.echo_headers:
+            return message
+        headers = sorted(request.headers.items())
+        return f"{message}; request headers: " + "; ".join(f"{name}: {value}" for name, value in headers)
 
     def _authorize(self, request: http.Request) -> None:
         """Raise a 401 unless `request` carries the configured API key (the message echoes the
@@ -169,6 +178,7 @@ class SimApp:
                 release=self.driver.cancel,
                 stall_s=config.fault_stall_ms / 1e3,
                 huge_bytes=config.fault_huge_bytes,
+                error_message=self._echo("simulated engine failure", request),
                 **kwargs,
             )
         else:
@@ -197,10 +207,17 @@ class SimApp:
             body = openai.completion_body(spec, record.id, int(time.time()), self.config.model, 0)
             conn.respond(request, 200, body)
             return
+        if fault == "html_502":
+            message = html.escape(self._echo("simulated gateway failure", request))
+            title = "502 Bad Gateway"
+            page = f"<html><head><title>{title}</title></head><body><h1>{title}</h1><p>{message}</p></body></html>"
+            conn.respond(request, 502, page.encode(), content_type="text/html")
+            return
         status = int(fault.removeprefix("http_"))
         error_type = {429: "RateLimitError", 503: "ServiceUnavailableError"}.get(status, "InternalServerError")
         extra = (f"Retry-After: {self.config.fault_retry_after_s}",) if status == 429 else ()
-        conn.respond(request, status, openai.ApiError(status, error_type, f"simulated {fault}").body(), extra=extra)
+        error = openai.ApiError(status, error_type, self._echo(f"simulated {fault}", request))
+        conn.respond(request, status, error.body(), extra=extra)
 
     def abandoned(self, record: TraceRecord) -> None:
         """The client of a delayed (`slow_headers`) request went away before it started."""

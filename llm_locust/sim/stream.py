@@ -142,7 +142,7 @@ class FaultGeneration(Generation):
     instances of this class.
     """
 
-    __slots__ = ("_at", "_fault", "_huge_bytes", "_release", "_stall_s", "_timer")
+    __slots__ = ("_at", "_error_message", "_fault", "_huge_bytes", "_release", "_stall_s", "_timer")
 
     def __init__(
         self,
@@ -151,6 +151,7 @@ class FaultGeneration(Generation):
         release: Callable[[Generation], None],
         stall_s: float,
         huge_bytes: int,
+        error_message: str = "simulated engine failure",
         **kwargs: object,
     ) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -159,6 +160,7 @@ class FaultGeneration(Generation):
         self._release = release
         self._stall_s = stall_s
         self._huge_bytes = huge_bytes
+        self._error_message = error_message  # the stream_error event's
         self._timer: asyncio.TimerHandle | None = None
 
     def emit(self, count: int) -> None:
@@ -187,7 +189,7 @@ class FaultGeneration(Generation):
             elif fault == "reset":
                 reset_connection(self._transport)  # type: ignore[arg-type]  # connection_lost records it
             else:  # cut, stream_error
-                tail = openai.stream_error_event("simulated engine failure") if fault == "stream_error" else b""
+                tail = openai.stream_error_event(self._error_message) if fault == "stream_error" else b""
                 self.keep_alive = self.keep_alive and self._chunked  # an unchunked body ends by closing
                 self._transport.write(
                     (self._frame(tail) if tail else b"") + (http.LAST_CHUNK if self._chunked else b"")

@@ -1,0 +1,57 @@
+"""Which signal interrupted a Locust process: SIGTERM, or SIGINT (Ctrl-C).
+
+Locust handles both itself (SIGTERM with a gevent signal watcher, SIGINT as KeyboardInterrupt)
+and then fires `quitting`, which says nothing of why. `SignalWatch.start()` — called when the run
+state is created, before Locust installs its SIGTERM watcher — notes the signal first: libev runs
+the watchers of one signal newest first, so ours, the older one, runs before Locust's shutdown;
+for SIGINT it chains in front of the handler in place (Python's, which raises KeyboardInterrupt).
+Nothing else changes: the process stops exactly as Locust makes it stop.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import gevent
+
+
+class SignalWatch:
+    """Notes the first SIGTERM or SIGINT this process receives while started (`name`)."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self._term: Any = None
+        self._previous_int: Any = None
+
+    def start(self) -> None:
+        """Watch SIGTERM and SIGINT (idempotent; SIGINT only from the main thread, as Python allows)."""
+        if self._term is not None:
+            return
+        self._term = gevent.signal_handler(signal.SIGTERM, self._note, signal.SIGTERM)
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGINT)
+        if callable(previous):  # Python's (KeyboardInterrupt) or one installed by someone else
+            self._previous_int = previous
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def stop(self) -> None:
+        """Stop watching; put back the SIGINT handler found by `start` (if ours is still in place)."""
+        if self._term is not None:
+            self._term.cancel()
+            self._term = None
+        if self._previous_int is not None and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            signal.signal(signal.SIGINT, self._previous_int)
+        self._previous_int = None
+
+    def _note(self, signum: int) -> None:
+        if self.name is None:
+            self.name = signal.Signals(signum).name
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self._note(signum)
+        # Python's handler raises KeyboardInterrupt (a whole-line call: no caret line in its traceback)
+        self._previous_int(signum, frame)

@@ -1,0 +1,72 @@
+"""The secrets registry, unit by unit: what the settings register, how URL credentials and messages
+cut short are handled, and what the web UI form's empty secret fields mean."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import secrets
+
+from conftest import options
+
+from llm_locust import redact
+from llm_locust.protocol import error_text
+from llm_locust.settings import Settings, keep_secrets, secret_options
+
+
+def token() -> str:
+    return secrets.token_hex(10)
+
+
+def test_settings_register_every_secret_of_the_options(monkeypatch):
+    key, azure_key, gateway, user, password, metrics_password = (token() for _ in range(6))
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", azure_key)
+    Settings.from_options(
+        options("--host", f"http://{user}:{password}@127.0.0.1:9", "--api-key", key, "--header", f"X-Gw: {gateway}",
+                "--metrics-url", f"http://m:{metrics_password}@127.0.0.1:9/metrics")
+    )  # fmt: skip
+    Settings.from_options(options("--provider", "azure", "--deployment", "d"))  # the provider's variable
+    text = f"{key} {azure_key} Bearer {gateway} {user}:{password} {metrics_password}"
+    assert redact.redact(text) == "[REDACTED] [REDACTED] Bearer [REDACTED] [REDACTED]:[REDACTED] [REDACTED]"
+
+
+def test_url_credentials_are_registered_as_written_decoded_and_as_basic_auth():
+    user, password = f"u{token()}", f"p%40{token()}"
+    redact.register_url(f"https://{user}:{password}@example.com/v1")
+    basic = base64.b64encode(f"{user}:{password.replace('%40', '@')}".encode()).decode()
+    for value in (user, password, password.replace("%40", "@"), basic):
+        assert redact.redact(f"<{value}>") == "<[REDACTED]>"
+
+
+def test_a_secret_inside_a_longer_one_leaves_nothing_of_either():
+    short = token()
+    long = f"{short}{token()}"
+    redact.register(short)
+    redact.register(long)
+    assert redact.redact(f"a {long} b {short}") == "a [REDACTED] b [REDACTED]"
+
+
+def test_server_text_is_redacted_before_it_is_cut():
+    secret = token() * 3  # 60 characters, straddling the 200-character cut
+    redact.register(secret)
+    message = error_text({"message": "x" * 180 + secret})
+    assert len(message) <= 203 and secret[:12] not in message and "[REDACTED]" in message
+
+
+def test_empty_secret_fields_of_the_web_ui_form_keep_the_start_up_values():
+    opts = options("--api-key", "k" * 8, "--header", "A: 1", "--header", "B: 2")
+    given = secret_options(opts)
+    opts.api_key, opts.header = "", [""]  # what Locust's /swarm makes of the form's empty fields
+    keep_secrets(opts, given)
+    assert opts.api_key == "k" * 8 and Settings.from_options(opts).header == (("A", "1"), ("B", "2"))
+    opts.header = ["C: 3"]  # typed in the form: used
+    keep_secrets(opts, given)
+    assert Settings.from_options(opts).header == (("C", "3"),)
+
+
+def test_a_secret_quoted_escaped_in_html_or_json_is_redacted_too():
+    secret = f'{token()}&<"é'
+    redact.register(secret)
+    for quoted in (secret, html.escape(secret), json.dumps(secret)[1:-1]):
+        assert redact.redact(f"<p>{quoted}</p>") == "<p>[REDACTED]</p>"
