@@ -8,9 +8,10 @@ from urllib.parse import urlsplit
 import gevent
 from gevent import socket as gsocket
 from gevent.server import StreamServer
+from recording_server import LoopbackServer
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackServer):
     """`requests`: the request line and headers (lower-case names) of each request it got;
     `refuse`: a status line to answer every request with instead (e.g. b"HTTP/1.1 407 ...")."""
 
@@ -18,17 +19,6 @@ class RecordingProxy:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.refuse = refuse
         self._server = StreamServer(("127.0.0.1", 0), self._handle)
-
-    def __enter__(self) -> RecordingProxy:
-        self._server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.stop(timeout=1)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}"
 
     def _handle(self, client: gsocket.socket, _address: object) -> None:
         data = b""

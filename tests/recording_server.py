@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import Any, Self
 
 import gevent
 from gevent.pywsgi import WSGIHandler, WSGIServer
@@ -18,14 +18,12 @@ CONTENT_EVENTS = 2
 EVENT_GAP_S = 0.02
 
 
-class RecordingServer:
-    """Serves on 127.0.0.1 (free port); `requests` lists {method, path, query, headers, body}."""
+class LoopbackServer:
+    """A gevent server on 127.0.0.1 (a free port) while in its `with` block; `url` is its address."""
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None, handler_class=_NoDelayHandler)
+    _server: Any  # a started-on-enter gevent server, set by the subclass
 
-    def __enter__(self) -> RecordingServer:
+    def __enter__(self) -> Self:
         self._server.start()
         return self
 
@@ -35,6 +33,14 @@ class RecordingServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}"
+
+
+class RecordingServer(LoopbackServer):
+    """Serves on 127.0.0.1 (free port); `requests` lists {method, path, query, headers, body}."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None, handler_class=_NoDelayHandler)
 
     def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
         length = int(environ.get("CONTENT_LENGTH") or 0)

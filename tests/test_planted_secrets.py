@@ -19,7 +19,7 @@ import sys
 
 from conftest import ROOT, free_port, master_port_args, read_summary, wait_for
 from test_bad_input import assert_no_secret, leaks
-from test_web_ui import http
+from test_web_ui import http, wait_for_page
 
 from llm_locust.redact import REDACTED
 from llm_locust.sim import run_sim
@@ -126,14 +126,7 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
         ui = f"http://127.0.0.1:{port}"
         pages: dict[str, str] = {}
         try:
-
-            def page() -> str | None:
-                try:
-                    return http(ui).decode()
-                except OSError:
-                    return None
-
-            pages["/"] = wait_for(page, 30, "the web UI")
+            pages["/"] = wait_for_page(ui, 30)
             assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
             form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
                     "api_key": "", "header": "", "max_tokens": "8",

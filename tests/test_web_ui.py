@@ -25,6 +25,18 @@ def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
         return response.read()
 
 
+def wait_for_page(url: str, timeout_s: float) -> str:
+    """The page at `url` once it answers (a web UI starting up)."""
+
+    def page() -> str | None:
+        try:
+            return http(url).decode()
+        except OSError:
+            return None
+
+    return wait_for(page, timeout_s, f"the web UI at {url}")
+
+
 def local_runner_with_web_ui(opts: Any) -> tuple[Any, Any, Any, str]:
     """A local runner in this process with Locust's web UI on a free port: (env, runner, web UI, URL)."""
     env = new_env(opts)

@@ -7,8 +7,8 @@ import json
 import subprocess
 import sys
 
-from conftest import LOCUSTFILE, ROOT, free_port, read_summary
-from test_web_ui import http, wait_for
+from conftest import LOCUSTFILE, ROOT, free_port, read_summary, wait_for
+from test_web_ui import http, wait_for_page
 
 from llm_locust.sim import run_sim
 
@@ -23,14 +23,7 @@ def test_command_line_key_is_not_in_the_page_and_still_used(tmp_path):
         proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         ui = f"http://127.0.0.1:{port}"
         try:
-
-            def page() -> str | None:
-                try:
-                    return http(ui).decode()
-                except OSError:
-                    return None
-
-            html = wait_for(page, 20, "the web UI")
+            html = wait_for_page(ui, 20)
             assert "api_key" in html and KEY not in html  # the field is there, its value is not
             form = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8", "api_key": "",
                     "results_dir": str(tmp_path), "interval_s": "1"}  # fmt: skip
