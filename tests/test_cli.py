@@ -1,13 +1,22 @@
-"""The console script: sub-commands answer, and the README documents every option the code has."""
+"""The console script: sub-commands answer, and README.md and docs/ document what the code has.
+
+The documentation checks read the real `--help` of each command and the files of a real run,
+never a list kept beside them.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import LOCUSTFILE, ROOT
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS]
 
 
 def llm_locust(*args: str) -> str:
@@ -16,18 +25,109 @@ def llm_locust(*args: str) -> str:
     return proc.stdout
 
 
-def test_readme_options_table_is_exactly_the_options_of_the_code():
+def section(path: Path, heading: str) -> str:
+    """The text of `path` under `heading` (a whole heading line), up to the next heading of its level or higher."""
+    text = path.read_text()
+    start = text.index(f"\n{heading}\n")
+    level = heading.split(" ", 1)[0]
+    end = re.compile(rf"^#{{1,{len(level)}}} ", flags=re.M).search(text, start + len(heading) + 2)
+    return text[start : end.start() if end else len(text)]
+
+
+def documented_options(text: str) -> list[str]:
+    """Every option named in the first cell of a table row of `text`, in order (repeats kept)."""
+    cells = re.findall(r"^\| ([^|]*)\|", text, flags=re.M)
+    return [option for cell in cells for option in re.findall(r"(--[a-z0-9][a-z0-9-]*)", cell)]
+
+
+def help_options(help_text: str) -> set[str]:
+    """The options an argparse `--help` lists (one per option line), without --help itself."""
+    found = re.findall(r"^  (?:-\w(?: \S+)?, )?(--[a-z0-9][a-z0-9-]*)", help_text, flags=re.M)
+    return set(found) - {"--help"}
+
+
+def assert_table_matches(documented: list[str], listed: set[str]) -> None:
+    duplicates = sorted({o for o in documented if documented.count(o) > 1})
+    assert not duplicates, f"documented twice: {duplicates}"
+    assert set(documented) == listed, (
+        f"in the code only: {sorted(listed - set(documented))}; in the docs only: {sorted(set(documented) - listed)}"
+    )
+
+
+def test_options_doc_is_exactly_the_options_of_the_code():
     listed = set(re.findall(r"\[(--[a-z0-9-]+)", llm_locust("options")))
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Options") : readme.index("### `llm-locust sim`")]
-    documented = set(re.findall(r"^\| `(--[a-z0-9-]+)", section, flags=re.M))
-    assert listed == documented
     assert len(listed) >= 12
+    assert_table_matches(documented_options(section(ROOT / "docs/options.md", "## Options of `locust`")), listed)
 
 
-def test_sub_commands_have_help():
-    assert "--ttft-ms" in llm_locust("sim", "--help")
-    assert "--run-time-s" in llm_locust("demo", "--help")
+def test_sub_command_docs_are_exactly_their_help():
+    for command, page, heading in (
+        ("sim", "docs/simulator.md", "## Options"),
+        ("demo", "docs/options.md", "## `llm-locust demo`"),
+        ("report", "docs/options.md", "## `llm-locust report`"),
+    ):
+        listed = help_options(llm_locust(command, "--help"))
+        assert len(listed) >= 4, command
+        assert_table_matches(documented_options(section(ROOT / page, heading)), listed)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors of every heading of a Markdown file (a repeated heading gets -1, -2, ...)."""
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", prose(path), flags=re.M):
+        base = slug(heading)
+        seen[base] = seen.get(base, -1) + 1
+    return {f"{base}-{n}" if n else base for base, count in seen.items() for n in range(count + 1)}
+
+
+def prose(path: Path) -> str:
+    """`path`'s text without its fenced code blocks (a '#' there is a comment, not a heading)."""
+    return re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
+
+
+def test_every_relative_link_points_to_an_existing_file_and_anchor():
+    checked = 0
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose(page)):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s):, mailto:
+            file_part, _, anchor = target.partition("#")
+            linked = (page.parent / file_part).resolve() if file_part else page
+            where = f"{page.relative_to(ROOT)}: link {target}"
+            assert linked.exists(), f"{where}: no such file"
+            if anchor:
+                assert linked.suffix == ".md" and anchor in anchors(linked), f"{where}: no such heading"
+            checked += 1
+    assert checked >= 20
+
+
+def test_readme_links_every_page_of_docs():
+    readme = (ROOT / "README.md").read_text()
+    assert DOCS
+    assert [d.name for d in DOCS if f"(docs/{d.name}" not in readme] == []
+
+
+def test_every_make_target_named_exists():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, flags=re.M))
+    named = {(page.name, t) for page in PAGES for t in re.findall(r"(?:`|^)make ([a-z][\w-]*)", page.read_text(), re.M)}
+    assert {"demo", "test"} <= {t for _, t in named}
+    assert sorted((page, t) for page, t in named if t not in targets) == []
+
+
+def test_every_repository_path_named_exists():
+    top = "llm_locust|locustfiles|tests|benchmarks|deploy|engine|docs|\\.ci"
+    missing = []
+    for page in PAGES:
+        for path in re.findall(rf"(?<![\w./-])((?:{top})/[\w.-]*(?:/[\w.-]+)*)", page.read_text()):
+            if ".venv" not in path and not (ROOT / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+    assert missing == []
 
 
 def test_bad_option_is_one_line_and_exit_code_2():
@@ -39,7 +139,8 @@ def test_bad_option_is_one_line_and_exit_code_2():
 
 
 def test_demo_end_to_end(tmp_path):
-    """What `make demo` runs: simulator, master + 2 worker processes, results folder, table last."""
+    """What `make demo` runs: simulator, master + 2 worker processes, results folder, table last.
+    Every file, CSV column and summary.json section it wrote is documented in docs/results.md."""
     out = llm_locust("demo", "--run-time-s", "4", "--users", "8", "--results-dir", str(tmp_path))
     assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "llm_timeseries.csv", "locust_stats.csv"}
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -48,3 +149,15 @@ def test_demo_end_to_end(tmp_path):
     tail = out[out.rindex("LLM metric") :]
     assert "TTFT ms" in tail and f"Results folder: {tmp_path}" in tail
     assert out.rstrip().endswith(f"Report: {tmp_path / 'report.html'}") and (tmp_path / "report.html").exists()
+
+    results_doc = (ROOT / "docs/results.md").read_text()
+    kinds_doc = (ROOT / "docs/metrics.md").read_text()
+    names = {p.name + ("/" if p.is_dir() else "") for p in tmp_path.iterdir()}
+    for name in ("llm_timeseries.csv", "workers_timeseries.csv"):
+        with (tmp_path / name).open() as f:
+            names |= {c for c in next(csv.reader(f)) if not c.startswith("failed_")}
+            f.seek(0)
+            kinds = {c.removeprefix("failed_") for c in next(csv.reader(f)) if c.startswith("failed_")}
+            assert all(f"| `{kind}` |" in kinds_doc for kind in kinds)
+    names |= set(summary) | {f"run.{key}" for key in summary["run"]} | set(summary["metrics"])
+    assert sorted(n for n in names if f"`{n}`" not in results_doc) == []
