@@ -45,7 +45,7 @@ test: $(STAMP) browser  ## the suite CI runs (long runs marked `slow` are skippe
 test-all: $(STAMP) browser  ## everything, including the slow runs
 	$(BIN)/pytest -m ""
 
-engine:  ## build and cache llama.cpp's server + SmolLM2-135M + its tokenizer (once, ~10 min; $$LLM_LOCUST_ENGINE_DIR)
+engine:  ## build and cache llama.cpp's server + SmolLM2-135M + its tokenizer (once, ~7 min on 2 cores; $$LLM_LOCUST_ENGINE_DIR)
 	bash engine/build.sh
 
 test-engine: $(STAMP) engine  ## the engine tier: the suite's checks against the real llama.cpp server
