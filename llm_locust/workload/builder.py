@@ -18,12 +18,12 @@ from typing import Any
 
 import orjson
 
-from llm_locust.datasets import Conversation, load_dataset
-from llm_locust.images import file_data_url, generated_pool, image_part
-from llm_locust.prompts import PromptMaker, shared_prefix
-from llm_locust.providers import length_fields
-from llm_locust.settings import Settings
-from llm_locust.tokens import token_counter
+from llm_locust.config.settings import Settings
+from llm_locust.workload.datasets import Conversation, load_dataset
+from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
+from llm_locust.workload.prompts import PromptMaker, shared_prefix
+from llm_locust.workload.providers import length_fields
+from llm_locust.workload.tokens import token_counter
 
 _user_numbers = count()
 

@@ -36,10 +36,10 @@ from flask import Blueprint, Response, make_response, request, send_from_directo
 from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 
 from llm_locust import redact
-from llm_locust.results import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_FILE, iso_time
+from llm_locust.results.files import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_FILE, iso_time
 
 if TYPE_CHECKING:
-    from llm_locust.plugin import RunState
+    from llm_locust.runtime.plugin import RunState
 
 POLL_S = 2.0
 """How often the /llm page asks for new data (Locust's own tabs poll every 2 s too)."""

@@ -11,7 +11,7 @@ used). Columns:
 
 A server's family is detected from the names present in its first good scrape: the map with the
 most columns present wins (a --metrics-map file's maps first on a tie). A page no map matches
-may be a GPU or host exporter (`llm_locust.telemetry`).
+may be a GPU or host exporter (`llm_locust.scrape.hardware`).
 
 Where the built-in names come from (each checked against the server's own source):
 

@@ -22,7 +22,7 @@ from gevent.socket import wait_read
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
+from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, kernel_arrival
 
 READ_BYTES = 65536
 

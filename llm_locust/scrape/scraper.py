@@ -31,8 +31,10 @@ from urllib.parse import urlsplit, urlunsplit
 import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_locust import redact, telemetry
-from llm_locust.server_maps import (
+from llm_locust import redact
+from llm_locust.scrape import hardware
+from llm_locust.scrape.hardware import TELEMETRY_COLUMNS, TELEMETRY_FILE, TelemetrySeries, Triple
+from llm_locust.scrape.server_maps import (
     COUNTERS,
     GAUGES,
     HISTOGRAM_FIELDS,
@@ -45,10 +47,9 @@ from llm_locust.server_maps import (
     family_name,
     load_maps,
 )
-from llm_locust.telemetry import TELEMETRY_COLUMNS, TELEMETRY_FILE, TelemetrySeries, Triple
 
 if TYPE_CHECKING:
-    from llm_locust.settings import Settings
+    from llm_locust.config.settings import Settings
 
 logger = logging.getLogger("llm_locust")
 
@@ -346,7 +347,7 @@ class ServerScraper:
 
     def telemetry_summary(self) -> dict[str, Any] | None:
         """summary.json's "telemetry": per DCGM- or node-exporter URL its scrapes, devices and the
-        mean / p50 / max of each aggregate metric (`telemetry.TelemetrySeries.summary`); None
+        mean / p50 / max of each aggregate metric (`hardware.TelemetrySeries.summary`); None
         when no URL was one."""
         urls = [state for state in self.urls if state.telemetry is not None]
         if not urls:
@@ -373,10 +374,10 @@ def _identify(state: UrlState, family: str | None, families: dict[str, Any], map
     if family is not None:
         state.family, state.names = family, maps[family]
         return
-    exporter = telemetry.detect(set(families))
+    exporter = hardware.detect(set(families))
     if exporter is None:
         raise ValueError(
-            f"no known metric name in the answer (families: {', '.join([*maps, *telemetry.FAMILIES])}); "
+            f"no known metric name in the answer (families: {', '.join([*maps, *hardware.FAMILIES])}); "
             "add a --metrics-map FILE.json naming its metrics"
         )
     state.family, state.telemetry = exporter, TelemetrySeries(exporter)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from gevent.event import Event
 
-from llm_locust.load import ArrivalKind, ArrivalProcess, Step
+from llm_locust.load.arrivals import ArrivalKind, ArrivalProcess, Step
 
 NO_STEP = -1
 _QUOTA_WAIT_S = 60.0

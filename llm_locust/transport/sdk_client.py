@@ -20,14 +20,14 @@ from typing import Any
 import openai
 import orjson
 
-from llm_locust.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
-from llm_locust.pacing import Ticket
-from llm_locust.protocol import apply_chunk, finish
-from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.config.settings import Settings
+from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.protocol import apply_chunk, finish
+from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
-from llm_locust.settings import Settings
-from llm_locust.tls import certificate_error, client_context, rejected_line
-from llm_locust.workload import RequestSpec
+from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
+from llm_locust.transport.tls import certificate_error, client_context, rejected_line
+from llm_locust.workload.builder import RequestSpec
 
 _SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("model", "prompt", "stream")}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from llm_locust.tokens import TokenCounter
+from llm_locust.workload.tokens import TokenCounter
 
 VOCABULARY = (
     "the of and to in is was for on are with as his they be at one have this from or had by hot "

@@ -15,18 +15,25 @@ from typing import Any
 import orjson
 
 from llm_locust import redact
-from llm_locust.datasets import FORMATS as DATASET_FORMATS
-from llm_locust.datasets import load_dataset
-from llm_locust.distributions import LengthDist, parse_length
 from llm_locust.errors import ConfigError
-from llm_locust.images import file_data_url, parse_size
-from llm_locust.load import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
-from llm_locust.providers import API_KEY_ENV, FAMILIES, PROVIDERS, check_length_control, parse_header, server_family
-from llm_locust.proxy import proxy_urls
-from llm_locust.server_maps import load_maps
-from llm_locust.slo import Slo, parse_slos
-from llm_locust.tls import check_ca_file
-from llm_locust.tokens import token_counter
+from llm_locust.load.arrivals import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
+from llm_locust.metrics.slo import Slo, parse_slos
+from llm_locust.scrape.server_maps import load_maps
+from llm_locust.transport.proxy import proxy_urls
+from llm_locust.transport.tls import check_ca_file
+from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
+from llm_locust.workload.datasets import load_dataset
+from llm_locust.workload.input_images import file_data_url, parse_size
+from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.providers import (
+    API_KEY_ENV,
+    FAMILIES,
+    PROVIDERS,
+    check_length_control,
+    parse_header,
+    server_family,
+)
+from llm_locust.workload.tokens import token_counter
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 CLIENTS = ("fast", "openai-sdk")
@@ -240,7 +247,7 @@ def add_load_arguments(parser: Any) -> None:
 
 
 def add_server_metrics_arguments(parser: Any) -> None:
-    """The server-metrics options: Prometheus URLs scraped during the run (`llm_locust.scrape`)."""
+    """The server-metrics options: Prometheus URLs scraped during the run (`llm_locust.scrape.scraper`)."""
     group = _WebUIGroup(
         parser.add_argument_group("llm-locust server metrics", "Scrape the server's Prometheus metrics")
     )
@@ -264,7 +271,7 @@ def add_server_metrics_arguments(parser: Any) -> None:
 
 
 def _add_gate_arguments(group: Any) -> None:
-    """Pass/fail gates and drift windows (llm_locust.gates, llm_locust.drift)."""
+    """Pass/fail gates and drift windows (llm_locust.metrics.gates, llm_locust.metrics.drift)."""
     group.add_argument(
         "--max-error-rate",
         type=float,

@@ -1,9 +1,9 @@
 """Pass/fail gates for scheduled runs: the verdict of a run, from its summary.
 
-    --slo ttft_p99_ms=2000     every objective met by the run's distribution (llm_locust.slo)
+    --slo ttft_p99_ms=2000     every objective met by the run's distribution (llm_locust.metrics.slo)
     --max-error-rate 0.01      failed / (successful + failed) at most 1 %
     --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
-                               between the early and late windows (llm_locust.drift)
+                               between the early and late windows (llm_locust.metrics.drift)
 
 and always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
 succeeded, no worker was lost, no load-generating process saturated its CPU (Locust's own > 90 %
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from llm_locust.drift import worst
-from llm_locust.slo import Slo, evaluate
+from llm_locust.metrics.drift import worst
+from llm_locust.metrics.slo import Slo, evaluate
 
 EXIT_GATE_FAILED = 3
 """Exit code of a run whose verdict failed (1 is Locust's "errors", 2 a configuration error)."""

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 import gevent.ssl
 
 from llm_locust.errors import ConfigError
-from llm_locust.proxy import Proxy, env_proxy
+from llm_locust.transport.proxy import Proxy, env_proxy
 
 if TYPE_CHECKING:
-    from llm_locust.settings import Settings
+    from llm_locust.config.settings import Settings
 
 _UNKNOWN_ISSUER = (18, 19, 20, 21)  # self-signed (in chain), unable to get (local) issuer, unable to verify first
 _EXPIRED = (9, 10)  # not yet valid, expired

@@ -23,14 +23,14 @@ import orjson
 from gevent.monkey import get_original
 from geventhttpclient.connectionpool import ConnectionPool
 
-from llm_locust import pump
-from llm_locust.arrival import body_chunks, take_bytes
-from llm_locust.kerneltime import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
-from llm_locust.pacing import Ticket
-from llm_locust.protocol import EventStream, error_text, finish
-from llm_locust.record import ErrorKind, RequestRecord
-from llm_locust.timeouts import RequestTimeout, TimeoutWatchdog, Watch
-from llm_locust.tls import rejected_line
+from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.protocol import EventStream, error_text, finish
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.transport import pump
+from llm_locust.transport.byte_arrival import body_chunks, take_bytes
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
+from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
+from llm_locust.transport.tls import rejected_line
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""

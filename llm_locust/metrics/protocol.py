@@ -13,9 +13,9 @@ import re
 
 import orjson
 
-from llm_locust.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.sse import SSEDecoder
 from llm_locust.redact import redact
-from llm_locust.sse import SSEDecoder
 
 _DONE = b"[DONE]"
 _MESSAGE_LIMIT = 200  # characters of server text kept in an error message

@@ -7,7 +7,7 @@ process's `StreamPump` and sleeps until the response is complete. The pump's gre
 one epoll descriptor holding every streaming socket; when it wakes it reads each ready socket
 once (non-blocking `recvmsg` into one buffer, with the kernel's receive time) and hands each
 de-chunked piece of body to the request's `on_body` callback, in that greenlet, without
-switching. A chunked body's data chunks are taken off in Python (`llm_locust.chunked`); the
+switching. A chunked body's data chunks are taken off in Python (`llm_locust.transport.chunked`); the
 response's HTTP parser reads everything else (and the whole body when it is not chunked).
 
 Reads first, parsing after. A token's time is the kernel's receive time of its read, exact
@@ -35,10 +35,10 @@ from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.arrival import READ_BYTES
-from llm_locust.chunked import ChunkedBody
-from llm_locust.kerneltime import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
-from llm_locust.timeouts import Watch
+from llm_locust.transport.byte_arrival import READ_BYTES
+from llm_locust.transport.chunked import ChunkedBody
+from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
+from llm_locust.transport.timeouts import Watch
 
 BodyCallback = Callable[[bytes | bytearray, float], bool]
 """Called with each piece of body bytes (from the parser: a bytearray of its own) and its arrival

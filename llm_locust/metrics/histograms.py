@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from llm_locust.record import RequestRecord
-from llm_locust.slo import Slo, request_meets
+from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.slo import Slo, request_meets
 
 LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed")
 """Histograms in µs: time to first token / first output, time per output token, inter-token

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from llm_locust.load import StepSpan
-from llm_locust.metrics import LATENCY_METRICS, RunMetrics, WindowMetrics
-from llm_locust.record import ErrorKind
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.histograms import LATENCY_METRICS, RunMetrics, WindowMetrics
+from llm_locust.metrics.record import ErrorKind
 
 SUMMARY_FILE = "summary.json"
 TIMESERIES_FILE = "llm_timeseries.csv"

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_locust.drift import DriftTracker
-from llm_locust.gates import verdict
-from llm_locust.metrics import WindowMetrics
-from llm_locust.settings import Settings
+from llm_locust.config.settings import Settings
+from llm_locust.metrics.drift import DriftTracker
+from llm_locust.metrics.gates import verdict
+from llm_locust.metrics.histograms import WindowMetrics
 
 PROCESSES_FILE = "workers_timeseries.csv"
 PROCESSES_COLUMNS = ("time", "epoch_s", "elapsed_s", "process", "cpu_percent", "rss_mb")

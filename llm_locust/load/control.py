@@ -19,11 +19,11 @@ from typing import Any
 
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
-from llm_locust.load import Step, StepSpan, integer_shares, worker_shares
-from llm_locust.metrics import WindowMetrics
-from llm_locust.pacing import Pacer, Plan
-from llm_locust.record import ErrorKind
-from llm_locust.settings import Settings
+from llm_locust.config.settings import Settings
+from llm_locust.load.arrivals import Step, StepSpan, integer_shares, worker_shares
+from llm_locust.load.pacing import Pacer, Plan
+from llm_locust.metrics.histograms import WindowMetrics
+from llm_locust.metrics.record import ErrorKind
 
 logger = logging.getLogger("llm_locust")
 

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from llm_locust.metrics import WindowMetrics
+from llm_locust.metrics.histograms import WindowMetrics
 
 SEGMENTS = 4
 LATENCY_KEYS = tuple(f"{m}_ms_{p}" for m in ("ttft", "tpot") for p in ("p50", "p90", "p99"))
