@@ -26,6 +26,8 @@ from urllib.parse import unquote, urlsplit
 REDACTED = "[REDACTED]"
 _MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
 _secrets: set[str] = set()
+"""This process's secrets. A process-wide registry on purpose: log records, exception texts and web pages are
+redacted by code (logging filters, Locust's runner) that cannot be handed a settings object."""
 _ordered: list[str] = []  # longest first: a secret containing another one is replaced whole
 
 

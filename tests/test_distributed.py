@@ -17,7 +17,7 @@ from topology import master_args, worker_args
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.metrics.histograms import delta_from_wire
-from llm_locust.runtime.plugin import WIRE_KEY
+from llm_locust.runtime.runner_ops import WIRE_KEY
 
 
 def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):

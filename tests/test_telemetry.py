@@ -20,6 +20,7 @@ from conftest import LOCUSTFILE, free_port, read_summary, run_locust
 from prometheus_client.parser import text_string_to_metric_families
 from test_report import array, figures, trace
 
+from llm_locust.metrics.vocabulary import TELEMETRY_FILE
 from llm_locust.report.build import build_report
 from llm_locust.scrape import hardware
 from llm_locust.sim import run_sim
@@ -59,7 +60,7 @@ def telemetry_run(tmp_path_factory):
         lo_after = _lo_bytes()
     assert done.returncode == 0, done.stderr[-3000:]
     rows = defaultdict(list)
-    with (results / hardware.TELEMETRY_FILE).open() as f:
+    with (results / TELEMETRY_FILE).open() as f:
         for row in csv.DictReader(f):
             rows[row["url"]].append(row)
     return results, urls, dead_url, rows, (lo_before, lo_after), done

@@ -15,8 +15,8 @@ from gevent.server import StreamServer
 from test_timeouts import HEADERS, chunk, read_request, serve
 
 from llm_locust.transport import byte_arrival
-from llm_locust.transport.client import pooled_socket_alive
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
+from llm_locust.transport.patches import pooled_socket_alive
 
 EVENTS = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(5)]
 DONE = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'

@@ -19,8 +19,8 @@ from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.scrape.server_maps import load_maps
+from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.proxy import proxy_urls
-from llm_locust.transport.tls import check_ca_file
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size

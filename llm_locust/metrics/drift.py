@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_locust.metrics.histograms import WindowMetrics
+from llm_locust.metrics.vocabulary import DRIFT_LATENCIES, SERIES_PERCENTILES, latency_key, per_s
 
 SEGMENTS = 4
-LATENCY_KEYS = tuple(f"{m}_ms_{p}" for m in ("ttft", "tpot") for p in ("p50", "p90", "p99"))
+LATENCY_KEYS = tuple(latency_key(m, p) for m in DRIFT_LATENCIES for p in SERIES_PERCENTILES)
 THROUGHPUT_KEYS = ("output_tokens_per_s", "requests_per_s")
 DRIFT_KEYS = THROUGHPUT_KEYS + LATENCY_KEYS
 """Metrics whose drift is gated (`--max-drift-pct`); the error rate is reported beside them."""
@@ -31,20 +32,19 @@ DRIFT_KEYS = THROUGHPUT_KEYS + LATENCY_KEYS
 
 def window_stats(window: WindowMetrics, span_s: float) -> dict[str, float | None]:
     """Throughput (per s over `span_s`), TTFT/TPOT percentiles (ms) and error rate (0..1) of `window`."""
-    per_s = 1.0 / span_s if span_s > 0 else 0.0
     attempted = window.requests_ok + window.requests_failed
     stats: dict[str, float | None] = {
         "span_s": round(span_s, 3),
         "requests_ok": window.requests_ok,
         "requests_failed": window.requests_failed,
-        "output_tokens_per_s": round(window.output_tokens * per_s, 3),
-        "requests_per_s": round(window.requests_ok * per_s, 3),
+        "output_tokens_per_s": per_s(window.output_tokens, span_s),
+        "requests_per_s": per_s(window.requests_ok, span_s),
         "error_rate": round(window.requests_failed / attempted, 6) if attempted else None,
     }
-    for metric in ("ttft", "tpot"):
+    for metric in DRIFT_LATENCIES:
         dist = window.distribution(metric, scale=1000.0)
-        for p in ("p50", "p90", "p99"):
-            stats[f"{metric}_ms_{p}"] = dist[p]
+        for p in SERIES_PERCENTILES:
+            stats[latency_key(metric, p)] = dist[p]
     return stats
 
 

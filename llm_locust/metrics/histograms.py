@@ -24,16 +24,8 @@ from hdrh.histogram import HdrHistogram
 
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.slo import Slo, request_meets
+from llm_locust.metrics.vocabulary import COUNT_METRICS, HISTOGRAM_METRICS, PERCENTILES, pct_key
 
-LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed")
-"""Histograms in µs: time to first token / first output, time per output token, inter-token
-latency (every gap between token events), end-to-end latency — of successful requests —, the
-client queue delay (open loop: how late each request was sent, failed or not), and the TTFT of
-failed requests that got a first token before failing (e.g. a stream cut later), kept apart so
-that it never mixes into the successes' distributions."""
-COUNT_METRICS = ("output_tokens",)
-"""Histograms of per-request counts (tokens)."""
-PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 _HIGHEST_US = 3_600_000_000
 _HIGHEST_COUNT = 10_000_000
 
@@ -66,7 +58,7 @@ def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str
     count = hist.get_total_count()
     stats: dict[str, float | int | None] = {"count": count}
     if count == 0:
-        stats.update(dict.fromkeys(("mean", "min", *(_pct_key(p) for p in PERCENTILES), "max")))
+        stats.update(dict.fromkeys(("mean", "min", *(pct_key(p) for p in PERCENTILES), "max")))
         return stats
     cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len])
     targets = [hist.get_target_count_at_percentile(p) for p in PERCENTILES]
@@ -75,7 +67,7 @@ def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str
     stats["min"] = round(hist.get_min_value() / scale, 3)
     for p, index in zip(PERCENTILES, indices, strict=True):
         value = hist.get_highest_equivalent_value(hist.get_value_from_index(int(index)))
-        stats[_pct_key(p)] = round(min(value, hist.get_max_value()) / scale, 3)
+        stats[pct_key(p)] = round(min(value, hist.get_max_value()) / scale, 3)
     stats["max"] = round(hist.get_max_value() / scale, 3)
     return stats
 
@@ -98,19 +90,12 @@ def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
     hist.max_value = max(hist.max_value, int(values.max()))
 
 
-def _pct_key(p: float) -> str:
-    """50.0 -> "p50", 99.9 -> "p99_9"."""
-    return "p" + f"{p:g}".replace(".", "_")
-
-
 @dataclass
 class WindowMetrics:
     """The LLM metrics of a set of requests (one time window, or a whole run)."""
 
-    hist: dict[str, HdrHistogram] = field(
-        default_factory=lambda: {m: new_histogram(m) for m in LATENCY_METRICS + COUNT_METRICS}
-    )
-    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LATENCY_METRICS + COUNT_METRICS, 0))
+    hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in HISTOGRAM_METRICS})
+    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(HISTOGRAM_METRICS, 0))
     requests_ok: int = 0
     requests_good: int = 0  # successful requests that met every --slo (goodput)
     output_tokens: int = 0

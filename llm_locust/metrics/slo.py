@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_locust.errors import ConfigError
+from llm_locust.metrics.vocabulary import REQUEST_LATENCIES
 
-METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e")
+METRICS = REQUEST_LATENCIES
 STATISTICS = ("p50", "p90", "p95", "p99", "p99_9", "mean", "max")
 _SYNTAX = re.compile(r"^(?P<metric>[a-z0-9]+)_(?P<stat>p\d+(?:_\d+)?|mean|max)_ms=(?P<value>.+)$")
 

@@ -16,14 +16,19 @@ from typing import Any
 import orjson
 
 from llm_locust.load.arrivals import StepSpan
-from llm_locust.metrics.histograms import LATENCY_METRICS, RunMetrics, WindowMetrics
+from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
+from llm_locust.metrics.vocabulary import (
+    HISTOGRAMS_FILE,
+    LATENCY_METRICS,
+    SERIES_LATENCIES,
+    SERIES_PERCENTILES,
+    SUMMARY_FILE,
+    TIMESERIES_FILE,
+    latency_key,
+    per_s,
+)
 
-SUMMARY_FILE = "summary.json"
-TIMESERIES_FILE = "llm_timeseries.csv"
-HISTOGRAMS_FILE = "histograms.json"
-TIMESERIES_METRICS = ("ttft", "tpot", "itl", "e2e")
-TIMESERIES_PERCENTILES = ("p50", "p90", "p99")
 TIMESERIES_COLUMNS = (
     "time",
     "window_start_epoch_s",
@@ -34,7 +39,7 @@ TIMESERIES_COLUMNS = (
     "requests_failed",
     "requests_per_s",
     "output_tokens_per_s",
-    *(f"{m}_ms_{p}" for m in TIMESERIES_METRICS for p in TIMESERIES_PERCENTILES),
+    *(latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES),
 )
 FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
@@ -43,14 +48,13 @@ TIMESERIES_COLUMNS += FAILURE_COLUMNS
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
-    stats = {f"{m}_ms": window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
+    stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
     stats["output_tokens"] = window.distribution("output_tokens")
     return stats
 
 
 def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
     """Token and request rates of `window` over `duration_s` seconds; failures never count."""
-    per_s = 1.0 / duration_s if duration_s > 0 else 0.0
     finished = window.requests_ok + window.requests_failed
     return {
         "duration_s": round(duration_s, 3),
@@ -59,12 +63,12 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "requests_good": window.requests_good,
         "output_tokens": window.output_tokens,
         "prompt_tokens": window.prompt_tokens,
-        "requests_per_s": round(window.requests_ok * per_s, 3),
-        "achieved_rate_per_s": round(finished * per_s, 3),
-        "goodput_per_s": round(window.requests_good * per_s, 3),
+        "requests_per_s": per_s(window.requests_ok, duration_s),
+        "achieved_rate_per_s": per_s(finished, duration_s),
+        "goodput_per_s": per_s(window.requests_good, duration_s),
         "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
-        "output_tokens_per_s": round(window.output_tokens * per_s, 3),
-        "total_tokens_per_s": round((window.output_tokens + window.prompt_tokens) * per_s, 3),
+        "output_tokens_per_s": per_s(window.output_tokens, duration_s),
+        "total_tokens_per_s": per_s(window.output_tokens + window.prompt_tokens, duration_s),
     }
 
 
@@ -207,7 +211,6 @@ class TimeseriesWriter:
         """The row of the window that starts at `start_epoch_s` (epoch seconds), in sweep step
         `step` (None outside sweeps), keyed by `TIMESERIES_COLUMNS`; rates per second of the
         interval, latencies in ms ("" when the window has none)."""
-        per_s = 1.0 / self.interval_s
         row: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
             "window_start_epoch_s": start_epoch_s,
@@ -216,12 +219,12 @@ class TimeseriesWriter:
             "users": users,
             "requests_ok": window.requests_ok,
             "requests_failed": window.requests_failed,
-            "requests_per_s": round(window.requests_ok * per_s, 3),
-            "output_tokens_per_s": round(window.output_tokens * per_s, 3),
+            "requests_per_s": per_s(window.requests_ok, self.interval_s),
+            "output_tokens_per_s": per_s(window.output_tokens, self.interval_s),
         }
-        for metric in TIMESERIES_METRICS:
+        for metric in SERIES_LATENCIES:
             stats = window.distribution(metric, scale=1000.0)
-            row.update({f"{metric}_ms_{p}": "" if stats[p] is None else stats[p] for p in TIMESERIES_PERCENTILES})
+            row.update({latency_key(metric, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         return row
 

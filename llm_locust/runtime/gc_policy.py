@@ -21,7 +21,7 @@ import gc
 
 import gevent
 
-from llm_locust.background import Background
+from llm_locust.transport.background import Background
 
 COLLECT_INTERVAL_S = 30.0
 """Seconds between two full collections while a test runs."""

@@ -1,5 +1,5 @@
 """Run health on the master (or local runner): each process's CPU and memory over time, client
-saturation, drift windows, and the verdict — what a soak or scheduled run needs besides the LLM metrics.
+saturation and drift windows — what a soak or scheduled run needs besides the LLM metrics.
 
 CPU % and RSS come from Locust's own monitor: every Locust process measures itself (psutil, every
 10 s) and workers send theirs to the master with each heartbeat. `RunMonitor.tick` samples them
@@ -18,10 +18,10 @@ from typing import Any
 
 from llm_locust.config.settings import Settings
 from llm_locust.metrics.drift import DriftTracker
-from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import WindowMetrics
+from llm_locust.metrics.vocabulary import PROCESSES_FILE
+from llm_locust.results.summary import ProcessHealth
 
-PROCESSES_FILE = "workers_timeseries.csv"
 PROCESSES_COLUMNS = ("time", "epoch_s", "elapsed_s", "process", "cpu_percent", "rss_mb")
 CPU_SATURATED_PERCENT = 90.0
 """Locust's CPU_WARNING_THRESHOLD: above it a process's timestamps lag (measurements unreliable)."""
@@ -133,18 +133,14 @@ class RunMonitor:
         """Take one closed LLM time-series window (for drift)."""
         self.drift.add(start_s, window)
 
-    def judge(self, summary: dict[str, Any], t_end_s: float) -> dict[str, Any]:
-        """Add "drift", "verdict" and the processes' CPU/RSS (to "client") to `summary` (a summary.json
-        document); return the verdict."""
-        client = summary.setdefault("client", {})  # the saturation peaks may be there already
-        processes = client.setdefault("processes", {})
-        for name, stats in self.processes.items():
-            processes[name] = {**processes.get(name, {}), **stats.as_dict()}
-        client.update(processes_file=self.path.name, cpu_saturated=sorted(self.cpu_saturated))
-        summary["drift"] = self.drift.result(t_end_s)
-        s = self.settings
-        summary["verdict"] = verdict(summary, s.slo, s.max_error_rate, s.max_drift_pct)
-        return summary["verdict"]
+    def health(self, t_end_s: float) -> ProcessHealth:
+        """Each process's CPU/RSS statistics and the drift windows, for the final summary.json."""
+        return ProcessHealth(
+            processes={name: stats.as_dict() for name, stats in self.processes.items()},
+            processes_file=self.path.name,
+            cpu_saturated=tuple(sorted(self.cpu_saturated)),
+            drift=self.drift.result(t_end_s),
+        )
 
     def close(self) -> None:
         """Close workers_timeseries.csv (idempotent)."""

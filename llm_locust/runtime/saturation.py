@@ -18,7 +18,7 @@ from typing import Any
 import gevent
 import numpy as np
 
-from llm_locust.background import Background
+from llm_locust.transport.background import Background
 
 logger = logging.getLogger("llm_locust")
 

@@ -1,6 +1,6 @@
 """The live LLM view on the Locust web UI of the master (or of a local runner).
 
-`attach(web_ui, state)` — called by the plugin's `init` listener when Locust runs a web UI — adds:
+`attach(web_ui, live)` — called by the plugin's `init` listener when Locust runs a web UI — adds:
 
 - an "LLM" tab to Locust's own UI (and "LLM steps" when the locustfile has a load shape, i.e. a
   sweep), refreshed with Locust's own polling: its rows ride in the `extended_stats` of Locust's
@@ -36,10 +36,21 @@ from flask import Blueprint, Response, make_response, request, send_from_directo
 from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 
 from llm_locust import redact
-from llm_locust.results.files import HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_FILE, iso_time
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.vocabulary import (
+    HISTOGRAMS_FILE,
+    LATENCY_LABELS,
+    REPORT_FILE,
+    SERIES_LATENCIES,
+    SUMMARY_FILE,
+    TIMESERIES_FILE,
+)
+from llm_locust.results.files import iso_time
 
 if TYPE_CHECKING:
-    from llm_locust.runtime.plugin import RunState
+    from collections.abc import Callable
+
+    from llm_locust.runtime.state import LiveRun
 
 POLL_S = 2.0
 """How often the /llm page asks for new data (Locust's own tabs poll every 2 s too)."""
@@ -50,18 +61,19 @@ REPORT_LAG_S = 4.0
 (Locust's workers report every 3 s)."""
 REPORT_PACKAGE = "llm_locust.report"
 """The package behind `llm-locust report`; the report link appears only when it is installed."""
-REPORT_FILE = "report.html"
 REPORT_TIMEOUT_S = 300.0
 RESULT_FILES = (SUMMARY_FILE, TIMESERIES_FILE, HISTOGRAMS_FILE)
 PAGE = Path(__file__).resolve().parent / "static" / "llm.html"
 TAB_KEY = "llm"
 STEPS_TAB_KEY = "llm-steps"
-LATENCY_ROWS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"))
+LATENCY_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in SERIES_LATENCIES)
 
 
-def attach(web_ui: Any, state: RunState) -> None:
-    """Add the LLM view's routes, tabs and links to Locust's `web_ui` (see the module docstring)."""
-    view = LiveView(state)
+def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
+    """Add the LLM view's routes, tabs and links to Locust's `web_ui` (see the module docstring); `live()`
+    returns a read-only snapshot of the run (`RunState.live`), all the view reads of it."""
+    environment = web_ui.environment
+    view = LiveView(live, environment)
     blueprint = Blueprint("llm_locust", __name__)
     auth = web_ui.auth_required_if_enabled
 
@@ -88,9 +100,7 @@ def attach(web_ui: Any, state: RunState) -> None:
     def report() -> Response:
         return view.report()
 
-    web_ui.app.register_blueprint(
-        blueprint, url_prefix=getattr(state.environment.parsed_options, "web_base_path", None)
-    )
+    web_ui.app.register_blueprint(blueprint, url_prefix=getattr(environment.parsed_options, "web_base_path", None))
 
     @web_ui.app.after_request
     def extend_locust_pages(response: Response) -> Response:
@@ -103,7 +113,7 @@ def attach(web_ui: Any, state: RunState) -> None:
         return _redacted(response)
 
     tabs = [{"title": "LLM", "key": TAB_KEY}]
-    if state.environment.shape_class is not None:
+    if environment.shape_class is not None:
         tabs.append({"title": "LLM steps", "key": STEPS_TAB_KEY})
     web_ui.template_args.update(
         extended_tabs=tabs,
@@ -146,17 +156,17 @@ _STEP_COLUMNS = [
 
 
 class LiveView:
-    """The data behind the view, computed from the run state at most once per `SNAPSHOT_CACHE_S`."""
+    """The data behind the view, computed from the run's live snapshot at most once per `SNAPSHOT_CACHE_S`."""
 
-    def __init__(self, state: RunState) -> None:
-        self.state = state
+    def __init__(self, live: Callable[[], LiveRun], environment: Any) -> None:
+        self.live = live
+        self.environment = environment
         self._cached: dict[str, Any] | None = None
         self._cached_at_s = 0.0
 
     def results_dir(self) -> Path | None:
         """The results folder of the current (or last) test, None before the first test."""
-        writer = self.state.results
-        return None if writer is None else writer.results_dir
+        return self.live().results_dir
 
     def snapshot(self) -> dict[str, Any]:
         """The view's data (see README "Live LLM view"): run state, users, requests in flight,
@@ -168,43 +178,26 @@ class LiveView:
         return self._cached
 
     def _compute(self) -> dict[str, Any]:
-        state = self.state
-        runner = state.environment.runner
-        writer = state.results
-        summary = None
-        if writer is not None:  # while running: the summary so far, which is not a complete run yet
-            summary = writer.final_summary or writer.summary(state.run, final=False)
-        history = [] if writer is None else writer.recent_rows()
-        final = writer is not None and writer.final_summary is not None
+        live = self.live()
+        runner = self.environment.runner
+        summary, history, final = live.summary, list(live.history), live.final
         return {
             "time": iso_time(time.time()),
             "state": runner.state,
             "users": runner.user_count,
             "workers": runner.worker_count if isinstance(runner, MasterRunner) else None,
-            "in_flight": state.in_flight,
-            "interval_s": state.settings.interval_s,
+            "in_flight": live.in_flight,
+            "interval_s": live.interval_s,
             "final": final,
-            "results_dir": None if writer is None else str(writer.results_dir.resolve()),
-            "settings": summary["settings"] if summary else state.settings.public(),
+            "results_dir": None if live.results_dir is None else str(live.results_dir.resolve()),
+            "settings": summary["settings"] if summary else live.settings,
             "summary": summary,
-            "last_window": _last_complete(history, state.settings.interval_s, final),
+            "last_window": _last_complete(history, live.interval_s, final),
             "history": history,
-            "steps": self._steps(summary),
+            "steps": _steps(summary, live.spans),
             "warnings": _warnings(summary, runner),
             "links": self._links(final),
         }
-
-    def _steps(self, summary: dict[str, Any] | None) -> list[dict[str, Any]]:
-        """The summary's steps, each with its status now: warm-up, measuring or done."""
-        control = self.state.control
-        if summary is None or control is None:
-            return []
-        now_s = time.time()
-        statuses = [
-            "done" if span.end_s is not None else "warm-up" if now_s < span.measure_from_s else "measuring"
-            for span in control.spans
-        ]
-        return [{**step, "status": status} for step, status in zip(summary["steps"], statuses, strict=False)]
 
     def _links(self, final: bool) -> dict[str, str | None]:
         """Relative URLs of the result downloads; None while a file does not exist yet."""
@@ -223,9 +216,9 @@ class LiveView:
 
     def report(self) -> Response:
         """The HTML report of the finished run (built once, rebuilt if summary.json is newer)."""
-        folder = self.results_dir()
-        writer = self.state.results
-        if folder is None or writer is None or writer.final_summary is None:
+        live = self.live()
+        folder = live.results_dir
+        if folder is None or not live.final:
             return make_response("the report is built from the results folder once the run is over", 409)
         if not report_available():
             return make_response(f"the report builder ({REPORT_PACKAGE}) is not installed in this version", 404)
@@ -235,6 +228,18 @@ class LiveView:
             if error is not None:
                 return make_response(f"llm-locust report failed: {error}", 500)
         return send_from_directory(folder.resolve(), REPORT_FILE, max_age=0)
+
+
+def _steps(summary: dict[str, Any] | None, spans: tuple[StepSpan, ...]) -> list[dict[str, Any]]:
+    """The summary's steps, each with its status now: warm-up, measuring or done."""
+    if summary is None or not spans:
+        return []
+    now_s = time.time()
+    statuses = [
+        "done" if span.end_s is not None else "warm-up" if now_s < span.measure_from_s else "measuring"
+        for span in spans
+    ]
+    return [{**step, "status": status} for step, status in zip(summary["steps"], statuses, strict=False)]
 
 
 def _redacted(response: Response) -> Response:

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-TELEMETRY_FILE = "telemetry.csv"
 TELEMETRY_COLUMNS = ("time", "elapsed_s", "url", "family", "device", "metric", "value")
 """Columns of telemetry.csv (long format: one row per device, metric and scrape)."""
 ALL_DEVICES = "all"

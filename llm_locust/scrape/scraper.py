@@ -1,6 +1,6 @@
 """The server's perspective: scrape Prometheus metrics URLs during the run (master / local only).
 
-`ServerScraper` fetches every --metrics-url each --metrics-interval-s in its own greenlet, parses
+`ServerScraper` fetches every --metrics-url each --metrics-interval-s (driven by `runtime.scrape_loop`), parses
 the text with prometheus-client's parser, maps the names to standard columns (`server_maps`) and
 appends one row per URL and scrape to server_metrics.csv (flushed as it goes): the gauges as
 read, the token counters as read (cumulative), and per latency histogram the mean / p50 / p90
@@ -28,19 +28,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import gevent
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_locust import redact
+from llm_locust.metrics.vocabulary import SERVER_METRICS_FILE, TELEMETRY_FILE
 from llm_locust.scrape import hardware
-from llm_locust.scrape.hardware import TELEMETRY_COLUMNS, TELEMETRY_FILE, TelemetrySeries, Triple
+from llm_locust.scrape.hardware import TELEMETRY_COLUMNS, TelemetrySeries, Triple
 from llm_locust.scrape.server_maps import (
     COUNTERS,
     GAUGES,
     HISTOGRAM_FIELDS,
     HISTOGRAMS,
     SERVER_COLUMNS,
-    SERVER_METRICS_FILE,
     NameMap,
     all_maps,
     detect,
@@ -246,30 +245,15 @@ class ServerScraper:
         self.telemetry_rows = 0
         self._telemetry_file: Any = None
         self._telemetry_csv: Any = None
-        self._greenlet: gevent.Greenlet | None = gevent.spawn(self._run)
 
-    def _run(self) -> None:
-        while True:
-            started = time.monotonic()
-            self.scrape_all()
-            gevent.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
-
-    def scrape_all(self) -> None:
-        """Scrape every URL once (concurrently), writing a row per good scrape."""
-        gevent.joinall([gevent.spawn(self._scrape, state) for state in self.urls])
-
-    def stop(self) -> None:
-        """Stop the periodic scrapes, take a last one (the counters at the end), close the file."""
-        if self._greenlet is None:
-            return
-        self._greenlet.kill()
-        self._greenlet = None
-        self.scrape_all()
+    def close(self) -> None:
+        """Close the files (a scrape that ends later writes nothing)."""
         self._file.close()
         if self._telemetry_file is not None:
             self._telemetry_file.close()
 
-    def _scrape(self, state: UrlState) -> None:
+    def scrape_url(self, state: UrlState) -> None:
+        """Scrape `state`'s URL once (blocking I/O): a row per good scrape, a counted failure otherwise."""
         epoch_s = time.time()
         try:
             with urllib.request.urlopen(_request(state.url), timeout=self.timeout_s) as response:
@@ -400,8 +384,8 @@ def _hist_fields(hist: Hist | None) -> tuple[Any, ...]:
     return (round(hist.count), *("" if v is None else round(v, 3) for v in values))
 
 
-def start_scraper(settings: Settings, results_dir: Path, t_start_s: float) -> ServerScraper | None:
-    """Start scraping the run's --metrics-url values (None when there are none)."""
+def new_scraper(settings: Settings, results_dir: Path, t_start_s: float) -> ServerScraper | None:
+    """The scraper of the run's --metrics-url values, its CSV opened (None when there are none)."""
     if not settings.metrics_url:
         return None
     maps = all_maps(load_maps(settings.metrics_map) if settings.metrics_map else None)

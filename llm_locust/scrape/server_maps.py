@@ -48,7 +48,6 @@ COUNTERS = ("prompt_tokens", "generation_tokens")
 HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
 COLUMNS = GAUGES + COUNTERS + HISTOGRAMS
 
-SERVER_METRICS_FILE = "server_metrics.csv"
 HISTOGRAM_FIELDS = ("count", "mean_ms", "p50_ms", "p90_ms")
 SERVER_COLUMNS = (
     "time",

@@ -18,86 +18,19 @@ from ssl import SSLCertVerificationError
 from time import perf_counter
 from typing import Any
 
-import gevent.socket
 import orjson
-from gevent.monkey import get_original
-from geventhttpclient.connectionpool import ConnectionPool
 
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
-from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
+from llm_locust.transport.patches import ProxyError
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
-
-
-_select = get_original("select", "select")
-
-
-def pooled_socket_alive(_pool: Any, sock: Any) -> bool:
-    """True when an idle keep-alive socket from the pool can carry the next request: open, and
-    nothing to read (a readable idle socket is closed or dirty). Replaces geventhttpclient's
-    `ConnectionPool._is_socket_alive`, which polls with gevent's `select`: even with a zero
-    timeout that switches to the hub, so other greenlets — the pump reading hundreds of streams —
-    ran between a request's `t_send` and its send, adding up to ~14 ms to TTFT at 500 streams
-    (p99 3.8 ms; benchmarks/RESULTS.md). The same poll with the original `select` does not yield.
-    """
-    if sock is None:
-        return False
-    try:
-        return sock.fileno() >= 0 and not _select([sock], [], [], 0.0)[0]
-    except (OSError, ValueError):
-        return False
-
-
-ConnectionPool._is_socket_alive = pooled_socket_alive
-
-
-class StampedSocket(StampedRecv, gevent.socket.socket):
-    """The client's TCP socket: geventhttpclient reads the response head with `recv`, which here
-    keeps the kernel's receive time (`t_arrival_s`). A token that came in the same read as the
-    head (the request's greenlet got to it late) gets that time, not the time it was parsed."""
-
-    __slots__ = ("t_arrival_s",)
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.t_arrival_s = 0.0
-        if KERNEL_TIMESTAMPS:
-            self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-
-
-def stamped_tcp_socket(_pool: Any, family: int, kind: int, proto: int) -> StampedSocket:
-    """geventhttpclient's TCP socket factory (`ConnectionPool._create_tcp_socket`), stamped."""
-    return StampedSocket(family, kind, proto)
-
-
-ConnectionPool._create_tcp_socket = stamped_tcp_socket
-
-
-class ProxyError(ConnectionError):
-    """The proxy (HTTPS_PROXY) did not open the tunnel to the host: a connection failure."""
-
-
-_open_tunnel = ConnectionPool._setup_proxy
-
-
-def open_tunnel(pool: Any, sock: Any) -> None:
-    """geventhttpclient's CONNECT through the proxy (`ConnectionPool._setup_proxy`), whose refusal
-    — a bare RuntimeError, which Locust's session does not catch: a traceback per request — is
-    raised as a `ProxyError`, counted as a `connect` failure like any connection error."""
-    try:
-        _open_tunnel(pool, sock)
-    except RuntimeError as e:
-        raise ProxyError(f"proxy {pool._connection_host}:{pool._connection_port}: {e}") from None
-
-
-ConnectionPool._setup_proxy = open_tunnel
 
 
 class RequestFailure(Exception):

@@ -129,7 +129,7 @@ class StreamPump:
         server closed first), an exception of `on_body`; and what is thrown into the waiting
         greenlet (the watchdog's `RequestTimeout`, a stopping user's `GreenletExit`).
         """
-        stream = _Stream(raw, on_body, watch)  # its socket keeps kernel receive times (client.StampedSocket)
+        stream = _Stream(raw, on_body, watch)  # its socket keeps kernel receive times (patches.StampedSocket)
         stream.done = done
         self._epoll.register(stream.fd, _EPOLLIN)
         self._streams[stream.fd] = stream
@@ -235,6 +235,8 @@ class StreamPump:
 
 
 _pump: StreamPump | None = None
+"""The pump of this process's gevent hub: one per hub by design (one poller reads every stream); kept here
+because `stream_completion` runs in each user's greenlet with nothing else shared to hang it on."""
 
 
 def pump() -> StreamPump:

@@ -22,7 +22,7 @@ from typing import Any
 import gevent
 from gevent.hub import get_hub
 
-from llm_locust.background import Background
+from llm_locust.transport.background import Background
 
 
 class RequestTimeout(TimeoutError):

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import gevent.ssl
 
 from llm_locust.errors import ConfigError
+from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.proxy import Proxy, env_proxy
 
 if TYPE_CHECKING:
@@ -32,21 +33,6 @@ _FIXES = {
     _EXPIRED: "outside its validity dates: renew the server's certificate, or skip checks: --insecure",
     _WRONG_HOST: "wrong host name: put a name the certificate is issued for in --host, or skip checks: --insecure",
 }
-
-
-def check_ca_file(path: str, source: str) -> None:
-    """Raise ConfigError naming `source` (an option or variable) unless `path` is a readable PEM CA file."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{source} {path}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{source} {path}: a directory; give a PEM file of CA certificates") from None
-    except OSError as e:
-        raise ConfigError(f"{source} {path}: cannot read it ({e.strerror})") from None
-    if b"-----BEGIN CERTIFICATE-----" not in text:
-        raise ConfigError(f"{source} {path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")
 
 
 def client_context(ca_bundle: str = "", insecure: bool = False) -> ssl.SSLContext:

@@ -26,6 +26,8 @@ from llm_locust.workload.providers import length_fields
 from llm_locust.workload.tokens import token_counter
 
 _user_numbers = count()
+"""Numbers the users of this process: each `Workload` seeds its RNG with (--seed, worker, n), so that users differ
+and a seeded run repeats (a counter per process, as the users are created one by one by Locust)."""
 
 
 @dataclass(frozen=True, slots=True)
