@@ -2,7 +2,7 @@
 
 A locustfile calls `install(events)` once. Then, in every Locust process:
 
-- `init_command_line_parser`: our options (`settings.add_arguments`).
+- `init_command_line_parser`: our options (`config.options.add_arguments`).
 - `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
   exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
@@ -38,7 +38,7 @@ from typing import Any
 
 from locust.env import Environment
 
-from llm_locust.config.settings import add_arguments
+from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches

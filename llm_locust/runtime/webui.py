@@ -39,13 +39,12 @@ from llm_locust import redact
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.vocabulary import (
     HISTOGRAMS_FILE,
-    LATENCY_LABELS,
     REPORT_FILE,
-    SERIES_LATENCIES,
     SUMMARY_FILE,
     TIMESERIES_FILE,
 )
 from llm_locust.results.files import iso_time
+from llm_locust.runtime.web_tabs import STEP_COLUMNS, TAB_COLUMNS, step_rows, tab_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -66,7 +65,6 @@ RESULT_FILES = (SUMMARY_FILE, TIMESERIES_FILE, HISTOGRAMS_FILE)
 PAGE = Path(__file__).resolve().parent / "static" / "llm.html"
 TAB_KEY = "llm"
 STEPS_TAB_KEY = "llm-steps"
-LATENCY_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in SERIES_LATENCIES)
 
 
 def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
@@ -118,8 +116,8 @@ def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
     web_ui.template_args.update(
         extended_tabs=tabs,
         extended_tables=[
-            {"key": TAB_KEY, "structure": _TAB_COLUMNS},
-            {"key": STEPS_TAB_KEY, "structure": _STEP_COLUMNS},
+            {"key": TAB_KEY, "structure": TAB_COLUMNS},
+            {"key": STEPS_TAB_KEY, "structure": STEP_COLUMNS},
         ],
         extended_csv_files=[
             {"href": "./llm", "title": "LLM live view: charts, steps, downloads"},
@@ -136,23 +134,6 @@ _VIEW_LINK = (
     b"padding:8px 14px;border-radius:6px;background:#15803d;color:#fff;font:600 14px sans-serif;"
     b'text-decoration:none;box-shadow:0 2px 6px rgba(0,0,0,.3)">LLM charts &#8599;</a>'
 )
-_TAB_COLUMNS = [
-    {"key": "metric", "title": "LLM metric"},
-    {"key": "window", "title": "Last complete window"},
-    {"key": "run", "title": "Whole run"},
-]
-_STEP_COLUMNS = [
-    {"key": "step", "title": "Step"},
-    {"key": "status", "title": "Status"},
-    {"key": "offered", "title": "Offered req/s"},
-    {"key": "achieved", "title": "Achieved req/s"},
-    {"key": "tokens", "title": "Output tok/s"},
-    {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
-    {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
-    {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
-    {"key": "e2e", "title": "E2E ms p50 / p90 / p99"},
-    {"key": "failed", "title": "Failed"},
-]
 
 
 class LiveView:
@@ -212,7 +193,7 @@ class LiveView:
     def tab_rows(self) -> list[dict[str, Any]]:
         """The rows of the "LLM" and "LLM steps" tabs, in Locust's `extended_stats` shape."""
         snap = self.snapshot()
-        return [{"key": TAB_KEY, "data": _tab_rows(snap)}, {"key": STEPS_TAB_KEY, "data": _step_rows(snap["steps"])}]
+        return [{"key": TAB_KEY, "data": tab_rows(snap)}, {"key": STEPS_TAB_KEY, "data": step_rows(snap["steps"])}]
 
     def report(self) -> Response:
         """The HTML report of the finished run (built once, rebuilt if summary.json is newer)."""
@@ -305,67 +286,6 @@ def _warnings(summary: dict[str, Any] | None, runner: Any) -> list[str]:
             f"the {advice}"
         )
     return warnings
-
-
-def _tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
-    """The "LLM" tab: one row per metric, the last complete window beside the whole run."""
-    window = snap["last_window"] or {}
-    summary = snap["summary"]
-    run = summary["throughput"] if summary else {}
-    metrics = summary["metrics"] if summary else {}
-
-    def latency(metric: str, source: str) -> str:
-        if source == "window":
-            return " / ".join(_num(window.get(f"{metric}_ms_{p}")) for p in ("p50", "p90", "p99"))
-        stats = metrics.get(f"{metric}_ms", {})
-        return " / ".join(_num(stats.get(p)) for p in ("p50", "p90", "p99"))
-
-    rows = [
-        ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
-        ("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s"))),
-        ("Requests/s (successful)", _num(window.get("requests_per_s")), _num(run.get("requests_per_s"))),
-        ("Requests ok / failed", _ok_failed(window), _ok_failed(run)),
-        *((f"{label} ms p50 / p90 / p99", latency(m, "window"), latency(m, "run")) for m, label in LATENCY_ROWS),
-        ("Requests in flight (now)", str(snap["in_flight"]), "-"),
-        ("Users (now / max)", str(snap["users"]), str(summary["run"]["users_max"]) if summary else "-"),
-        ("Failures by kind", "-", _kinds(summary["failures"]) if summary else "-"),
-        *(("Warning", "-", text) for text in snap["warnings"]),
-        ("Results folder", "final" if snap["final"] else "being written", snap["results_dir"] or "-"),
-    ]  # fmt: skip
-    return [{"metric": m, "window": w, "run": r} for m, w, r in rows]
-
-
-def _step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The "LLM steps" tab: one row per sweep step."""
-    rows = []
-    for step in steps:
-        metrics = step["metrics"]
-        row = {
-            "step": f"{step['index']}: {step['label']}",
-            "status": step["status"],
-            "offered": _num(step["rate_per_s"]),
-            "achieved": _num(step["achieved_rate_per_s"]),
-            "tokens": _num(step["throughput"]["output_tokens_per_s"]),
-            "failed": str(step["throughput"]["requests_failed"]),
-        }
-        for metric, _label in LATENCY_ROWS:
-            row[metric] = " / ".join(_num(metrics[f"{metric}_ms"][p]) for p in ("p50", "p90", "p99"))
-        rows.append(row)
-    return rows
-
-
-def _num(value: Any) -> str:
-    """A number as the tabs show it (2 decimals), '-' when there is none."""
-    return "-" if value is None or value == "" else f"{value:.2f}"
-
-
-def _ok_failed(values: dict[str, Any]) -> str:
-    """'ok / failed' request counts of a window or of the run."""
-    return f"{values['requests_ok']} / {values['requests_failed']}" if "requests_ok" in values else "-"
-
-
-def _kinds(failures: dict[str, int]) -> str:
-    return ", ".join(f"{kind} {count}" for kind, count in sorted(failures.items())) or "none"
 
 
 def _json(document: dict[str, Any]) -> Response:
