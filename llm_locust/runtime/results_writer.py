@@ -118,7 +118,7 @@ class ResultsWriter:
             write_summary(self.results_dir, self.summary(state.run, final=False))
 
         if state.is_master:
-            gc.collect()  # the small cyclic objects of decoded deltas (see collector.freeze_heap)
+            gc.collect()  # the small cyclic objects of decoded deltas (see gc_policy.freeze_heap)
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.state.run.pop_windows(before_s):

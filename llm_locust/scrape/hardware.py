@@ -1,6 +1,6 @@
 """GPU and host telemetry from a --metrics-url that is an NVIDIA DCGM-exporter or a Prometheus node-exporter.
 
-`scrape.ServerScraper` detects the family of each URL from its first good answer: an inference
+`scraper.ServerScraper` detects the family of each URL from its first good answer: an inference
 server (`server_maps`) first, else `detect()` here: any `DCGM_FI_*` metric is a DCGM-exporter
 (family `dcgm`), `node_cpu_seconds_total` or `node_memory_MemTotal_bytes` a node-exporter
 (family `node`). A `Reader` turns each good scrape into (device, metric, value) triples.

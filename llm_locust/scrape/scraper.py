@@ -8,7 +8,7 @@ of the observations made since the previous scrape of that URL. A failed scrape 
 an error status, text that does not parse, no known metric name) is counted, its error kept
 and logged once per URL: it never stops the run. `summary()` is summary.json's "server".
 
-A URL that is no inference server but a DCGM-exporter or node-exporter (`telemetry`) is
+A URL that is no inference server but a DCGM-exporter or node-exporter (`hardware`) is
 scraped the same way; its values go to telemetry.csv (opened at the first such scrape) and
 `telemetry_summary()` is summary.json's "telemetry".
 

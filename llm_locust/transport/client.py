@@ -1,6 +1,6 @@
 """One streamed completion over Locust's FastHttp session, timestamped event by event.
 
-The body comes from `arrival.body_chunks` as soon as bytes are in (Locust's `iter_content` /
+The body comes from `byte_arrival.body_chunks` as soon as bytes are in (Locust's `iter_content` /
 `iter_lines` wait for 1 KiB and batch events by up to ~100 ms), each piece with its arrival
 time — the kernel's receive time where available — taken before any decoding. Transport
 errors become `ErrorKind`s here, at the boundary.
@@ -117,7 +117,7 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
     """Read the SSE stream to its end, applying each event to `record` with its arrival time.
 
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
-    stream); otherwise (TLS) this greenlet reads it with `arrival.body_chunks`.
+    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`.
     """
     events = EventStream(record)
     on_body = events.feed

@@ -1,6 +1,6 @@
 """Kernel receive times of socket reads (`SO_TIMESTAMPNS`), on `time.perf_counter`'s clock.
 
-Gevent-free, so that both the client (`arrival`, `pump`) and the simulator can use it: a read
+Gevent-free, so that both the client (`byte_arrival`, `pump`) and the simulator can use it: a read
 done with `recvmsg(..., CMSG_BYTES)` on a socket with `SO_TIMESTAMPNS` set carries the time the
 kernel received its (last) TCP segment, however late the process gets round to the read.
 """

@@ -18,7 +18,7 @@ the queue a few reads at a time, looking for ready sockets again in between: a s
 at most a few parses, not for a whole round of parsing, and the timing stays exact until the
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
-Only for plain-TCP sockets on Linux (`available`); TLS connections keep `arrival.body_chunks`.
+Only for plain-TCP sockets on Linux (`available`); TLS connections keep `byte_arrival.body_chunks`.
 """
 
 from __future__ import annotations
