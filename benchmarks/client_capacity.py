@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from llm_locust.demo import free_port  # noqa: E402
-from llm_locust.gates import EXIT_GATE_FAILED  # noqa: E402
+from llm_locust.metrics.gates import EXIT_GATE_FAILED  # noqa: E402
 from llm_locust.sim import SimProcess, run_sim  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

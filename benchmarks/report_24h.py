@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from llm_locust.metrics import new_histogram
+from llm_locust.metrics.histograms import new_histogram
 from llm_locust.report.build import build_report
-from llm_locust.results import TIMESERIES_COLUMNS, iso_time, write_summary
+from llm_locust.results.files import TIMESERIES_COLUMNS, iso_time, write_summary
 
 STEP_S = 3600
 PERCENTILES = ("p50", "p90", "p99")

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from engine.server import engine_dir, find_engine, pinning, run_llama_server
+from llm_locust.metrics.vocabulary import SUMMARY_FILE
 from llm_locust.report.cli import main as report_main
-from llm_locust.results import SUMMARY_FILE
 
 SWEEP_LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "sweep.py"
 

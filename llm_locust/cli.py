@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _print_locust_options(args: argparse.Namespace) -> int:
     """Print the help of the options registered on Locust's parser by llm-locust."""
-    from llm_locust.settings import add_arguments
+    from llm_locust.config.options import add_arguments
 
     parser = argparse.ArgumentParser(prog="locust -f locustfiles/chat.py", add_help=False)
     add_arguments(parser)

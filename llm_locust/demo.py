@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+from llm_locust.metrics.vocabulary import SUMMARY_FILE
 from llm_locust.report.cli import main as report_main
-from llm_locust.results import SUMMARY_FILE, summary_table
+from llm_locust.results.files import summary_table
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "locustfiles" / "chat.py"
 SIM_ARGS = ("--timing", "batching", "--max-batch", "16", "--decode-step-ms", "8", "--decode-step-ms-per-seq", "0.5")

@@ -9,7 +9,7 @@ HTML- or JSON-escaped, as an error page or body may quote it).
 Where secrets could enter an output, they are redacted once, at the entry: failure messages when
 a request record is failed (a server may echo a header in its error body) — so Locust's error
 statistics, its failures CSV, summary.json and the console only ever see the redacted text —,
-exception texts on the runner that collects them (`plugin`), every log record reaching the root
+exception texts on the runner that collects them (`runtime.runner_ops`), every log record reaching the root
 logger's handlers (`install_log_filter`, tracebacks included), and every page and JSON answer of
 the web UI (`webui`).
 """
@@ -26,6 +26,8 @@ from urllib.parse import unquote, urlsplit
 REDACTED = "[REDACTED]"
 _MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
 _secrets: set[str] = set()
+"""This process's secrets. A process-wide registry on purpose: log records, exception texts and web pages are
+redacted by code (logging filters, Locust's runner) that cannot be handed a settings object."""
 _ordered: list[str] = []  # longest first: a secret containing another one is replaced whole
 
 

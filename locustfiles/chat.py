@@ -9,8 +9,8 @@ file is loaded, so it cannot show them).
 
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

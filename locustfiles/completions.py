@@ -5,8 +5,8 @@ locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --model NAME -
 
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.users import CompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import CompletionsUser
 
 install(events)
 

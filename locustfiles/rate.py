@@ -11,8 +11,8 @@ delay (how late requests left when every user was busy).
 
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

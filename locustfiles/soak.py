@@ -15,8 +15,8 @@ from typing import Any
 
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

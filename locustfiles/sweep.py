@@ -13,9 +13,9 @@ summary.json has one entry per step under "steps"; `llm-locust report` draws one
 
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.shape import SweepShape
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.load.shape import SweepShape
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

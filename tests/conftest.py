@@ -23,9 +23,9 @@ from locust.env import Environment
 from locust.event import Events
 
 from llm_locust.demo import free_port
-from llm_locust.plugin import install
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 from llm_locust.sim import run_sim
-from llm_locust.users import ChatCompletionsUser
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "locustfiles" / "chat.py"

@@ -1,4 +1,4 @@
-"""The Python de-framer of chunked bodies (llm_locust.chunked) hands the HTTP parser a consistent
+"""The Python de-framer of chunked bodies (llm_locust.transport.chunked) hands the HTTP parser a consistent
 state: body and completion are the same as the parser's own, for any split of the bytes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from geventhttpclient.response import HTTPResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_locust.chunked import ChunkedBody
+from llm_locust.transport.chunked import ChunkedBody
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 

@@ -1,5 +1,5 @@
 """The garbage collector in processes running users: off while a test runs, a full collection on
-schedule (llm_locust.collector), automatic again after the test."""
+schedule (llm_locust.runtime.gc_policy), automatic again after the test."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import weakref
 import gevent
 from conftest import options, read_summary, run_local
 
-from llm_locust.collector import RunCollector
+from llm_locust.runtime.gc_policy import RunCollector
 
 
 class _Node:

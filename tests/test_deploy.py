@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT, options
 from topology import master_args, sim_args, worker_args
 
-from llm_locust.settings import Settings
+from llm_locust.config.settings import Settings
 
 CONTAINER_LOCUSTFILES = "/home/locust/locustfiles"
 _VAR = re.compile(r"\$\{(?P<name>[A-Z_][A-Z0-9_]*)(?::-(?P<default>[^}]*))?\}")

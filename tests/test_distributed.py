@@ -15,9 +15,9 @@ import gevent
 from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
 from topology import master_args, worker_args
 
-from llm_locust.gates import EXIT_GATE_FAILED
-from llm_locust.metrics import delta_from_wire
-from llm_locust.plugin import WIRE_KEY
+from llm_locust.metrics.gates import EXIT_GATE_FAILED
+from llm_locust.metrics.histograms import delta_from_wire
+from llm_locust.runtime.runner_ops import WIRE_KEY
 
 
 def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary
 
-from llm_locust.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+from llm_locust.metrics.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
 
 EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: .*)?$")
 

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 
 from llm_locust.errors import ConfigError
-from llm_locust.load import ArrivalProcess, Step, integer_shares, parse_number_list, step_at, sweep_steps, worker_shares
-from llm_locust.pacing import Plan
+from llm_locust.load.arrivals import (
+    ArrivalProcess,
+    Step,
+    integer_shares,
+    parse_number_list,
+    step_at,
+    sweep_steps,
+    worker_shares,
+)
+from llm_locust.load.pacing import Plan
 
 
 def gaps(kind: str, rate: float, n: int, burstiness: float = 1.0, seed: int = 1) -> np.ndarray:

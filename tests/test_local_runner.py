@@ -7,7 +7,7 @@ from itertools import pairwise
 
 from conftest import ChatUser, free_port, options, read_summary, run_local
 
-from llm_locust.users import CompletionsUser
+from llm_locust.runtime.users import CompletionsUser
 
 
 def test_accuracy_against_fixed_timing(fixed_sim, tmp_path):

@@ -3,15 +3,15 @@
 import random
 from collections import Counter
 
-from llm_locust.metrics import (
+from llm_locust.metrics.histograms import (
     MetricsRecorder,
     RunMetrics,
     WindowMetrics,
     delta_from_wire,
     delta_to_wire,
 )
-from llm_locust.record import ErrorKind, RequestRecord
-from llm_locust.results import USER_ERROR_CAUSES, diagnose, metric_stats
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.results.files import USER_ERROR_CAUSES, diagnose, metric_stats
 
 
 def make_record(rng, ok=True):

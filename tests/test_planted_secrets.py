@@ -42,8 +42,8 @@ ECHOED_KINDS = {"http_5xx", "stream_error"}
 LOCUSTFILE = '''
 from locust import events, task
 
-from llm_locust.plugin import install
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

@@ -5,8 +5,8 @@ import dataclasses
 import orjson
 import pytest
 
-from llm_locust.protocol import EventStream, TokenChunks, apply_event, finish
-from llm_locust.record import ErrorKind, RequestRecord, TokenSource
+from llm_locust.metrics.protocol import EventStream, TokenChunks, apply_event, finish
+from llm_locust.metrics.record import ErrorKind, RequestRecord, TokenSource
 
 
 def chat(delta=None, finish_reason=None, usage=None, choices=True):

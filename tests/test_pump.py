@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import options, read_summary, run_local
 
-from llm_locust import pump
-from llm_locust.kerneltime import KERNEL_TIMESTAMPS
+from llm_locust.transport import pump
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
 pytestmark = pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="the pump reads plain TCP on Linux only")
 

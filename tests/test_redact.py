@@ -11,8 +11,8 @@ import secrets
 from conftest import options
 
 from llm_locust import redact
-from llm_locust.protocol import error_text
-from llm_locust.settings import Settings, keep_secrets, secret_options
+from llm_locust.config.settings import Settings, keep_secrets, secret_options
+from llm_locust.metrics.protocol import error_text
 
 
 def token() -> str:

@@ -23,12 +23,12 @@ import pytest
 from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, read_summary
 
 from llm_locust.errors import ConfigError
+from llm_locust.metrics.slo import parse_slos
 from llm_locust.report.build import build_report
 from llm_locust.report.images import find_browser
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.timeline import MAX_POINTS, downsample
 from llm_locust.sim import run_sim
-from llm_locust.slo import parse_slos
 
 BATCHING = ("--timing", "batching", "--max-batch", "4", "--decode-step-ms", "8", "--decode-step-ms-per-seq", "0.5")
 

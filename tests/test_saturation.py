@@ -7,7 +7,7 @@ import time
 import gevent
 from conftest import options, read_summary, run_local
 
-from llm_locust.saturation import CPU_WARN_PCT, LAG_WARN_MS, LoopMonitor, SaturationTracker
+from llm_locust.runtime.saturation import CPU_WARN_PCT, LAG_WARN_MS, LoopMonitor, SaturationTracker
 
 
 def test_loop_monitor_measures_a_blocked_loop():

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_report import array, figures, trace
 
 from llm_locust.report.build import build_report
-from llm_locust.server_maps import BUILTIN_MAPS
+from llm_locust.scrape.server_maps import BUILTIN_MAPS
 from llm_locust.sim import run_sim
 
 USERS = 12

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from llm_locust.kerneltime import KERNEL_TIMESTAMPS
 from llm_locust.sim import SimProcess, run_sim
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
 TTFT_MS = 40.0
 ITL_MS = 8.0

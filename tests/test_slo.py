@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_locust.errors import ConfigError
-from llm_locust.slo import Slo, evaluate, parse_slo, parse_slos, request_meets
+from llm_locust.metrics.slo import Slo, evaluate, parse_slo, parse_slos, request_meets
 
 
 def test_parse_forms() -> None:

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from llm_locust.sse import SSEDecoder
+from llm_locust.metrics.sse import SSEDecoder
 
 STREAM = (
     b": keep-alive\n\n"

@@ -20,8 +20,9 @@ from conftest import LOCUSTFILE, free_port, read_summary, run_locust
 from prometheus_client.parser import text_string_to_metric_families
 from test_report import array, figures, trace
 
-from llm_locust import telemetry
+from llm_locust.metrics.vocabulary import TELEMETRY_FILE
 from llm_locust.report.build import build_report
+from llm_locust.scrape import hardware
 from llm_locust.sim import run_sim
 
 USERS = 12
@@ -59,7 +60,7 @@ def telemetry_run(tmp_path_factory):
         lo_after = _lo_bytes()
     assert done.returncode == 0, done.stderr[-3000:]
     rows = defaultdict(list)
-    with (results / telemetry.TELEMETRY_FILE).open() as f:
+    with (results / TELEMETRY_FILE).open() as f:
         for row in csv.DictReader(f):
             rows[row["url"]].append(row)
     return results, urls, dead_url, rows, (lo_before, lo_after), done
@@ -212,13 +213,13 @@ def test_dcgm_renamed_fields_and_mig_instances_are_read():
     families = {}
     for family in text_string_to_metric_families(DCGM_46_MIG_PAGE):
         families[family.name] = family
-    assert telemetry.detect(set(families)) == "dcgm"
-    triples = {(d, m): v for d, m, v in telemetry.DcgmReader().read(families, 0.0)}
+    assert hardware.detect(set(families)) == "dcgm"
+    triples = {(d, m): v for d, m, v in hardware.DcgmReader().read(families, 0.0)}
     assert triples[("0/mig1", "gpu_util_pct")] == 40 and triples[("0/mig2", "gpu_util_pct")] == 80
     assert triples[("all", "gpu_util_pct")] == 60
     assert triples[("0", "power_w")] == 310.5 and triples[("0", "gr_engine_active_pct")] == 25.0
     assert not any(metric == "sm_clock_mhz" for _, metric in triples)
-    assert telemetry.detect({"vllm:num_requests_running"}) is None
+    assert hardware.detect({"vllm:num_requests_running"}) is None
 
 
 def test_simulator_rejects_zero_gpus():
@@ -240,7 +241,7 @@ def _node_page(idle_s: float, user_s: float) -> dict:
 def test_node_cpu_busy_survives_idle_ticks_stepping_back():
     """The kernel's idle ticks can step back a little between two reads (proc(5)); the interval
     then counts no idle time, as node-exporter does, instead of losing its CPU busy rate."""
-    reader = telemetry.NodeReader()
+    reader = hardware.NodeReader()
     assert not any(m == "cpu_busy_pct" for _, m, _ in reader.read(_node_page(100.0, 50.0), 1.0))
     rates = {(d, m): v for d, m, v in reader.read(_node_page(101.0, 51.0), 2.0)}
     assert rates[("all", "cpu_busy_pct")] == pytest.approx(50.0)

@@ -14,9 +14,9 @@ from gevent.monkey import get_original
 from gevent.server import StreamServer
 from test_timeouts import HEADERS, chunk, read_request, serve
 
-from llm_locust import arrival
-from llm_locust.client import pooled_socket_alive
-from llm_locust.kerneltime import KERNEL_TIMESTAMPS
+from llm_locust.transport import byte_arrival
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
+from llm_locust.transport.patches import pooled_socket_alive
 
 EVENTS = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(5)]
 DONE = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
@@ -150,7 +150,7 @@ def test_https_stream_reads_without_kernel_timestamps(tmp_path):
 
 def test_plain_read_timing_is_accurate_at_low_load(fast_sim, tmp_path, monkeypatch):
     """Where the kernel gives no timestamps (non-Linux), events are timed when read."""
-    monkeypatch.setattr(arrival, "KERNEL_TIMESTAMPS", False)
+    monkeypatch.setattr(byte_arrival, "KERNEL_TIMESTAMPS", False)
     opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path))
     run_local(opts, users=2, seconds=2.0)
     m = read_summary(tmp_path)["metrics"]

@@ -16,7 +16,7 @@ import gevent
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary, wait_for
 
-from llm_locust.webui import SNAPSHOT_CACHE_S, report_available
+from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
 
 
 def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
@@ -196,8 +196,8 @@ AUTH_LOCUSTFILE = """
 from flask_login import UserMixin, login_user
 from locust import events
 
-from llm_locust.plugin import install
-from llm_locust.users import ChatCompletionsUser
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)
 

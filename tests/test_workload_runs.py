@@ -14,11 +14,11 @@ from conftest import LOCUSTFILE, ChatUser, new_env, options, read_summary, run_l
 from recording_server import REASONING_EVENTS, RecordingServer
 from test_workload_units import build_tokenizer
 
+from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
-from llm_locust.images import file_data_url, png_bytes
-from llm_locust.settings import Settings
-from llm_locust.tokens import token_counter
-from llm_locust.users import CompletionsUser
+from llm_locust.runtime.users import CompletionsUser
+from llm_locust.workload.input_images import file_data_url, png_bytes
+from llm_locust.workload.tokens import token_counter
 
 
 def completed(sim):

@@ -10,13 +10,19 @@ import zlib
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from llm_locust.datasets import load_dataset
-from llm_locust.distributions import parse_length
 from llm_locust.errors import ConfigError
-from llm_locust.images import generated_pool, parse_size, png_bytes
-from llm_locust.prompts import VOCABULARY, PromptMaker, shared_prefix
-from llm_locust.providers import check_length_control, completion_path, family_headers, length_fields, parse_header
-from llm_locust.tokens import WordCounter, token_counter
+from llm_locust.workload.datasets import load_dataset
+from llm_locust.workload.input_images import generated_pool, parse_size, png_bytes
+from llm_locust.workload.lengths import parse_length
+from llm_locust.workload.prompts import VOCABULARY, PromptMaker, shared_prefix
+from llm_locust.workload.providers import (
+    check_length_control,
+    completion_path,
+    family_headers,
+    length_fields,
+    parse_header,
+)
+from llm_locust.workload.tokens import WordCounter, token_counter
 
 
 def build_tokenizer(path, vocab_size=400):

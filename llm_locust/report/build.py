@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from llm_locust.errors import ConfigError
+from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.report import charts, distributions, server, telemetry, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
@@ -18,7 +19,6 @@ from llm_locust.report.images import write_pngs
 from llm_locust.report.load import RunData, load_run
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.tables import all_step_rows, comparison_table, run_facts, warnings_of
-from llm_locust.slo import Slo, parse_slos
 
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",

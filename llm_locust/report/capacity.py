@@ -1,16 +1,16 @@
 """Capacity under SLOs: each step checked against every objective, and the highest step meeting all.
 
 "Highest" is the step with the most load (users, or offered rate for open-loop runs); steps are
-checked with `llm_locust.slo.evaluate` on the step's own `metrics` object in summary.json.
+checked with `llm_locust.metrics.slo.evaluate` on the step's own `metrics` object in summary.json.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llm_locust.metrics.slo import Slo, SloResult, evaluate
 from llm_locust.report.load import RunData
 from llm_locust.report.tables import load_axis, step_sources
-from llm_locust.slo import Slo, SloResult, evaluate
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from llm_locust.metrics.vocabulary import LATENCY_LABELS
+
 PALETTE = qualitative.Plotly
-LATENCY_TITLES = {
-    "ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency",
-    "queue_delay": "client queue delay",
-}  # fmt: skip
+LATENCY_TITLES = {**LATENCY_LABELS, "e2e": "E2E latency"}
+"""Chart titles: the vocabulary's names, E2E spelled out."""
 
 
 @dataclass(frozen=True)

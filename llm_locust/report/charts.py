@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from llm_locust.metrics.vocabulary import SERIES_LATENCIES
 from llm_locust.report.capacity import Capacity
 from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color, with_alpha
 from llm_locust.report.load import RunData
@@ -18,7 +19,7 @@ from llm_locust.report.mbu import Hardware, achieved_bandwidth_gbs, mbu
 from llm_locust.report.tables import load_axis
 
 CURVE_METRICS = ("ttft", "tpot", "e2e")
-LOAD_METRICS = ("ttft", "tpot", "itl", "e2e")
+LOAD_METRICS = SERIES_LATENCIES
 
 
 def _load_title(runs: list[RunData]) -> str:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from llm_locust.errors import ConfigError
-from llm_locust.slo import parse_slos
+from llm_locust.metrics.slo import parse_slos
 
 DESCRIPTION = (
     "Turn one or many results folders into one self-contained HTML report with PNG images of each chart. "

@@ -24,11 +24,18 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
-from llm_locust.results import FAILURE_COLUMNS, HISTOGRAMS_FILE, SUMMARY_FILE, TIMESERIES_COLUMNS, TIMESERIES_FILE
-from llm_locust.server_maps import SERVER_COLUMNS, SERVER_METRICS_FILE
-from llm_locust.telemetry import TELEMETRY_COLUMNS, TELEMETRY_FILE
+from llm_locust.metrics.vocabulary import (
+    HISTOGRAM_METRICS,
+    HISTOGRAMS_FILE,
+    SERVER_METRICS_FILE,
+    SUMMARY_FILE,
+    TELEMETRY_FILE,
+    TIMESERIES_FILE,
+)
+from llm_locust.results.files import FAILURE_COLUMNS, TIMESERIES_COLUMNS
+from llm_locust.scrape.hardware import TELEMETRY_COLUMNS
+from llm_locust.scrape.server_maps import SERVER_COLUMNS
 
-HISTOGRAM_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "output_tokens", "queue_delay")
 """Metrics histograms.json may hold: latencies in µs, output_tokens in tokens."""
 LOCUST_STATS_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Average Response Time", "Requests/s")
 LOCUST_HISTORY_COLUMNS = (

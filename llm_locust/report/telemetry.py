@@ -14,7 +14,7 @@ from llm_locust.report.chart import Chart, finish, run_color
 from llm_locust.report.html import Section, heading, note, table
 from llm_locust.report.load import RunData
 from llm_locust.report.timeline import time_unit
-from llm_locust.telemetry import ALL_DEVICES
+from llm_locust.scrape.hardware import ALL_DEVICES
 
 PANELS = (
     ("GPU utilisation (%): all GPUs (solid), each GPU (dotted)", ("gpu_util_pct",)),

@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import Chart, finish, run_color, with_alpha
 from llm_locust.report.load import RunData
-from llm_locust.results import FAILURE_COLUMNS
+from llm_locust.results.files import FAILURE_COLUMNS
 
 MAX_POINTS = 2000
 _PERCENTILE_DASH = {"p50": None, "p90": "dash", "p99": "dot"}

@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from llm_locust.kerneltime import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
 from llm_locust.sim import faults, http, openai, telemetry
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -32,6 +31,7 @@ from llm_locust.sim.stream import FaultGeneration, Generation, reset_connection
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import Trace, TraceRecord
 from llm_locust.sim.words import WORDS
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
 
 _COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
     "/v1/chat/completions": "chat",

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from llm_locust.prompts import PromptMaker
-from llm_locust.tokens import token_counter
+from llm_locust.workload.prompts import PromptMaker
+from llm_locust.workload.tokens import token_counter
 
 pytestmark = pytest.mark.engine
 

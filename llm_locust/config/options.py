@@ -1,0 +1,296 @@
+"""llm-locust's command-line options, registered on Locust's parser (`add_arguments`), grouped by stage.
+
+Registered on Locust's parser, they work on the command line, in config files, in the web UI, and reach workers
+from the master. `settings.Settings.from_options` validates them once; nothing else reads the raw options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_locust.load.arrivals import ARRIVAL_KINDS
+from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
+from llm_locust.workload.providers import (
+    FAMILIES,
+    PROVIDERS,
+)
+
+DEFAULT_AZURE_API_VERSION = "2024-10-21"
+CLIENTS = ("fast", "openai-sdk")
+SECRET_OPTIONS = ("api_key", "header")
+"""Options whose values are secrets: masked in the web UI's form, which shows them empty."""
+
+
+def add_arguments(parser: Any) -> None:
+    """Register llm-locust's options on Locust's argument parser (shown in its web UI form too)."""
+    group = _WebUIGroup(parser.add_argument_group("llm-locust", "LLM endpoint, workload and results options"))
+    group.add_argument(
+        "--model", default="", help="Model name sent in each request (default: the first of GET /v1/models)"
+    )
+    group.add_argument(
+        "--api-key-env",
+        default="",
+        help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
+        "--provider azure; DATABRICKS_TOKEN with --provider databricks); never printed",
+    )
+    group.add_argument(
+        "--api-key",
+        default="",
+        is_secret="api_key" in SECRET_OPTIONS,
+        help="API key (prefer --api-key-env: a flag is visible in the process list); never printed",
+    )
+    group.add_argument(
+        "--extra-body",
+        default="",
+        help="JSON object merged into every request body, e.g. '{\"temperature\": 0}'",
+    )
+    group.add_argument("--connect-timeout-s", type=float, default=10.0, help="Timeout to open a connection, seconds")
+    group.add_argument(
+        "--read-timeout-s",
+        type=float,
+        default=120.0,
+        help="Longest silence allowed while waiting for the response or between stream events, seconds",
+    )
+    group.add_argument(
+        "--first-token-timeout-s",
+        type=float,
+        default=300.0,
+        help="Longest time allowed from sending a request to its first generated token, seconds",
+    )
+    group.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=600.0,
+        help="Longest time allowed for one whole request, seconds",
+    )
+    group.add_argument(
+        "--results-dir",
+        default="",
+        help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
+    )
+    add_load_arguments(parser)
+    group.add_argument(
+        "--slo",
+        action="append",
+        default=None,  # not [] (also --image, --header): the web UI would parse a list field's text as integers
+        help="Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): "
+        "goodput counts the requests meeting every one; the summary checks each against the run",
+    )
+    group.add_argument(
+        "--interval-s",
+        type=float,
+        default=5.0,
+        help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
+    )
+    add_workload_arguments(group)
+    add_provider_arguments(group)
+    add_server_metrics_arguments(parser)
+    _add_gate_arguments(group)
+
+
+# -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
+def add_workload_arguments(group: Any) -> None:
+    """Options that shape each request: lengths, prompts, files, images."""
+    group.add_argument(
+        "--prompt-tokens",
+        default="128",
+        help="Synthetic prompt length in tokens: N, uniform:MIN,MAX, normal:MEAN,SD[,MIN,MAX], "
+        "lognormal:MEAN,SD[,MIN,MAX]",
+    )
+    group.add_argument("--max-tokens", default="128", help="max_tokens of each request: N or a distribution")
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        default=False,
+        help="Make every output exactly max_tokens long with the fields of --server-family (vLLM/SGLang: "
+        "ignore_eos + min_tokens; llama.cpp: ignore_eos + n_predict)",
+    )
+    group.add_argument(
+        "--seed", type=int, default=None, help="Seed of prompts, lengths and arrival times (default: random)"
+    )
+    group.add_argument(
+        "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
+    )
+    group.add_argument(
+        "--tokenizer", default="", help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly"
+    )
+    group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
+    group.add_argument(
+        "--dataset-format",
+        default="",
+        choices=("", *DATASET_FORMATS),
+        metavar="{" + ",".join(DATASET_FORMATS) + "}",
+        help="Format of --dataset (default: from its extension)",
+    )
+    group.add_argument(
+        "--image", action="append", default=None, help="Image file attached to every chat request (repeatable)"
+    )
+    group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
+
+
+def add_provider_arguments(group: Any) -> None:
+    """Options that say how to talk to the endpoint: provider, paths, auth, server family, client."""
+    group.add_argument(
+        "--provider", default="openai-compatible", choices=PROVIDERS, help="Request paths and auth of the endpoint"
+    )
+    group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
+    group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
+    group.add_argument(
+        "--server-family",
+        default="",
+        choices=("", *FAMILIES),
+        metavar="{" + ",".join(FAMILIES) + "}",
+        help="Server software: which fields --ignore-eos sends, llamacpp: a connection per request "
+        "(default: vllm; openai for hosted providers)",
+    )
+    group.add_argument(
+        "--header",
+        action="append",
+        default=None,
+        is_secret="header" in SECRET_OPTIONS,
+        help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
+    )
+    group.add_argument(
+        "--ca-bundle",
+        default="",
+        help="PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE, SSL_CERT_DIR and "
+        "REQUESTS_CA_BUNDLE are honoured too)",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        default=False,
+        help="Do not verify the server's TLS certificate and host name (the API key goes to whoever answers)",
+    )
+    group.add_argument(
+        "--client",
+        default="fast",
+        choices=CLIENTS,
+        help="fast (default; timestamps every event on arrival) or openai-sdk (the openai package, max_retries=0)",
+    )
+
+
+def add_load_arguments(parser: Any) -> None:
+    """The load-model options: open-loop request rate, sweeps, limits."""
+    group = _WebUIGroup(parser.add_argument_group("llm-locust load", "Open-loop request rate, sweeps and limits"))
+    group.add_argument(
+        "--request-rate",
+        type=float,
+        default=0.0,
+        help="Open loop: send R requests/s in total, split across all workers (0: closed loop, each user "
+        "sends its next request when the last ended); -u is then only the cap on requests in flight",
+    )
+    group.add_argument(
+        "--arrival",
+        choices=ARRIVAL_KINDS,
+        default="poisson",
+        help="Arrival process of --request-rate / --sweep-rates: poisson (default), constant, gamma",
+    )
+    group.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        help="Gamma arrivals' shape: 1 = Poisson, < 1 burstier, > 1 more regular (default 1)",
+    )
+    group.add_argument(
+        "--sweep-users", default="", help="Concurrency sweep, e.g. 1,2,4,8,16 (needs -f locustfiles/sweep.py)"
+    )
+    group.add_argument(
+        "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
+    )
+    group.add_argument("--step-duration-s", type=float, default=30.0, help="Length of each sweep step, seconds")
+    group.add_argument(
+        "--warmup-s",
+        type=float,
+        default=5.0,
+        help="Start of each sweep step left out of its metrics, seconds (default 5)",
+    )
+    group.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=256,
+        help="Rate sweep: users per step, the cap on requests in flight (default 256)",
+    )
+    group.add_argument(
+        "--max-requests",
+        type=int,
+        default=0,
+        help="End the run after this many requests in total across workers (0: no limit)",
+    )
+    group.add_argument(
+        "--abort-error-rate",
+        type=float,
+        default=0.0,
+        help="End the run early once more than this share of requests failed (e.g. 0.5; checked "
+        "after 20 requests; 0: never)",
+    )
+
+
+def add_server_metrics_arguments(parser: Any) -> None:
+    """The server-metrics options: Prometheus URLs scraped during the run (`llm_locust.scrape.scraper`)."""
+    group = _WebUIGroup(
+        parser.add_argument_group("llm-locust server metrics", "Scrape the server's Prometheus metrics")
+    )
+    group.add_argument(
+        "--metrics-url",
+        action="append",
+        default=None,
+        help="Prometheus metrics URL of the server, e.g. http://127.0.0.1:8000/metrics (repeat for several), "
+        "scraped by the master during the run into server_metrics.csv; a DCGM-exporter or node-exporter URL "
+        "(GPU / host telemetry) goes to telemetry.csv",
+    )
+    group.add_argument(
+        "--metrics-interval-s", type=float, default=2.0, help="Time between two scrapes of each --metrics-url, seconds"
+    )
+    group.add_argument(
+        "--metrics-map",
+        default="",
+        help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
+        "(built in: vllm, sglang, tgi, llamacpp)",
+    )
+
+
+def _add_gate_arguments(group: Any) -> None:
+    """Pass/fail gates and drift windows (llm_locust.metrics.gates, llm_locust.metrics.drift)."""
+    group.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction, e.g. 0.01",
+    )
+    group.add_argument(
+        "--max-drift-pct",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
+        "percentage between the early and the late drift window",
+    )
+    group.add_argument(
+        "--drift-window-s",
+        type=float,
+        default=300.0,
+        help="Length of the early and of the late window compared for drift, seconds",
+    )
+    group.add_argument(
+        "--drift-warmup-s",
+        type=float,
+        default=60.0,
+        help="Time after the start left out of the early drift window (ramp-up, caches), seconds",
+    )
+
+
+class _WebUIGroup:
+    """An argument group whose options Locust's web UI shows (`is_secret` ones masked).
+
+    Locust only marks options added with its parser's own `add_argument`; groups are plain
+    argparse, so the same two attributes are set here.
+    """
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+
+    def add_argument(self, *args: Any, is_secret: bool = False, **kwargs: Any) -> Any:
+        action = self._group.add_argument(*args, **kwargs)
+        action.include_in_web_ui = True
+        action.is_secret = is_secret
+        return action

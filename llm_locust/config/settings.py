@@ -1,0 +1,321 @@
+"""The run's LLM settings: the typed, validated object built from the options (`options.add_arguments`).
+
+`Settings.from_options` validates the options once and everything else receives the `Settings` object, never
+the raw options.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import orjson
+
+from llm_locust import redact
+from llm_locust.config.options import DEFAULT_AZURE_API_VERSION, SECRET_OPTIONS
+from llm_locust.errors import ConfigError
+from llm_locust.load.arrivals import ArrivalKind, Step, parse_number_list, sweep_steps
+from llm_locust.metrics.slo import Slo, parse_slos
+from llm_locust.scrape.server_maps import load_maps
+from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.transport.proxy import proxy_urls
+from llm_locust.workload.datasets import load_dataset
+from llm_locust.workload.input_images import file_data_url, parse_size
+from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.providers import (
+    API_KEY_ENV,
+    PROVIDERS,
+    check_length_control,
+    parse_header,
+    server_family,
+)
+from llm_locust.workload.tokens import token_counter
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated LLM settings of a run. `api_key` never appears in repr, logs or results."""
+
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    api_key_env: str = "OPENAI_API_KEY"
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0
+    first_token_timeout_s: float = 300.0
+    request_timeout_s: float = 600.0
+    results_dir: str = ""
+    request_rate: float = 0.0  # requests/s in total, 0 = closed loop
+    arrival: ArrivalKind = "poisson"
+    burstiness: float = 1.0
+    sweep_users: str = ""
+    sweep_rates: str = ""
+    step_duration_s: float = 30.0
+    warmup_s: float = 5.0
+    max_concurrency: int = 256
+    max_requests: int = 0
+    abort_error_rate: float = 0.0
+    slo: tuple[Slo, ...] = ()
+    interval_s: float = 5.0
+    metrics_url: tuple[str, ...] = ()
+    metrics_interval_s: float = 2.0
+    metrics_map: str = ""
+    # workload (add_workload_arguments)
+    prompt_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    max_tokens: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    ignore_eos: bool = False
+    seed: int | None = None
+    prefix_tokens: int = 0
+    tokenizer: str = ""
+    dataset: str = ""
+    dataset_format: str = ""
+    image: tuple[str, ...] = ()
+    image_size: tuple[int, int] | None = None
+    # provider (add_provider_arguments)
+    provider: str = "openai-compatible"
+    deployment: str = ""
+    api_version: str = DEFAULT_AZURE_API_VERSION
+    server_family: str = "vllm"
+    header: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    ca_bundle: str = ""
+    insecure: bool = False
+    client: str = "fast"
+    max_error_rate: float | None = None
+    max_drift_pct: float | None = None
+    drift_window_s: float = 300.0
+    drift_warmup_s: float = 60.0
+
+    @classmethod
+    def from_options(cls, options: Any) -> Settings:
+        """Build from Locust's parsed options (their secrets registered with `redact` first);
+        raise ConfigError naming the bad option."""
+        register_secrets(options)
+        extra_body: dict[str, Any] = {}
+        if options.extra_body:
+            try:
+                extra_body = orjson.loads(options.extra_body)
+            except orjson.JSONDecodeError as e:
+                raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
+            if not isinstance(extra_body, dict):
+                raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
+        for name in ("connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s", "interval_s"):
+            if not getattr(options, name) > 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
+        _check_load(options)
+        gates = {name: _optional_float(options, name) for name in ("max_error_rate", "max_drift_pct")}
+        _check_gates(options, **gates)
+        api_key_env = options.api_key_env or API_KEY_ENV[options.provider]
+        derived = {
+            **gates,
+            "api_key": options.api_key or os.environ.get(api_key_env, ""),
+            "api_key_env": api_key_env,
+            "extra_body": extra_body,
+            "slo": parse_slos(_as_list(options.slo)),
+            "results_dir": options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            "metrics_url": _metrics_urls(options),
+            **_workload_and_provider(options),
+        }
+        given = {f.name: getattr(options, f.name) for f in fields(cls) if f.name not in derived}
+        settings = cls(**given, **derived)
+        _ = settings.steps  # a bad sweep raises here, once
+        return settings
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The sweep's steps (empty when the run is not a sweep)."""
+        return sweep_steps(
+            parse_number_list("--sweep-users", self.sweep_users, int) if self.sweep_users else [],
+            parse_number_list("--sweep-rates", self.sweep_rates, float) if self.sweep_rates else [],
+            self.max_concurrency,
+            self.step_duration_s,
+            self.warmup_s,
+        )
+
+    @property
+    def load_model(self) -> str:
+        """concurrency, rate, concurrency_sweep or rate_sweep."""
+        if self.sweep_users:
+            return "concurrency_sweep"
+        if self.sweep_rates:
+            return "rate_sweep"
+        return "rate" if self.request_rate else "concurrency"
+
+    def public(self) -> dict[str, Any]:
+        """The settings as written to results: the API key only as present or not."""
+        settings = asdict(self)
+        del settings["api_key"], settings["results_dir"]
+        settings.update(
+            prompt_tokens=str(self.prompt_tokens),
+            max_tokens=str(self.max_tokens),
+            header=[name for name, _ in self.header],  # names only: values may be credentials
+            slo=[str(slo) for slo in self.slo],
+            metrics_url=[redact.redact(url) for url in self.metrics_url],
+        )
+        return {**settings, "api_key_set": bool(self.api_key)}
+
+
+def register_secrets(options: Any) -> None:
+    """Register with `redact` every secret `options` hold: the API key (--api-key, or the variable
+    named by --api-key-env or the provider's default), each --header value, and the credentials in
+    --host, every --metrics-url and the proxy variables (HTTPS_PROXY ...). The one place the
+    registry is filled; called by `Settings.from_options` in every process (workers get the
+    master's options)."""
+    provider = options.provider if options.provider in API_KEY_ENV else PROVIDERS[0]
+    redact.register(options.api_key)
+    redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
+    for text in _as_list(options.header):
+        redact.register(text.partition(":")[2].strip())
+    for url in (getattr(options, "host", None), *_as_list(getattr(options, "metrics_url", None)), *proxy_urls()):
+        redact.register_url(url)
+
+
+def secret_options(options: Any) -> dict[str, Any]:
+    """The values of the `SECRET_OPTIONS` in `options` (to restore them with `keep_secrets`)."""
+    return {name: getattr(options, name, None) for name in SECRET_OPTIONS}
+
+
+def keep_secrets(options: Any, given: dict[str, Any]) -> None:
+    """Put back the `given` secret options (`secret_options`) that `options` now hold empty.
+
+    The web UI's form shows a secret field empty and sends it back so (a list option as `['']`):
+    a test started with the field left empty keeps the value given at start-up.
+    """
+    for name, value in given.items():
+        if value and not _as_list(getattr(options, name, None)):
+            setattr(options, name, value)
+
+
+def _check_load(options: Any) -> None:
+    """Validate the load-model options; ConfigError naming the first bad one."""
+    if options.request_rate < 0:
+        raise ConfigError(f"--request-rate must be >= 0 requests/s (0: closed loop), got {options.request_rate}")
+    if not options.burstiness > 0:
+        raise ConfigError(f"--burstiness must be > 0, got {options.burstiness}")
+    if options.request_rate and options.sweep_rates:
+        raise ConfigError("--request-rate and --sweep-rates exclude each other: the sweep sets the rate of each step")
+    if options.max_concurrency < 1:
+        raise ConfigError(f"--max-concurrency must be >= 1, got {options.max_concurrency}")
+    if options.max_requests < 0:
+        raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
+    if not 0 <= options.abort_error_rate <= 1:
+        raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
+
+
+def _metrics_urls(options: Any) -> tuple[str, ...]:
+    """The validated --metrics-url values; the --metrics-interval-s and --metrics-map they go with checked too."""
+    urls = tuple(_as_list(getattr(options, "metrics_url", None)))
+    for url in urls:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ConfigError(
+                f"--metrics-url {redact.redact(url)!r}: give an http(s) URL, e.g. http://127.0.0.1:8000/metrics"
+            )
+    if not options.metrics_interval_s > 0:
+        raise ConfigError(f"--metrics-interval-s must be > 0, got {options.metrics_interval_s}")
+    if options.metrics_map:
+        load_maps(options.metrics_map)
+    return urls
+
+
+def _workload_and_provider(options: Any) -> dict[str, Any]:
+    """The validated workload and provider settings; files (dataset, tokenizer, images) are loaded once here."""
+    provider = options.provider
+    if provider in ("azure", "databricks") and not options.deployment:
+        what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
+        raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
+    family = server_family(options.server_family, provider)
+    check_length_control(family, options.ignore_eos)
+    if options.prefix_tokens < 0:
+        raise ConfigError(f"--prefix-tokens must be >= 0, got {options.prefix_tokens}")
+    if options.tokenizer:
+        token_counter(options.tokenizer)  # a bad file fails now, with its name
+    if options.dataset:
+        load_dataset(options.dataset, options.dataset_format)
+    images = tuple(_as_list(options.image))
+    for path in images:
+        file_data_url(path)
+    headers = tuple(parse_header(text) for text in _as_list(options.header))
+    if options.ca_bundle:
+        check_ca_file(options.ca_bundle, "--ca-bundle")
+    if options.client == "openai-sdk":
+        _import_openai()
+    return {
+        "seed": _optional_int(options.seed, "--seed"),
+        "prompt_tokens": parse_length(options.prompt_tokens, "--prompt-tokens"),
+        "max_tokens": parse_length(options.max_tokens, "--max-tokens"),
+        "server_family": family,
+        "image": images,
+        "image_size": parse_size(options.image_size) if options.image_size else None,
+        "header": headers,
+    }
+
+
+def _import_openai() -> None:
+    """Import the openai SDK now (~1 s), not while the first users start; ConfigError if it is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigError("--client openai-sdk needs the openai package: pip install openai") from None
+
+
+def _optional_int(value: Any, option: str) -> int | None:
+    """An optional integer option (the web UI form sends text; '' means not given)."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{option} must be a whole number, got {value!r}") from None
+
+
+def _as_list(value: Any) -> list[str]:
+    """A repeatable option's values, blank ones left out (the web UI form sends one string, one
+    value per line, or a list with an empty string for a field left empty)."""
+    if isinstance(value, str):
+        return [line for line in value.splitlines() if line.strip()]
+    return [item for item in value or [] if not isinstance(item, str) or item.strip()]
+
+
+def check_host(host: str | None) -> None:
+    """Raise ConfigError unless `host` (Locust's --host) is empty or an http(s) URL with an address."""
+    if not host:
+        return  # given later (web UI form) or on the master
+    scheme, sep, rest = host.partition("://")
+    example = "e.g. --host http://127.0.0.1:8000"
+    if not sep:
+        raise ConfigError(f"--host {host!r} has no URL scheme: start it with http:// or https://, {example}")
+    if scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
+    if not rest.split("/", 1)[0].rpartition("@")[2]:
+        raise ConfigError(f"--host {host!r} names no server address, {example}")
+
+
+def _optional_float(options: Any, name: str) -> float | None:
+    """An option without default: None when unset (the web UI sends "" or the text typed), else a float."""
+    value = getattr(options, name)
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
+
+
+def _check_gates(options: Any, max_error_rate: float | None, max_drift_pct: float | None) -> None:
+    """Raise ConfigError naming a gate or drift option out of its range."""
+    if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
+    if max_drift_pct is not None and not max_drift_pct >= 0:
+        raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {max_drift_pct:g}")
+    if not options.drift_window_s > 0:
+        raise ConfigError(f"--drift-window-s must be > 0, got {options.drift_window_s}")
+    if not options.drift_warmup_s >= 0:
+        raise ConfigError(f"--drift-warmup-s must be >= 0, got {options.drift_warmup_s}")
+
+
+def _default_results_dir(csv_prefix: str | None) -> str:
+    """The folder of Locust's --csv prefix if given, else results/<local date-time>."""
+    if csv_prefix:
+        return os.path.dirname(csv_prefix) or "."
+    return os.path.join("results", time.strftime("%Y%m%d-%H%M%S"))

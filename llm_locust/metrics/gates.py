@@ -1,0 +1,95 @@
+"""Pass/fail gates for scheduled runs: the verdict of a run, from its summary.
+
+    --slo ttft_p99_ms=2000     every objective met by the run's distribution (llm_locust.metrics.slo)
+    --max-error-rate 0.01      failed / (successful + failed) at most 1 %
+    --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
+                               between the early and late windows (llm_locust.metrics.drift)
+
+and always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
+succeeded, no worker was lost, no load-generating process saturated its CPU (Locust's own > 90 %
+warning). A failed verdict makes the run exit with `EXIT_GATE_FAILED` (`EXIT_INTERRUPTED` when
+interrupted: partial results say nothing about the gates); the verdict is written into
+summary.json under "verdict".
+
+Pure: imports neither Locust nor anything that does; `verdict` reads a summary dict, so a
+results folder can be judged again offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from llm_locust.metrics.drift import worst
+from llm_locust.metrics.slo import Slo, evaluate
+
+EXIT_GATE_FAILED = 3
+"""Exit code of a run whose verdict failed (1 is Locust's "errors", 2 a configuration error)."""
+EXIT_INTERRUPTED = 4
+"""Exit code of a run stopped by SIGTERM or SIGINT (Ctrl-C) before its end."""
+
+
+def verdict(
+    summary: Mapping[str, Any],
+    slos: Iterable[Slo] = (),
+    max_error_rate: float | None = None,
+    max_drift_pct: float | None = None,
+) -> dict[str, Any]:
+    """The verdict of a run from its summary.json document (`metrics`, `throughput`, `run`, `drift`, `client`).
+
+    Returns `{"passed", "reasons", "slo", "error_rate", "max_error_rate", "max_drift_pct", "exit_code"}`:
+    each reason is one sentence naming the gate, the measured value and the limit.
+    """
+    reasons: list[str] = []
+    interrupted = summary["run"].get("interrupted")
+    if interrupted:
+        reasons.append(f"interrupted: {interrupted}" if " " in interrupted else f"interrupted by {interrupted}")
+    throughput = summary["throughput"]
+    ok, failed = throughput["requests_ok"], throughput["requests_failed"]
+    attempted = ok + failed
+    error_rate = failed / attempted if attempted else None
+    if ok == 0:
+        reasons.append("no request succeeded")
+    if max_error_rate is not None and error_rate is not None and error_rate > max_error_rate:
+        reasons.append(
+            f"error rate {error_rate:.4f} ({failed} of {attempted} requests) > --max-error-rate {max_error_rate:g}"
+        )
+
+    slo_results = evaluate(slos, summary["metrics"])
+    for result in slo_results:
+        if not result.ok:
+            measured = "no data" if result.value_ms is None else f"{result.value_ms:g} ms"
+            reasons.append(f"SLO {result.slo} not met: {measured}")
+
+    drift = summary.get("drift") or {}
+    if max_drift_pct is not None:
+        if not drift.get("evaluated"):
+            reasons.append(f"--max-drift-pct set but no drift computed: {drift.get('reason', 'no drift data')}")
+        else:
+            worst_drift = worst(drift["metrics"])
+            if worst_drift is not None and worst_drift[1] > max_drift_pct:
+                key, pct = worst_drift
+                m = drift["metrics"][key]
+                reasons.append(
+                    f"drift: {key} {pct:+.1f} % worse (early {m['early']:g}, late {m['late']:g})"
+                    f" > --max-drift-pct {max_drift_pct:g}"
+                )
+
+    lost = summary["run"].get("workers_lost") or []
+    if lost:
+        reasons.append(f"worker lost: {len(lost)} worker(s) stopped reporting ({', '.join(lost)})")
+    saturated = (summary.get("client") or {}).get("cpu_saturated") or []
+    if saturated:
+        reasons.append(
+            f"client saturated: CPU above 90 % in {', '.join(saturated)} (measurements unreliable; add workers)"
+        )
+    passed = not reasons
+    return {
+        "passed": passed,
+        "reasons": reasons,
+        "slo": [r.as_dict() for r in slo_results],
+        "error_rate": None if error_rate is None else round(error_rate, 6),
+        "max_error_rate": max_error_rate,
+        "max_drift_pct": max_drift_pct,
+        "exit_code": 0 if passed else EXIT_INTERRUPTED if interrupted else EXIT_GATE_FAILED,
+    }

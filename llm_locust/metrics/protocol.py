@@ -1,0 +1,248 @@
+"""What an OpenAI-compatible streaming chunk means for a `RequestRecord` (pure, no I/O).
+
+Handles chat chunks (`choices[0].delta`: content, reasoning_content / reasoning, tool_calls)
+and text-completion chunks (`choices[0].text`), usage-only chunks, `[DONE]`, and error
+objects sent inside the stream (vLLM, SGLang, TGI and OpenAI all do this on mid-stream
+failures). One JSON decode per event at most, nothing else allocated per token beyond one ITL
+sample; `TokenChunks` skips the decode for the usual chunk of a stream (see there).
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.sse import SSEDecoder
+from llm_locust.redact import redact
+
+_DONE = b"[DONE]"
+_MESSAGE_LIMIT = 200  # characters of server text kept in an error message
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)+"')
+"""A non-empty JSON string literal (escapes included)."""
+_CONTENT_KEY = b'"content":'
+
+
+class TokenChunks:
+    """One stream's usual token chunk, recognised without a JSON decode.
+
+    Servers send every content token of a stream as the same bytes around a different content
+    string: `{"id":"X",...,"choices":[{"index":0,"delta":{"content":"<text>"},...}]}`. After a
+    decoded chunk that was exactly that — one choice, a delta with only a non-empty content
+    string, no finish_reason, usage or error — the bytes before and after its content string are
+    kept; a later chunk made of those same bytes around one non-empty JSON string literal means
+    the same thing (a content token, nothing else), so it is applied without decoding. Any other
+    chunk (a different id, a finish_reason, usage, per-chunk padding like OpenAI's obfuscation,
+    an error) is decoded as usual.
+
+    `match_event` goes one step further for the client's hot path: a piece of body that is
+    exactly one such chunk framed as one SSE event (`data: <chunk>` and a blank line) is a
+    content token, with no SSE decoding either.
+    """
+
+    __slots__ = ("_event_prefix", "_event_suffix", "_prefix", "_suffix")
+
+    def __init__(self) -> None:
+        self._prefix = self._suffix = b"\x00"  # matches no JSON chunk until one is learned
+        self._event_prefix = self._event_suffix = b"\x00"
+
+    def match(self, data: bytes) -> bool:
+        """True when `data` is this stream's usual chunk around a non-empty content string."""
+        prefix, suffix = self._prefix, self._suffix
+        return (
+            data.startswith(prefix)
+            and data.endswith(suffix)
+            and _STRING.fullmatch(data, len(prefix), len(data) - len(suffix)) is not None
+        )
+
+    def match_event(self, piece: bytes | bytearray) -> bool:
+        """True when `piece` (body bytes, starting at an event boundary) is exactly one SSE event
+        holding this stream's usual chunk around a non-empty content string."""
+        prefix, suffix = self._event_prefix, self._event_suffix  # with the string's quotes
+        start, stop = len(prefix), len(piece) - len(suffix)
+        if not (start < stop and piece.startswith(prefix) and piece.endswith(suffix)):
+            return False
+        if piece.count(b'"', start, stop) == 0 and piece.find(b"\\", start, stop) < 0:
+            return True  # the usual content: plain text, nothing escaped
+        return _STRING.fullmatch(piece, start - 1, stop + 1) is not None
+
+    def learn(self, data: bytes, chunk: dict) -> None:
+        """Keep the bytes around the content string of `data` (decoded: `chunk`) if it is a plain
+        content-token chunk."""
+        if chunk.get("usage") or "error" in chunk:
+            return
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if choice.get("finish_reason") is not None or type(delta) is not dict or len(delta) != 1:
+            return
+        content = delta.get("content")
+        if type(content) is not str or not content or data.count(_CONTENT_KEY) != 1:
+            return
+        start = data.index(_CONTENT_KEY) + len(_CONTENT_KEY)
+        string = _STRING.match(data, start)
+        if string is not None:
+            self._prefix, self._suffix = data[:start], data[string.end() :]
+            self._event_prefix = b"data: " + data[: start + 1]  # up to the string's opening quote
+            self._event_suffix = data[string.end() - 1 :] + b"\n\n"  # from its closing quote
+
+
+class EventStream:
+    """One response body's SSE events applied to its record, piece of body by piece of body.
+
+    A piece that is exactly the stream's usual token event (see `TokenChunks.match_event`),
+    arriving at an event boundary, is applied as a content token without any decoding; any
+    other piece goes through the SSE decoder and `apply_event`.
+    """
+
+    __slots__ = ("_chunks", "_decoder", "_record")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self._record = record
+        self._decoder = SSEDecoder()
+        self._chunks = TokenChunks()
+
+    def feed(self, data: bytes | bytearray, t: float) -> bool:
+        """Apply the events completed by `data` (arrived at `t`, perf_counter s); True once the
+        stream is over for the client (as `apply_event`)."""
+        if self._decoder.idle and self._chunks.match_event(data):
+            apply_token(self._record, t)
+            return False
+        record, chunks = self._record, self._chunks
+        for event in self._decoder.feed(bytes(data), t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
+            if apply_event(record, event.data, event.t, chunks):
+                return True
+        return False
+
+    def flush(self, t: float) -> None:
+        """End of the body at `t`: apply a last event that had no blank line after it."""
+        for event in self._decoder.flush(t):
+            if apply_event(self._record, event.data, event.t):
+                return
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
+    """Apply one SSE data payload that arrived at `t` (perf_counter s) to `record`; `chunks`
+    (one per stream) recognises the stream's usual token chunk without decoding it.
+
+    Returns True when the stream is over for the client: `[DONE]`, an error object, or a
+    payload that is not a JSON object of the expected shape (the record is then marked failed).
+    Never raises for any payload.
+    """
+    if chunks is not None and chunks.match(data):
+        apply_token(record, t)
+        return False
+    if data == _DONE:
+        record.saw_done = True
+        return True
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not JSON: {_clip(data)}")
+        return True
+    if type(chunk) is not dict:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
+        return True
+    if chunks is not None:
+        chunks.learn(data, chunk)
+    return apply_chunk(record, chunk, t)
+
+
+def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
+    """Apply one decoded chunk (a JSON object) that arrived at `t` (perf_counter s) to `record`.
+
+    Returns True when the chunk ends the stream: an error object, or fields of an unexpected
+    JSON type (the record is then marked failed).
+    """
+    try:
+        return _apply_chunk(record, chunk, t)
+    except (AttributeError, TypeError, KeyError, IndexError):  # a field of an unexpected JSON type
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk has an unexpected shape: {_clip(str(chunk))}")
+        return True
+
+
+def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
+    """`apply_chunk` itself; raises on fields of unexpected types."""
+    error = chunk.get("error")
+    if error:
+        record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
+        return True
+    choices = chunk.get("choices")
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta")
+        if delta is not None:  # chat completion chunk
+            content = delta.get("content")
+            bearing = content or delta.get("tool_calls")
+            if bearing or delta.get("reasoning_content") or delta.get("reasoning"):
+                _token_event(record, t)
+                if bearing and record.t_first_content is None:
+                    record.t_first_content = t
+        elif choice.get("text"):  # text completion chunk
+            _token_event(record, t)
+            if record.t_first_content is None:
+                record.t_first_content = t
+        finish_reason = choice.get("finish_reason")
+        if finish_reason:
+            record.finish_reason = str(finish_reason)
+    usage = chunk.get("usage")
+    if usage:
+        completion_tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if type(completion_tokens) is int and completion_tokens >= 0:
+            record.usage_completion_tokens = completion_tokens
+        if type(prompt_tokens) is int and prompt_tokens >= 0:
+            record.prompt_tokens = prompt_tokens
+        details = usage.get("completion_tokens_details")
+        if details and type(details.get("reasoning_tokens")) is int:
+            record.reasoning_tokens = details["reasoning_tokens"]
+    return False
+
+
+def apply_token(record: RequestRecord, t: float) -> None:
+    """Apply a content token that arrived at `t` (perf_counter s): what a chunk matched by
+    `TokenChunks` means."""
+    _token_event(record, t)
+    if record.t_first_content is None:
+        record.t_first_content = t
+
+
+def _token_event(record: RequestRecord, t: float) -> None:
+    """Record the arrival of a token-bearing event."""
+    if record.t_first is None:
+        record.t_first = t
+    else:
+        record.itl_us.append(round((t - record.t_last) * 1e6))
+    record.t_last = t
+    record.events += 1
+
+
+def finish(record: RequestRecord, t_done: float) -> RequestRecord:
+    """Close the record at stream end (perf_counter s): classify an unfinished or empty stream."""
+    record.t_done = t_done
+    if record.ok:
+        if not record.saw_done and record.finish_reason is None:
+            record.fail(ErrorKind.INCOMPLETE, "stream ended without [DONE] or a finish_reason")
+        elif record.events == 0:
+            record.fail(ErrorKind.NO_TOKENS, "stream finished without any generated token")
+    return record
+
+
+def error_text(error: object) -> str:
+    """A short, single-line text for an OpenAI-style error object or message."""
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("error") or error
+    return _clip(error if isinstance(error, bytes | str) else str(error))
+
+
+def _clip(text: bytes | str) -> str:
+    """At most `_MESSAGE_LIMIT` characters of `text`, on one line, secrets redacted first (a secret
+    cut in two by the limit would no longer be recognised)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = " ".join(redact(text).split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."

@@ -1,0 +1,284 @@
+"""The results folder: summary.json, the LLM time series CSV, and the console summary table.
+
+Does not import Locust (the report tooling reads these files in plain Python processes).
+Files are written so that a killed run leaves valid files: summary.json atomically (temp file
++ rename), the time series one flushed row per interval.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.record import ErrorKind
+from llm_locust.metrics.vocabulary import (
+    HISTOGRAMS_FILE,
+    LATENCY_METRICS,
+    SERIES_LATENCIES,
+    SERIES_PERCENTILES,
+    SUMMARY_FILE,
+    TIMESERIES_FILE,
+    latency_key,
+    per_s,
+)
+
+TIMESERIES_COLUMNS = (
+    "time",
+    "window_start_epoch_s",
+    "elapsed_s",
+    "step",
+    "users",
+    "requests_ok",
+    "requests_failed",
+    "requests_per_s",
+    "output_tokens_per_s",
+    *(latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES),
+)
+FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
+"""Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
+TIMESERIES_COLUMNS += FAILURE_COLUMNS
+
+
+def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
+    """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
+    stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
+    stats["output_tokens"] = window.distribution("output_tokens")
+    return stats
+
+
+def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
+    """Token and request rates of `window` over `duration_s` seconds; failures never count."""
+    finished = window.requests_ok + window.requests_failed
+    return {
+        "duration_s": round(duration_s, 3),
+        "requests_ok": window.requests_ok,
+        "requests_failed": window.requests_failed,
+        "requests_good": window.requests_good,
+        "output_tokens": window.output_tokens,
+        "prompt_tokens": window.prompt_tokens,
+        "requests_per_s": per_s(window.requests_ok, duration_s),
+        "achieved_rate_per_s": per_s(finished, duration_s),
+        "goodput_per_s": per_s(window.requests_good, duration_s),
+        "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
+        "output_tokens_per_s": per_s(window.output_tokens, duration_s),
+        "total_tokens_per_s": per_s(window.output_tokens + window.prompt_tokens, duration_s),
+    }
+
+
+def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: int) -> dict[str, Any]:
+    """One sweep step: its load, its measurement window and the metrics of the requests sent in
+    it (after warm-up). Throughput divides by the measurement window: in a steady state as many
+    requests are sent in it as finish in it."""
+    window = window or WindowMetrics()
+    step = span.step
+    measured = throughput(window, span.measure_s)
+    return {
+        "index": step.index,
+        "label": step.label,
+        "users": step.users,
+        "rate_per_s": step.rate_per_s,
+        "start_time": iso_time(span.start_s),
+        "end_time": iso_time(span.end_s or time.time()),
+        "warmup_s": step.warmup_s,
+        "measure_s": round(span.measure_s, 3),
+        "warmup_requests": warmup_requests,
+        "metrics": metric_stats(window),
+        "throughput": measured,
+        "achieved_rate_per_s": measured["achieved_rate_per_s"],
+        "failures": dict(window.failures),
+    }
+
+
+def token_accounting(window: WindowMetrics) -> dict[str, Any]:
+    """Where output-token counts came from, how server and client counts agree, reasoning tokens.
+
+    `prompt_tokens_checked` counts successful requests whose prompt length the client knew
+    (synthetic prompts, or --tokenizer) and the server reported; `prompt_token_mismatches` those
+    where usage.prompt_tokens differed (chat templates and BOS tokens add a constant on real servers).
+    """
+    return {
+        "sources": dict(window.token_sources),
+        "token_events": window.token_events,
+        "usage_event_mismatches": window.usage_event_mismatches,
+        "tokens_per_event": round(window.output_tokens / window.token_events, 4) if window.token_events else None,
+        "reasoning_tokens": window.reasoning_tokens,
+        "prompt_tokens_checked": window.prompt_checks,
+        "prompt_token_mismatches": window.prompt_mismatches,
+        "prompt_tokens_max_abs_diff": window.prompt_max_abs_diff,
+    }
+
+
+def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
+    """HTTP 429 responses of `window`: count, share of all requests (0..1), rate per second."""
+    throttled = window.failures.get("http_429", 0)
+    requests = window.requests_ok + window.requests_failed
+    return {
+        "http_429": throttled,
+        "share_of_requests": round(throttled / requests, 4) if requests else 0.0,
+        "per_s": round(throttled / duration_s, 3) if duration_s > 0 else 0.0,
+    }
+
+
+_FIXES = {
+    "connect": "check --host (scheme, address, port) and that the server is running",
+    "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
+    "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
+    "(default OPENAI_API_KEY) or pass --api-key",
+    "http_404": "check --model (GET /v1/models lists the served names) and that --host has no path such as /v1",
+    "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
+    "http_429": "the endpoint throttled every request: lower the load (-u, the rate) or raise its rate limit",
+    "http_5xx": "the server failed every request: check its logs",
+    "timeout": "raise --connect-timeout-s / --first-token-timeout-s / --read-timeout-s, or lower the load",
+    "server_lost": "the server answered at first, then refused connections: it stopped or crashed during the run "
+    "(check its logs)",
+}
+_FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
+USER_ERROR_CAUSES = ("connect", "tls", "http_401", "http_404", "http_4xx")
+"""Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
+
+
+def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | None:
+    """Why no request of `window` succeeded, when none did and some failed: (cause, one line).
+
+    `top_error` is the most frequent failure message (from Locust's error statistics); it tells
+    a 401/403 and a 404 apart from other client errors. Returns None when a request succeeded.
+    """
+    failed = window.requests_failed
+    if window.requests_ok or not failed:
+        return None
+    kind = window.failures.most_common(1)[0][0]
+    cause = kind
+    text = top_error or ""
+    if kind == "connect" and len(window.failures) > 1:  # other kinds were answers: the host was right
+        cause = "server_lost"
+    elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
+        cause = "http_401"
+    elif kind == "http_4xx" and "HTTP 404" in text:
+        cause = "http_404"
+    kinds = ", ".join(f"{k} {v}" for k, v in window.failures.most_common())
+    first = f"; most frequent: {text}" if text else ""
+    line = f"no request succeeded ({failed} failed: {kinds}){first} — {_FIXES.get(cause, _FALLBACK_FIX)}"
+    return cause, line
+
+
+def write_summary(results_dir: Path, summary: dict[str, Any]) -> Path:
+    """Write summary.json atomically; return its path."""
+    return _write_json(results_dir / SUMMARY_FILE, summary, orjson.OPT_INDENT_2)
+
+
+def write_histograms(results_dir: Path, run: RunMetrics) -> Path:
+    """Write histograms.json atomically: every non-empty histogram of the run and of each step,
+    as `HdrHistogram.encode()` text (µs for latencies, tokens for output_tokens); return its path."""
+
+    def encoded(window: WindowMetrics) -> dict[str, str]:
+        return {m: h.encode().decode() for m, h in window.hist.items() if h.get_total_count()}
+
+    document = {"run": encoded(run.total), "steps": {str(i): encoded(w) for i, w in sorted(run.steps.items())}}
+    return _write_json(results_dir / HISTOGRAMS_FILE, document, 0)
+
+
+def _write_json(path: Path, document: dict[str, Any], option: int) -> Path:
+    """Write `document` to `path` atomically (temp file + rename); return `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(document, option=option | orjson.OPT_NON_STR_KEYS))
+    os.replace(tmp, path)
+    return path
+
+
+class TimeseriesWriter:
+    """Appends one CSV row per closed window to llm_timeseries.csv, flushed as it goes."""
+
+    def __init__(self, results_dir: Path, interval_s: float, t_start_epoch_s: float) -> None:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        self.path = results_dir / TIMESERIES_FILE
+        self.interval_s = interval_s
+        self.t_start_epoch_s = t_start_epoch_s
+        self._file = self.path.open("w", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow(TIMESERIES_COLUMNS)
+        self._file.flush()
+        self.rows = 0
+
+    def row(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
+        """The row of the window that starts at `start_epoch_s` (epoch seconds), in sweep step
+        `step` (None outside sweeps), keyed by `TIMESERIES_COLUMNS`; rates per second of the
+        interval, latencies in ms ("" when the window has none)."""
+        row: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
+            "window_start_epoch_s": start_epoch_s,
+            "elapsed_s": round(start_epoch_s - self.t_start_epoch_s, 3),
+            "step": "" if step is None else step,
+            "users": users,
+            "requests_ok": window.requests_ok,
+            "requests_failed": window.requests_failed,
+            "requests_per_s": per_s(window.requests_ok, self.interval_s),
+            "output_tokens_per_s": per_s(window.output_tokens, self.interval_s),
+        }
+        for metric in SERIES_LATENCIES:
+            stats = window.distribution(metric, scale=1000.0)
+            row.update({latency_key(metric, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
+        row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
+        return row
+
+    def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
+        """Write the `row` of a closed window to the file; return it."""
+        row = self.row(start_epoch_s, window, users, step)
+        self._csv.writerow(row[column] for column in TIMESERIES_COLUMNS)
+        self._file.flush()
+        self.rows += 1
+        return row
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        self._file.close()
+
+
+def summary_table(summary: dict[str, Any]) -> str:
+    """A fixed-width console table of the summary's latencies, throughput and failures."""
+    metrics = summary["metrics"]
+    lines = [
+        f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
+    ]
+    for key, label in (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
+        s = metrics[key]
+        cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
+        lines.append(f"{label:<14}{s['count']:>9}{cells}")
+    t = summary["throughput"]
+    lines.append(
+        f"Throughput: {t['output_tokens_per_s']:.1f} output tok/s, {t['requests_per_s']:.2f} req/s "
+        f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed)"
+    )
+    failures = summary["failures"]
+    lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
+    throttled = summary.get("throttling", {})
+    if throttled.get("http_429"):
+        lines.append(
+            f"Throttled (HTTP 429): {throttled['http_429']} requests, "
+            f"{100 * throttled['share_of_requests']:.1f} % of all, {throttled['per_s']:.2f}/s"
+        )
+    if summary.get("status") == "incomplete":
+        lines.append("INCOMPLETE: the run was interrupted or lost workers; the results hold what was measured")
+    for warning in summary.get("warnings", []):
+        lines.append(f"WARNING: {warning}")
+    verdict = summary.get("verdict")
+    if verdict is not None:
+        lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
+    return "\n".join(lines)
+
+
+def iso_time(epoch_s: float) -> str:
+    """Epoch seconds as a local ISO-8601 time with its UTC offset."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch_s))
+
+
+def _fmt(value: float | None) -> str:
+    """A statistic for the table: '-' when there is no data."""
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,158 @@
+"""summary.json, built by one pure function from a frozen view of the run (DESIGN.md "Results folder").
+
+The Locust side (`runtime.results_writer`) gathers what it knows into a `RunView` — plain values, no runner — and
+`build_summary` turns it and the merged metrics into the document, verdict included (`metrics.gates.verdict`, a
+pure function of the document without it). Nothing changes the document after it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from llm_locust import __version__
+from llm_locust.config.settings import Settings
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.gates import verdict
+from llm_locust.metrics.histograms import RunMetrics
+from llm_locust.metrics.slo import evaluate
+from llm_locust.results.files import (
+    iso_time,
+    metric_stats,
+    step_summary,
+    throttling,
+    throughput,
+    token_accounting,
+)
+
+
+@dataclass(frozen=True)
+class ProcessHealth:
+    """Master/local at the end of a run: each process's CPU/RSS statistics and the drift windows (`runtime.monitor`)."""
+
+    processes: Mapping[str, Mapping[str, Any]]
+    processes_file: str
+    cpu_saturated: tuple[str, ...]
+    drift: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What summary.json says about a run besides its metrics; epoch seconds unless a name says otherwise."""
+
+    settings: Settings
+    locust_version: str
+    host_shown: str | None  # redacted
+    user_classes: tuple[str, ...]
+    role: str  # "master" or "local"
+    t_start_s: float
+    t_end_s: float
+    users_max: int
+    workers_max: int
+    workers_lost: tuple[str, ...]
+    requests_by_worker: Mapping[str, int]
+    interrupted: bool
+    interrupted_by: str | None  # the signal, when known
+    locust_csv_prefix: str | None
+    stop_reason: str | None
+    spans: tuple[StepSpan, ...]
+    diagnosis: tuple[str, str] | None  # (cause, one line) when nothing succeeded (`files.diagnose`); final only
+    behind_schedule: str | None
+    other_warnings: tuple[str, ...]  # client saturation, then the scraper's
+    timeseries_file: str
+    timeseries_rows: int
+    client: Mapping[str, Any]  # saturation peaks (`runtime.saturation`)
+    server: Mapping[str, Any] | None
+    telemetry: Mapping[str, Any] | None
+    health: ProcessHealth | None  # set on the final document only
+
+
+def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[str, Any]:
+    """The summary.json document of `run` as seen by `view`.
+
+    `final=False`: a snapshot taken while the test runs ("status": "incomplete"; no diagnosis, drift nor verdict
+    yet). The final document is "incomplete" too when the run was interrupted or lost workers.
+    """
+    s = view.settings
+    duration_s = view.t_end_s - view.t_start_s
+    warnings = []
+    if view.interrupted:
+        by = f" by {view.interrupted_by}" if view.interrupted_by else ""
+        warnings.append(f"the run was interrupted{by} before the test ended: results hold what was measured until then")
+    lost = sorted(view.workers_lost)
+    if lost:
+        warnings.append(
+            f"{len(lost)} worker(s) stopped reporting during the run: {', '.join(lost)}; their last reported data "
+            "is included"
+        )
+    diagnosis = view.diagnosis if final else None
+    if diagnosis:
+        warnings.append(diagnosis[1])
+    elif run.total.requests_ok == 0:
+        warnings.append("no request succeeded: latency statistics are empty")
+    if view.behind_schedule:
+        warnings.append(view.behind_schedule)
+    warnings.extend(view.other_warnings)
+    complete = final and not view.interrupted and not lost
+    stats = metric_stats(run.total)
+    summary: dict[str, Any] = {
+        "status": "complete" if complete else "incomplete",
+        "llm_locust_version": __version__,
+        "locust_version": view.locust_version,
+        "run": {
+            "host": view.host_shown,
+            "user_classes": list(view.user_classes),
+            "role": view.role,
+            "start_time": iso_time(view.t_start_s),
+            "end_time": iso_time(view.t_end_s),
+            "duration_s": round(duration_s, 3),
+            "users_max": view.users_max,
+            "workers_max": view.workers_max,
+            "workers_lost": lost,
+            "requests_by_worker": dict(sorted(view.requests_by_worker.items())),
+            "interrupted": (view.interrupted_by or "quit before the test ended") if view.interrupted else None,
+            "locust_csv_prefix": view.locust_csv_prefix,
+            "stop_reason": view.stop_reason,
+        },
+        "settings": s.public(),
+        "load": {
+            "model": s.load_model,
+            "rate_per_s": s.request_rate or None,
+            "arrival": s.arrival if s.load_model.startswith("rate") else None,
+            "burstiness": s.burstiness if s.arrival == "gamma" else None,
+        },
+        "metrics": stats,
+        "throughput": throughput(run.total, duration_s),
+        "slo": [r.as_dict() for r in evaluate(s.slo, stats)],
+        "steps": [
+            step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
+            for span in view.spans
+        ],
+        "failures": dict(run.total.failures),
+        "throttling": throttling(run.total, duration_s),
+        "diagnosis": diagnosis[1] if diagnosis else None,
+        "tokens": token_accounting(run.total),
+        "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
+        "client": _client(view),
+        "server": view.server,
+        "telemetry": view.telemetry,
+        "warnings": warnings,
+    }
+    if view.health is not None:
+        summary["drift"] = dict(view.health.drift)
+        summary["verdict"] = verdict(summary, s.slo, s.max_error_rate, s.max_drift_pct)
+    return summary
+
+
+def _client(view: RunView) -> dict[str, Any]:
+    """summary.json's "client": the saturation peaks, plus each process's CPU/RSS once the run is over."""
+    client = {key: dict(value) if isinstance(value, Mapping) else value for key, value in view.client.items()}
+    health = view.health
+    if health is None:
+        return client
+    processes = client.setdefault("processes", {})
+    for name, stats in health.processes.items():
+        processes[name] = {**processes.get(name, {}), **stats}
+    client.update(processes_file=health.processes_file, cpu_saturated=list(health.cpu_saturated))
+    return client

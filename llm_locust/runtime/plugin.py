@@ -1,0 +1,117 @@
+"""Wires llm-locust into Locust's events: options, per-request metrics, worker→master, results.
+
+A locustfile calls `install(events)` once. Then, in every Locust process:
+
+- `init_command_line_parser`: our options (`config.options.add_arguments`).
+- `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
+  exit code 2).
+- `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
+- `request` (processes running users): the HTTP request event carries the finished
+  `RequestRecord` in its context; it goes into the `MetricsRecorder`. No extra request events
+  are fired: Locust's request rate and failure ratio count real requests only (TTFT, TPOT, ITL
+  are in the web UI's LLM view, `webui`, and the results folder).
+- `report_to_master` (worker) / `worker_report` (master): histogram deltas and the number of
+  requests in flight ride along with Locust's own stats reports; the master merges the deltas
+  into `RunMetrics`.
+- With a web UI (master / local): the LLM view is attached to it (`webui.attach`).
+- A ticker greenlet (master / local) merges the local delta, samples users and workers, and
+  writes each closed window of the time series.
+- `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
+  written, summary table printed. While the test runs, summary.json is rewritten every
+  `SNAPSHOT_S` marked "incomplete"; quitting before the test stopped (SIGTERM, Ctrl-C) or a
+  worker quitting mid-test (it says so with `INTERRUPTED_MESSAGE` after a last report) leaves it
+  "incomplete" too. A run in which nothing succeeded ends with a one-line diagnosis and a
+  non-zero exit code. A master or local run stopped by SIGTERM / SIGINT says so (`run.interrupted`
+  names the signal; verdict failed, exit code `EXIT_INTERRUPTED`); workers that quit with it are
+  not "lost".
+- Secrets: registered with `redact` where the settings are built (`settings.register_secrets`);
+  failure messages are redacted when a request record fails, exception texts when the runner
+  collects them, log records by a filter.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import weakref
+from typing import Any
+
+from locust.env import Environment
+
+from llm_locust.config.options import add_arguments
+from llm_locust.errors import ConfigError
+from llm_locust.runtime.state import RunState
+from llm_locust.transport import patches
+
+logger = logging.getLogger("llm_locust")
+
+_states: weakref.WeakKeyDictionary[Environment, RunState] = weakref.WeakKeyDictionary()
+_installed: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The state of each environment and the event hooks installed on: Locust hands listeners and users only the
+`Environment`, so this weak mapping is where a user finds its process's state (`run_state`). Weak: a finished
+environment (tests create many) takes its state with it."""
+
+
+def install(events: Any) -> None:
+    """Register llm-locust's listeners on Locust's `events` and adjust geventhttpclient's connection pool
+    (`transport.patches.install`) — both idempotent."""
+    patches.install()
+    if events in _installed:
+        return
+    _installed.add(events)
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(_on_init)
+
+
+def run_state(environment: Environment) -> RunState:
+    """The llm-locust state of `environment`; ConfigError if the locustfile did not install it.
+
+    Created here when users come first: a worker can get its spawn message while it still waits
+    for the master's ack, before Locust fires `init`.
+    """
+    state = _states.get(environment)
+    if state is None:
+        if environment.events not in _installed:
+            raise ConfigError("llm-locust is not installed: call llm_locust.plugin.install(events) in the locustfile")
+        state = _states[environment] = RunState(environment)
+    return state
+
+
+def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
+    """Create the run state (and the LLM view on a web UI); a bad option ends the process with a
+    one-line error (exit 2)."""
+    try:
+        state = _states.get(environment) or RunState(environment)
+        if state.settings.steps and environment.shape_class is None and not state.is_worker:
+            raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
+        _states[environment] = state
+    except ConfigError as e:
+        logger.error("%s", e)
+        sys.exit(2)
+    if web_ui is not None:
+        from llm_locust.runtime.webui import attach  # Flask and the page only where a web UI runs
+
+        attach(web_ui, state.live)
+        _hide_secret_defaults(web_ui)
+
+
+def _hide_secret_defaults(web_ui: Any) -> None:
+    """Keep secret option values (--api-key, --header) out of the web UI's page.
+
+    Locust masks the input field of an `is_secret` option, but writes the value given on the
+    command line or in a config file into the page as the field's default, readable by anyone
+    who opens the UI. The default is blanked (and the page redacted: the host field shows URL
+    credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
+    value given at start-up, one started with the host as shown the host of the last test
+    (`RunState._on_test_start`).
+    """
+    update = web_ui.update_template_args
+
+    def update_without_secrets() -> None:
+        update()
+        for option in web_ui.template_args.get("extra_options", {}).values():
+            if option.get("is_secret"):
+                option["default_value"] = ""
+
+    web_ui.update_template_args = update_without_secrets
+    update_without_secrets()

@@ -1,0 +1,263 @@
+"""Master/local: the results of one test — the time series while it runs, then summary.json, the table, the exit code.
+
+The writer gathers the run's facts into a frozen `results.summary.RunView` and lets the pure `build_summary` make
+the document; the verdict in it sets the process's exit code (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gevent
+import locust
+from locust.runners import WORKER_REPORT_INTERVAL
+
+from llm_locust import redact
+from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.results.files import (
+    USER_ERROR_CAUSES,
+    TimeseriesWriter,
+    diagnose,
+    iso_time,
+    summary_table,
+    write_histograms,
+    write_summary,
+)
+from llm_locust.results.summary import RunView, build_summary
+from llm_locust.runtime.monitor import RunMonitor
+from llm_locust.runtime.runner_ops import stop_test, top_error
+from llm_locust.runtime.scrape_loop import ScrapeLoop
+from llm_locust.scrape.scraper import new_scraper
+
+if TYPE_CHECKING:
+    from llm_locust.runtime.state import RunState
+
+logger = logging.getLogger("llm_locust")
+
+HISTORY_WINDOWS = 720
+"""Closed time-series windows kept in memory for the live view (an hour at --interval-s 5)."""
+TICK_S = 1.0
+SCHEDULE_LAG_WARN_MS = 100.0
+"""Open loop: a p90 client queue delay above this in a time window means the run fell behind."""
+SNAPSHOT_S = 5.0
+"""While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
+INTERRUPT_GRACE_S = 5.0
+"""A worker that said goodbye this shortly (seconds) before the master was interrupted quit with
+it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
+
+
+class ResultsWriter:
+    """Master/local: the time series while the test runs, then summary.json and the table."""
+
+    def __init__(self, state: RunState, results_dir: Path) -> None:
+        self.state = state
+        self.results_dir = results_dir
+        self.settings = state.settings
+        self.t_start = time.time()
+        self.t_stop: float | None = None
+        self.users_max = 0
+        self.workers_max = 0
+        self.workers_lost: set[str] = set()  # stopped reporting (Locust's heartbeat)
+        self.worker_goodbyes: dict[str, float] = {}  # worker -> when it said it quits mid-test, epoch s
+        self.behind_schedule: str | None = None
+        self.interrupted = False
+        self.interrupted_by: str | None = None  # the signal, when known
+        self._interrupted_at_s: float | None = None
+        self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
+        self._last_snapshot_s = time.monotonic()
+        self._users_by_window: dict[int, int] = {}
+        self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
+        self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
+        self.monitor = RunMonitor(results_dir, self.settings, self.t_start, state.is_master)
+        # windows close once every worker has reported past them
+        self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
+        self._ticker = gevent.spawn(self._tick_forever)
+        self.scraper = new_scraper(self.settings, results_dir, self.t_start)  # --metrics-url: server's view
+        self._scrape_loop = ScrapeLoop(self.scraper) if self.scraper is not None else None
+        self._finalizer: gevent.Greenlet | None = None
+        self._final = False
+        logger.info("LLM results will be written to %s", results_dir)
+
+    def _tick_forever(self) -> None:
+        while True:
+            gevent.sleep(TICK_S)
+            self._tick()
+
+    def _tick(self) -> None:
+        """Merge the local delta, sample users/workers, write every closed window."""
+        state = self.state
+        state.merge_local()
+        if self.t_stop is None:
+            state.sample_local()
+        runner = state.environment.runner
+        if self.t_stop is None and runner is not None and state.control is not None:
+            state.control.update()
+            reason = state.control.check_limits(state.run.total)
+            if reason is not None and state.control.stop_reason is None:
+                state.control.stop_reason = reason
+                logger.info("ending the run: %s", reason)
+                gevent.spawn(stop_test, state.environment)
+        if self.t_stop is None and runner is not None:
+            users = runner.user_count
+            self.users_max = max(self.users_max, users)
+            key = state.recorder.window_start(time.time())
+            self._users_by_window[key] = max(self._users_by_window.get(key, 0), users)
+            if state.is_master:
+                self.workers_max = max(self.workers_max, runner.worker_count)
+                self.workers_lost.update(str(w.id) for w in runner.clients.missing)
+            self.monitor.tick(runner, time.time())
+        self._write_windows(time.time() - self._lag_s)
+        if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
+            self._last_snapshot_s = time.monotonic()
+            write_summary(self.results_dir, self.summary(state.run, final=False))
+
+        if state.is_master:
+            gc.collect()  # the small cyclic objects of decoded deltas (see gc_policy.freeze_heap)
+
+    def _write_windows(self, before_s: float) -> None:
+        for start, window in self.state.run.pop_windows(before_s):
+            row = self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            self.history.append(row)
+            self._check_schedule(start, window)
+            self.monitor.add_window(start, window)
+            window.release()
+
+    def recent_rows(self) -> list[dict[str, Any]]:
+        """The time series' last rows (`HISTORY_WINDOWS` at most), then the windows still open —
+        workers may still report into them — with `"partial": True`, oldest first."""
+        partial = [
+            {**self._timeseries.row(start, window, self._users_by_window.get(start, 0), self._step_at(start)),
+             "partial": True}
+            for start, window in self.state.run.open_windows()
+        ]  # fmt: skip
+        return [*self.history, *partial]
+
+    def _step_at(self, epoch_s: float) -> int | None:
+        """Index of the sweep step running at `epoch_s`, None outside sweeps."""
+        control = self.state.control
+        for span in control.spans if control is not None else ():
+            if span.start_s <= epoch_s < (span.end_s or float("inf")):
+                return span.step.index
+        return None
+
+    def _check_schedule(self, start: int, window: WindowMetrics) -> None:
+        """Open loop: warn (once) when requests left late — every user busy, or the client saturated."""
+        delay = window.distribution("queue_delay", scale=1000.0)
+        if self.behind_schedule is None and delay["count"] and delay["p90"] > SCHEDULE_LAG_WARN_MS:
+            self.behind_schedule = (
+                f"open loop fell behind its schedule from {iso_time(start)}: p90 client queue delay "
+                f"{delay['p90']:.0f} ms (all users busy: raise -u / --max-concurrency, or the client is "
+                "saturated: add worker processes); the offered rate was not achieved"
+            )
+            logger.warning("%s", self.behind_schedule)
+
+    def interrupt(self, signal_name: str | None) -> None:
+        """The process quits before the test stopped (by `signal_name`, when known)."""
+        self.interrupted = True
+        self.interrupted_by = signal_name
+        self._interrupted_at_s = time.time()
+
+    @property
+    def lost_workers(self) -> set[str]:
+        """Workers that stopped reporting, or quit mid-test on their own (not with the master's interrupt)."""
+        cutoff_s = float("inf") if self._interrupted_at_s is None else self._interrupted_at_s - INTERRUPT_GRACE_S
+        return self.workers_lost | {worker for worker, t_s in self.worker_goodbyes.items() if t_s < cutoff_s}
+
+    def stop(self) -> None:
+        """The test stopped: record the time; finalize after the workers' last reports."""
+        if self.t_stop is None:
+            self.t_stop = time.time()
+        self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
+
+    def close(self) -> None:
+        """Final results and close the time series (the test is over, or the process quits)."""
+        self.finalize()
+        self._timeseries.close()
+        self.monitor.close()
+
+    def finalize(self) -> None:
+        """Write all remaining windows, summary.json and print the table (safe to call again)."""
+        if self._finalizer is not None and self._finalizer is not gevent.getcurrent():
+            self._finalizer.kill(block=False)
+        self._ticker.kill(block=False)
+        if self.t_stop is None:
+            self.t_stop = time.time()
+        self.state.merge_local()
+        self._write_windows(float("inf"))
+        if self._scrape_loop is not None:
+            self._scrape_loop.stop()
+        summary = self.summary(self.state.run)
+        write_histograms(self.results_dir, self.state.run)
+        gate = summary["verdict"]
+        env = self.state.environment
+        explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
+        user_error = self.cause in USER_ERROR_CAUSES
+        if self.cause is not None and not env.process_exit_code and (user_error or not self.interrupted):
+            env.process_exit_code = 2 if user_error else 1  # nothing succeeded: 2 when the command is wrong
+        if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config); 4 interrupted
+            env.process_exit_code = gate["exit_code"]
+        path = write_summary(self.results_dir, summary)
+        self.final_summary = summary
+        if not self._final:
+            self._final = True
+            print("\n" + summary_table(summary), flush=True)
+            print(f"LLM results: {self.results_dir.resolve()} ({path.name}, {self._timeseries.path.name})", flush=True)
+        diagnosis = summary["diagnosis"]
+        for warning in summary["warnings"]:
+            if warning != diagnosis:
+                logger.warning("%s", warning)
+        if diagnosis:
+            logger.error("%s", diagnosis)
+        if not explained:  # else one line is enough: the verdict's "no request succeeded" says no more
+            for reason in gate["reasons"]:
+                logger.error("verdict: FAILED: %s", reason)
+
+    def summary(self, run: RunMetrics, final: bool = True) -> dict[str, Any]:
+        """The summary.json document (`results.summary.build_summary`) of `run` as this writer sees it now.
+
+        `final=False`: a snapshot taken while the test runs; the final one also sets `cause`.
+        """
+        diagnosis = diagnose(run.total, top_error(self.state.environment)) if final else None
+        if final:
+            self.cause = diagnosis[0] if diagnosis else None
+        return build_summary(self.view(diagnosis, final), run, final)
+
+    def view(self, diagnosis: tuple[str, str] | None, final: bool) -> RunView:
+        """A frozen view of the run for `build_summary` (the process health only on the final one)."""
+        state = self.state
+        env = state.environment
+        control = state.control
+        t_end_s = self.t_stop or time.time()
+        return RunView(
+            settings=self.settings,
+            locust_version=locust.__version__,
+            host_shown=redact.redact(env.host) if env.host else env.host,
+            user_classes=tuple(u.__name__ for u in env.user_classes),
+            role="master" if state.is_master else "local",
+            t_start_s=self.t_start,
+            t_end_s=t_end_s,
+            users_max=self.users_max,
+            workers_max=self.workers_max,
+            workers_lost=tuple(self.lost_workers),
+            requests_by_worker=dict(state.requests_by_worker),
+            interrupted=self.interrupted,
+            interrupted_by=self.interrupted_by,
+            locust_csv_prefix=getattr(env.parsed_options, "csv_prefix", None),
+            stop_reason=None if control is None else control.stop_reason,
+            spans=tuple(control.spans) if control is not None else (),
+            diagnosis=diagnosis,
+            behind_schedule=self.behind_schedule,
+            other_warnings=(*state.saturation.warnings, *(self.scraper.warnings() if self.scraper else ())),
+            timeseries_file=self._timeseries.path.name,
+            timeseries_rows=self._timeseries.rows,
+            client=state.saturation.as_dict(),
+            server=self.scraper.summary() if self.scraper is not None else None,
+            telemetry=self.scraper.telemetry_summary() if self.scraper is not None else None,
+            health=self.monitor.health(t_end_s) if final else None,
+        )

@@ -1,0 +1,70 @@
+"""What llm-locust asks of Locust's runner: stop the test, collect the workers' last reports, redact exceptions.
+
+Also the worker → master message and stats-report keys (the wire protocol riding on Locust's own reports).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gevent
+from locust.env import Environment
+from locust.rpc import Message
+from locust.runners import MasterRunner
+from locust.stats import StatsError
+
+from llm_locust import redact
+
+INTERRUPTED_MESSAGE = "llm_locust_interrupted"
+"""Worker → master: this worker is quitting while the test runs (its data after this is lost)."""
+WIRE_KEY = "llm_locust"
+"""Key of our delta in the data of Locust's worker stats report."""
+IN_FLIGHT_KEY = "llm_locust_in_flight"
+"""Key of the worker's number of requests in flight in its stats report."""
+SATURATION_KEY = "llm_locust_saturation"
+"""Key of the worker's CPU / event-loop lag sample (`LoopMonitor.take`) in its stats report."""
+
+
+def collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:
+    """Master quitting mid-test: tell the workers to quit now — each answers with a last stats
+    report, then its goodbye — and wait up to `wait_s` for all of them (Locust's own shutdown
+    would only tell them after the results are written)."""
+    for client in runner.clients.all:
+        runner.server.send_to_client(Message("quit", None, client.id))
+    deadline = time.monotonic() + wait_s
+    while len(runner.clients) and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+
+
+def redact_exceptions(runner: Any) -> None:
+    """Redact each exception text and traceback as the runner collects it (from its own users or
+    its workers): Locust's exceptions CSV, HTML report and web UI show what it collected."""
+    log_exception = runner.log_exception
+
+    def log_redacted(node_id: str, msg: str, formatted_tb: str) -> None:
+        log_exception(node_id, redact.redact(msg), redact.redact(formatted_tb))
+
+    runner.log_exception = log_redacted
+
+
+def stop_test(environment: Environment) -> None:
+    """Stop the test after a user error: quit a headless run, stop the test in the web UI."""
+    options = environment.parsed_options
+    if options is not None and getattr(options, "headless", False):
+        environment.runner.quit()
+    else:
+        environment.runner.stop()
+
+
+def top_error(environment: Environment) -> str | None:
+    """The most frequent failure message in Locust's error statistics (redacted), if any."""
+    errors = list(environment.stats.errors.values())
+    if not errors:
+        return None
+    top = max(errors, key=lambda e: e.occurrences)
+    text = StatsError.parse_error(top.error)
+    for prefix in ("CatchResponseError(", "RequestFailure("):
+        if text.startswith(prefix):
+            text = text[len(prefix) : -1].strip("'\"")
+    return redact.redact(text)

@@ -1,0 +1,317 @@
+"""llm-locust's state in one Locust process: settings, metrics, pacing, and the listeners of Locust's events.
+
+Every process: the test's settings and metrics. Processes running users: each finished request's record into the
+`MetricsRecorder`. Worker: its delta, requests in flight and saturation sample ride on Locust's stats report
+(`runner_ops` keys). Master: merges those into `RunMetrics`. Master/local: the `ResultsWriter` of the test.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.lock
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import (
+    STATE_MISSING,
+    STATE_RUNNING,
+    STATE_SPAWNING,
+    WORKER_REPORT_INTERVAL,
+    MasterRunner,
+    WorkerRunner,
+)
+
+from llm_locust import redact
+from llm_locust.config.settings import Settings, check_host, keep_secrets, secret_options
+from llm_locust.errors import ConfigError
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.load.control import PLAN_MESSAGE, LoadController
+from llm_locust.load.pacing import Pacer, Plan
+from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
+from llm_locust.metrics.record import RequestRecord
+from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
+from llm_locust.runtime.interrupt import SignalWatch
+from llm_locust.runtime.results_writer import ResultsWriter
+from llm_locust.runtime.runner_ops import (
+    IN_FLIGHT_KEY,
+    INTERRUPTED_MESSAGE,
+    SATURATION_KEY,
+    WIRE_KEY,
+    collect_last_reports,
+    redact_exceptions,
+    stop_test,
+)
+from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
+from llm_locust.transport.client import RECORD_KEY
+from llm_locust.transport.timeouts import TimeoutWatchdog
+from llm_locust.transport.tls import check_connection
+
+logger = logging.getLogger("llm_locust")
+
+STOP_WAIT_S = 10.0
+"""After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """What the web UI's live view reads of a run (`RunState.live`): a snapshot, never the state itself."""
+
+    results_dir: Path | None  # None before the first test
+    summary: dict[str, Any] | None  # summary.json once written (`final`), else the summary so far
+    final: bool
+    history: tuple[dict[str, Any], ...]  # the time series' last rows, then the open windows ("partial")
+    in_flight: int
+    interval_s: float
+    settings: dict[str, Any]  # `Settings.public()`
+    spans: tuple[StepSpan, ...]  # sweep steps so far
+
+
+class RunState:
+    """llm-locust's state in one Locust process, for one environment."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
+        self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
+        self._host = environment.host  # of the last test (or given at start-up), credentials included
+        check_host(environment.host)
+        proxy = check_connection(environment.host, self.settings)
+        redact.install_log_filter()
+        runner = environment.runner
+        self.is_worker = isinstance(runner, WorkerRunner)
+        self.is_master = isinstance(runner, MasterRunner)
+        if proxy is not None and not self.is_worker:
+            logger.info("connecting through the proxy %s", proxy.shown)
+        if self.settings.insecure and not self.is_worker:
+            logger.warning("--insecure: TLS certificates and host names are not verified (the API key goes to "
+                           "whichever server answers)")  # fmt: skip
+        self.signals = SignalWatch()
+        if not self.is_worker:
+            self.signals.start()
+            if runner is not None:
+                redact_exceptions(runner)
+        self._model_lock = gevent.lock.Semaphore()
+        self.pacer = Pacer()
+        self.control: LoadController | None = None  # master / local: steps, plans, limits
+        self._results: ResultsWriter | None = None
+        self.watchdog: TimeoutWatchdog | None = None
+        self._in_flight_by_worker: dict[str, int] = {}
+        self.monitor = None if self.is_master else LoopMonitor()  # processes running users
+        self.collector = None if self.is_master else RunCollector()
+        self.saturation = SaturationTracker()  # master / local: every process's samples
+        self._reset()
+        events = environment.events
+        events.test_start.add_listener(self._on_test_start)
+        if not self.is_master:
+            events.request.add_listener(self._on_request)
+            events.test_stop.add_listener(self._on_users_stopped)
+        if self.is_worker:
+            events.report_to_master.add_listener(self._on_report_to_master)
+            runner.register_message(PLAN_MESSAGE, self._on_plan)
+            events.quitting.add_listener(self._on_worker_quitting)
+        else:
+            events.test_stop.add_listener(self._on_test_stop)
+            events.quitting.add_listener(self._on_quitting)
+        if self.is_master:
+            events.worker_report.add_listener(self._on_worker_report)
+            runner.register_message(INTERRUPTED_MESSAGE, self._on_worker_interrupted)
+
+    # -- every process ------------------------------------------------------------------
+    def _on_test_start(self, environment: Environment, **_: Any) -> None:
+        """Rebuild the settings from the (now complete) options and reset the metrics."""
+        if self._results is not None:  # a previous test of this process (web UI) not yet closed
+            self._results.close()
+        options = environment.parsed_options
+        if options is not None:  # the web UI form's secret fields left empty, its host as shown
+            keep_secrets(options, self._startup_secrets)
+            host = self._host
+            if host and environment.host == redact.redact(host) != host:
+                environment.host = options.host = host
+            self._host = environment.host
+        try:
+            self.settings = Settings.from_options(environment.parsed_options)
+        except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
+            logger.error("%s (keeping the previous settings)", e)
+        self._reset()
+        if self.monitor is not None:
+            self.monitor.start()
+        if self.collector is not None:
+            self.collector.start()
+        else:
+            freeze_heap()
+        if not self.is_worker:
+            self.control = LoadController(environment, self.settings, None if self.is_master else self.pacer)
+            steps = self.settings.steps
+            if steps and environment.shape_class is not None:  # the sweep starts now
+                self.control.enter_step(steps[0])
+            self.control.update()
+            self._results = ResultsWriter(self, Path(self.settings.results_dir))
+
+    def _on_users_stopped(self, **_: Any) -> None:
+        """Processes running users: the test is over, the garbage collector back to automatic."""
+        if self.collector is not None:
+            self.collector.stop()
+
+    def _reset(self) -> None:
+        """Fresh per-test state from the current settings."""
+        self.model = self.settings.model
+        self._model_error: str | None = None
+        self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
+        self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
+        self.run = RunMetrics()
+        self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
+        self.saturation = SaturationTracker()
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        settings = self.settings
+        self.watchdog = TimeoutWatchdog(
+            settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
+        )
+
+    def resolve_model(self, fetch: Callable[[], str]) -> str:
+        """The model to request: `fetch()` it once per process; on failure stop the user."""
+        with self._model_lock:
+            if not self.model and self._model_error is None:
+                try:
+                    self.model = fetch()
+                    logger.info("model: %s (first of /v1/models)", self.model)
+                except ConfigError as e:
+                    self._model_error = str(e)
+                    logger.error("%s", e)
+                    self.environment.process_exit_code = 2
+                    if not self.is_worker:  # nothing can run without a model: end the test now
+                        gevent.spawn(stop_test, self.environment)
+        if self._model_error is not None:
+            if not self.is_worker:  # `stop_test` is stopping the test: let the runner stop this user
+                gevent.sleep(STOP_WAIT_S)  # (a user that ends itself meanwhile makes Locust log an error)
+            raise StopUser()
+        return self.model
+
+    def live(self) -> LiveRun:
+        """A read-only snapshot of the current (or last) test for the web UI's live view."""
+        writer = self._results
+        control = self.control
+        summary = None
+        if writer is not None:  # while running: the summary so far, which is not a complete run yet
+            summary = writer.final_summary or writer.summary(self.run, final=False)
+        return LiveRun(
+            results_dir=None if writer is None else writer.results_dir,
+            summary=summary,
+            final=writer is not None and writer.final_summary is not None,
+            history=() if writer is None else tuple(writer.recent_rows()),
+            in_flight=self.in_flight,
+            interval_s=self.settings.interval_s,
+            settings=self.settings.public(),
+            spans=tuple(control.spans) if control is not None else (),
+        )
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight now: this process's, or on a master the sum of its workers' last reports."""
+        if not self.is_master:
+            return self.watchdog.in_flight if self.watchdog is not None else 0
+        live = {w.id for w in self.environment.runner.clients.values() if w.state != STATE_MISSING}
+        return sum(n for worker, n in self._in_flight_by_worker.items() if worker in live)
+
+    # -- processes that run users -------------------------------------------------------
+    def _on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        """Take the record of a finished LLM request into the metrics."""
+        record: RequestRecord | None = (context or {}).get(RECORD_KEY)
+        if record is not None:
+            self.recorder.record(record, time.time())
+
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        """Worker: attach the windows filled since the last report, and the requests in flight."""
+        delta = self.recorder.take_delta()
+        if delta:
+            data[WIRE_KEY] = delta_to_wire(delta)
+            for window in delta.values():
+                window.release()
+        if self.watchdog is not None:
+            data[IN_FLIGHT_KEY] = self.watchdog.in_flight
+        if self.monitor is not None:
+            data[SATURATION_KEY] = self.monitor.take()
+
+    def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Worker: the master's plan for this process (step, rate share, quota)."""
+        self.pacer.apply(Plan.from_wire(msg.data))
+
+    def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
+        """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.
+
+        Locust's own "quit" message to the master is sent by a listener registered before this
+        one; `quitting` fires in reverse order, so this final report goes out first.
+        """
+        runner = environment.runner
+        if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            try:
+                runner._send_stats()  # fires report_to_master: our delta rides along
+                runner.send_message(INTERRUPTED_MESSAGE)
+            except Exception as e:  # the master may be gone already: nothing more to save
+                logger.warning("could not send the last measurements to the master: %s", e)
+
+    # -- master -------------------------------------------------------------------------
+    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        """Master: merge a worker's delta; note its requests in flight."""
+        wire = data.get(WIRE_KEY)
+        if wire:
+            delta = delta_from_wire(wire)
+            self.requests_by_worker[str(client_id)] += sum(w.requests_ok + w.requests_failed for w in delta.values())
+            self.run.merge_delta(delta)
+        self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
+        self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
+
+    def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Master: a worker quit in the middle of the test; the run is incomplete."""
+        if self._results is not None and self._results.t_stop is None:
+            self._results.worker_goodbyes.setdefault(str(msg.node_id), time.time())
+
+    # -- master or local ----------------------------------------------------------------
+    def merge_local(self) -> None:
+        """Local runner: move this process's own delta into the run metrics."""
+        if not self.is_master:
+            delta = self.recorder.take_delta()
+            if delta:
+                self.run.merge_delta(delta)
+
+    def sample_local(self) -> None:
+        """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
+        over intervals as long as a worker's (one late wake-up alone is no saturation)."""
+        if self.monitor is not None and not self.is_worker and self.monitor.elapsed_s >= WORKER_REPORT_INTERVAL:
+            self.saturation.add("local", self.monitor.take(), time.time())
+
+    def _on_test_stop(self, environment: Environment, **_: Any) -> None:
+        """Mark the end of the measurement; finalize once the workers' last reports are in.
+
+        The environment's host is redacted until the next test (which puts it back): between
+        tests it is only shown — Locust's --html report, its web UI — never used.
+        """
+        if environment.host:
+            environment.host = redact.redact(environment.host)
+        if self.control is not None:
+            self.control.end_step()
+        if self._results is not None:
+            self._results.stop()
+
+    def _on_quitting(self, environment: Environment, **_: Any) -> None:
+        """Final results (the workers' last reports have arrived by now, unless interrupted).
+
+        Quitting before the test stopped (SIGTERM, Ctrl-C during the test) marks the results
+        incomplete. A run in which no request succeeded ends with a one-line diagnosis and a
+        non-zero exit code (2 when the cause is in the command: host, key, model).
+        """
+        if self._results is not None:
+            if self._results.t_stop is None:
+                self._results.interrupt(self.signals.name)
+                if self.is_master:
+                    collect_last_reports(environment.runner)
+            self._results.close()
+            self._results = None
+        self.signals.stop()

@@ -1,0 +1,130 @@
+"""Locust User classes that stream completions from an OpenAI-compatible endpoint.
+
+`ChatCompletionsUser` (POST /v1/chat/completions) and `CompletionsUser` (POST /v1/completions)
+send when the process's pacer hands them a ticket: in closed loop as soon as their last request
+ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
+sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them
+in a locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the
+plugin supplies the settings (command-line options) and collects the metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import orjson
+from locust import FastHttpUser, constant, task
+
+from llm_locust.errors import ConfigError
+from llm_locust.redact import redact
+from llm_locust.runtime.plugin import run_state
+from llm_locust.transport.client import stream_completion
+from llm_locust.transport.proxy import env_proxy
+from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
+from llm_locust.workload.builder import Workload
+from llm_locust.workload.providers import auth_headers, completion_path, family_headers
+
+
+class _StreamingUser(FastHttpUser):
+    """Shared machinery: timeouts, path and auth from the settings, the model, one request per task."""
+
+    abstract = True
+    wait_time = constant(0)
+    endpoint: ClassVar[str]  # 'chat' or 'completions'
+
+    def __init__(self, environment: Any) -> None:
+        self.llm = run_state(environment)
+        settings = self.llm.settings
+        # FastHttpUser reads these when it builds its client in __init__; read and request
+        # timeouts are the watchdog's (a socket timeout would cost a timer per read)
+        self.connection_timeout = settings.connect_timeout_s
+        self.network_timeout = None
+        self.insecure = settings.insecure  # FastHttpUser's default (True) verifies nothing
+        self.ssl_context_factory = context_factory(settings.ca_bundle, settings.insecure)
+        try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
+            proxy = env_proxy(self.host)
+        except ConfigError:  # a proxy only httpx can use: fatal for the fast client (checked at start)
+            if settings.client == "fast":
+                raise
+            proxy = None  # openai-sdk: only the /v1/models lookup goes direct
+        if proxy is not None:
+            self.proxy_host, self.proxy_port = proxy.host, proxy.port
+        super().__init__(environment)
+        if proxy is not None and (proxy.user is not None or proxy.password is not None):
+            # FastHttpUser passes no proxy credentials: its client pool builds each host's client from these
+            self.client.client.clientpool.client_args.update(proxy_user=proxy.user, proxy_password=proxy.password)
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+            **auth_headers(settings.provider, settings.api_key),
+            **family_headers(settings.server_family),
+            **dict(settings.header),
+        }
+        self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
+        self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.sdk = None
+        if settings.client == "openai-sdk":
+            from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
+
+            self.sdk = SdkClient(self, settings)
+        self.model = ""
+
+    def _first_model(self) -> str:
+        """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
+        with self.client.get("/v1/models", headers=self.headers, catch_response=True) as resp:
+            status = resp.status_code
+            if status != 200:
+                resp.failure(f"HTTP {status}")
+                rejected = certificate_error(resp.error)
+                if rejected is not None:
+                    raise ConfigError(rejected_line(self.host or "", rejected))
+                if not status:  # no response at all
+                    cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
+                    raise ConfigError(
+                        f"could not connect to {redact(self.host)} ({redact(f'{type(cause).__name__}: {cause}')}): "
+                        "check --host and that the server is running"
+                    )
+                fix = "check the API key (--api-key-env / --api-key)" if status in (401, 403) else "pass --model NAME"
+                raise ConfigError(
+                    f"--model not given and GET {redact(self.host)}/v1/models answered HTTP {status}: {fix}"
+                )
+            try:
+                return orjson.loads(resp.content)["data"][0]["id"]
+            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+                resp.failure("no model listed")
+                raise ConfigError(
+                    f"--model not given and {redact(self.host)}/v1/models lists no model: pass --model NAME"
+                ) from None
+
+    @task
+    def complete(self) -> None:
+        """Send one streaming request when the pacer says so and read it to the end.
+
+        The model is resolved on the first request (not in `on_start`: Locust prints a traceback
+        for any exception there, and a wrong --host is a user error). Azure and Databricks name
+        the model in the path: their default model is the deployment.
+        """
+        if not self.model:
+            self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
+        ticket = self.llm.pacer.take()
+        request = self.workload.next_request(self.model)
+        if self.sdk is not None:
+            self.sdk.stream(request, ticket)
+            return
+        watchdog = self.llm.watchdog
+        stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
+                          request.expected_prompt_tokens, ticket)  # fmt: skip
+
+
+class ChatCompletionsUser(_StreamingUser):
+    """Streams POST /v1/chat/completions with a synthetic user message."""
+
+    abstract = True
+    endpoint = "chat"
+
+
+class CompletionsUser(_StreamingUser):
+    """Streams POST /v1/completions with a synthetic prompt."""
+
+    abstract = True
+    endpoint = "completions"

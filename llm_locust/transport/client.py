@@ -1,0 +1,188 @@
+"""One streamed completion over Locust's FastHttp session, timestamped event by event.
+
+The body comes from `byte_arrival.body_chunks` as soon as bytes are in (Locust's `iter_content` /
+`iter_lines` wait for 1 KiB and batch events by up to ~100 ms), each piece with its arrival
+time — the kernel's receive time where available — taken before any decoding. Transport
+errors become `ErrorKind`s here, at the boundary.
+
+Reporting: the HTTP request is reported to Locust through `catch_response`, with the
+end-to-end latency (not time-to-headers) as its response time, the output tokens as its
+response length, the failure kind in its exception, and the finished `RequestRecord` in its
+context under `RECORD_KEY` — the plugin's request listener takes it from there.
+"""
+
+from __future__ import annotations
+
+import socket
+from ssl import SSLCertVerificationError
+from time import perf_counter
+from typing import Any
+
+import orjson
+
+from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.protocol import EventStream, error_text, finish
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.transport import pump
+from llm_locust.transport.byte_arrival import body_chunks, take_bytes
+from llm_locust.transport.patches import ProxyError
+from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
+from llm_locust.transport.tls import rejected_line
+
+RECORD_KEY = "llm_record"
+"""Key of the `RequestRecord` in the context of the HTTP request event."""
+
+
+class RequestFailure(Exception):
+    """The exception Locust shows for a failed request: "<kind>: <message>"."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+def stream_completion(
+    session: Any,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    endpoint: str,
+    watchdog: TimeoutWatchdog,
+    expected_prompt_tokens: int | None = None,
+    ticket: Ticket | None = None,
+) -> RequestRecord:
+    """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
+
+    `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
+    raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
+    count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
+    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
+    """
+    record = new_record(endpoint, expected_prompt_tokens, ticket)
+    watch = watchdog.start(record)
+    try:
+        with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
+            record.status_code = resp.status_code or 0
+            if _check_response(resp, record):
+                raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
+                try:
+                    _read_events(raw, record, watch)
+                except OSError as e:  # RequestTimeout and ssl.SSLError included
+                    record.fail(*_transport_failure(e))
+                except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
+                    record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
+                finally:
+                    raw.release()  # closes the connection unless the body was read to its end
+            watchdog.end(watch)  # from here on no timeout may land in the reporting listeners
+            finish(record, perf_counter())
+            _report(resp, record)
+    finally:
+        watchdog.end(watch)  # also when the user is stopped mid-request
+    return record
+
+
+def new_record(endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None) -> RequestRecord:
+    """The record of a request being sent now (perf_counter), with what the pacer's ticket says."""
+    record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
+    if ticket is not None:
+        record.t_sched, record.step, record.measured = ticket
+    return record
+
+
+def _check_response(resp: Any, record: RequestRecord) -> bool:
+    """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
+    error = getattr(resp, "error", None)
+    if error is not None and not resp.status_code:
+        record.fail(*_transport_failure(error, getattr(resp.request, "url", "")))
+        return False
+    status = resp.status_code
+    if not 200 <= status < 300:
+        retry_after = resp.headers.get("retry-after") if status == 429 and resp.headers else None
+        after = f" (Retry-After: {retry_after} s; not retried)" if retry_after else ""
+        record.fail(status_kind(status), f"HTTP {status}{after}: {_error_body(resp)}")
+        return False
+    content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
+    if not content_type.startswith("text/event-stream"):
+        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
+        return False
+    return True
+
+
+def status_kind(status: int) -> ErrorKind:
+    """The failure kind of a non-2xx HTTP status."""
+    return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
+
+
+def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time.
+
+    Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
+    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`.
+    """
+    events = EventStream(record)
+    on_body = events.feed
+
+    if pump.available(raw):
+        body = raw._body_buffer  # what arrived together with the headers
+        t_head = getattr(raw._sock, "t_arrival_s", None) or perf_counter()  # the read that ended the head
+        done = on_body(take_bytes(body), t_head) if body else False
+        if not raw.message_complete:
+            pump.pump().read(raw, on_body, watch, done)
+        if record.saw_done or not record.ok:  # [DONE], an error object or a bad chunk ended it
+            return
+    else:
+        chunks = body_chunks(raw)
+        for data, t in chunks:
+            watch.t_active_s = t  # data arrived: what the read timeout measures from
+            if on_body(data, t):
+                if record.ok:  # [DONE]: read the rest of the body so the connection is reused
+                    for _data, t_rest in chunks:
+                        watch.t_active_s = t_rest
+                return
+    events.flush(perf_counter())  # a last event without its blank line
+
+
+def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
+    """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded) of a
+    request to `url` (named when its certificate was rejected)."""
+    original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
+    if isinstance(original, BaseException):
+        error = original
+    if isinstance(error, SSLCertVerificationError):
+        return ErrorKind.TLS, rejected_line(url, error)
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
+        return ErrorKind.TIMEOUT, str(error)
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError | ProxyError):
+        return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
+    return ErrorKind.TRANSPORT, text
+
+
+def _error_body(resp: Any) -> str:
+    """The server's error message from a non-2xx response (OpenAI-style JSON or plain text)."""
+    try:
+        raw = resp.content or b""  # geventhttpclient has read and cached it on the bad status
+    except Exception:  # the body could not be read: the status code says enough
+        return "(no body)"
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return error_text(raw) or "(no body)"
+    return error_text(data.get("error", data) if isinstance(data, dict) else data)
+
+
+def _report(resp: Any, record: RequestRecord) -> None:
+    """Set what Locust reports for the HTTP request: E2E latency, output tokens, outcome."""
+    meta = resp.request_meta
+    meta["response_time"], meta["response_length"] = report_values(record)
+    meta["context"] = {**meta["context"], RECORD_KEY: record}
+    if record.ok:
+        resp.success()
+    else:
+        resp.failure(RequestFailure(record.error_kind, record.error_message))
+
+
+def report_values(record: RequestRecord) -> tuple[float, int]:
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens)."""
+    t_end = record.t_last if record.ok else record.t_done
+    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok else 0

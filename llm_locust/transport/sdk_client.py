@@ -1,0 +1,119 @@
+"""The openai SDK as the client (`--client openai-sdk`): what application code sees, same records.
+
+The request goes through `openai.OpenAI` / `openai.AzureOpenAI` (`max_retries=0`, timeouts from
+the settings; the whole-request timeout from the same watchdog as the fast client); each chunk
+the SDK yields is timestamped when the SDK hands it over — after its own HTTP reading, SSE
+parsing and pydantic model building, which is the point: fidelity with application code, at a
+CPU cost per event measured in benchmarks/sdk_client_cost.py. The chunk is interpreted by
+`protocol.apply_chunk` like the fast client's, and reported to Locust with the same record.
+
+Paths: the SDK's own — `{host}/v1/...` (openai-compatible, openai), Azure's deployments path,
+and for Databricks `{host}/serving-endpoints/chat/completions` with the endpoint as the model
+(the SDK cannot call `/invocations`).
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+import openai
+import orjson
+
+from llm_locust.config.settings import Settings
+from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.protocol import apply_chunk, finish
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.redact import redact
+from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
+from llm_locust.transport.tls import certificate_error, client_context, rejected_line
+from llm_locust.workload.builder import RequestSpec
+
+_SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("model", "prompt", "stream")}
+
+
+class SdkClient:
+    """One user's openai SDK client; `stream(request)` sends one request and reports it."""
+
+    def __init__(self, user: Any, settings: Settings) -> None:
+        self.user = user
+        host = (user.host or "").rstrip("/")
+        common: dict[str, Any] = {
+            "api_key": settings.api_key or "none",
+            "max_retries": 0,
+            "timeout": openai.Timeout(
+                settings.request_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s
+            ),
+            "default_headers": dict(settings.header),
+            # the fast client's trust store; httpx reads HTTPS_PROXY / HTTP_PROXY / NO_PROXY itself
+            "http_client": openai.DefaultHttpxClient(verify=client_context(settings.ca_bundle, settings.insecure)),
+        }
+        if settings.provider == "azure":
+            self.sdk: Any = openai.AzureOpenAI(
+                azure_endpoint=host, azure_deployment=settings.deployment, api_version=settings.api_version, **common
+            )
+        else:
+            base = "/serving-endpoints" if settings.provider == "databricks" else "/v1"
+            self.sdk = openai.OpenAI(base_url=host + base, **common)
+        self.name = user.path  # the same Locust row as the fast client's
+
+    def stream(self, request: RequestSpec, ticket: Ticket | None = None) -> RequestRecord:
+        """Send `request` with the SDK, read its stream to the end, report it; return its record
+        (`ticket`: from the pacer, as for `client.stream_completion`)."""
+        user = self.user
+        endpoint = user.endpoint
+        body = orjson.loads(request.body)
+        arguments = {key: body.pop(key) for key in _SDK_ARGUMENTS[endpoint]}
+        create = self.sdk.chat.completions.create if endpoint == "chat" else self.sdk.completions.create
+        watchdog = user.llm.watchdog
+        record = new_record(endpoint, request.expected_prompt_tokens, ticket)
+        watch = watchdog.start(record)
+        try:
+            try:
+                for chunk in create(**arguments, extra_body=body):
+                    t = perf_counter()
+                    watch.t_active_s = t
+                    if apply_chunk(record, chunk.model_dump(exclude_unset=True), t):
+                        break
+            except Exception as e:
+                record.fail(*_failure(e, user.host or ""))
+            watchdog.end(watch)
+            finish(record, perf_counter())
+            self._report(record)
+        finally:
+            watchdog.end(watch)
+        return record
+
+    def _report(self, record: RequestRecord) -> None:
+        """Fire Locust's request event like the fast client's HTTP row (E2E, output tokens, record)."""
+        response_time_ms, length = report_values(record)
+        self.user.environment.events.request.fire(
+            request_type="POST",
+            name=self.name,
+            response_time=response_time_ms,
+            response_length=length,
+            exception=None if record.ok else RequestFailure(record.error_kind, record.error_message),
+            context={RECORD_KEY: record},
+            response=None,
+            url=None,
+        )
+
+
+def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:
+    """Classify an exception raised by the SDK or its HTTP library (`host`: named when its
+    certificate was rejected)."""
+    rejected = certificate_error(error)
+    if rejected is not None:
+        return ErrorKind.TLS, rejected_line(host, rejected)
+    text = " ".join(redact(f"{type(error).__name__}: {error}").split())[:300]  # redacted before it is cut
+    if isinstance(error, openai.APIStatusError):
+        return status_kind(error.status_code), text
+    if isinstance(error, openai.APITimeoutError) or "Timeout" in type(error).__name__:
+        return ErrorKind.TIMEOUT, text
+    if isinstance(error, openai.APIConnectionError):
+        return ErrorKind.CONNECT, text
+    if isinstance(error, openai.APIError):  # an error object inside the stream
+        return ErrorKind.STREAM_ERROR, text
+    if isinstance(error, OSError) or type(error).__module__.startswith("httpx"):
+        return ErrorKind.TRANSPORT, text
+    return ErrorKind.BAD_STREAM, text

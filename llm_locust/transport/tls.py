@@ -1,0 +1,107 @@
+"""The clients' TLS: one trust store per process, and a rejected certificate said in one line.
+
+Both clients (`fast`: geventhttpclient; `openai-sdk`: httpx) connect with the context of
+`client_context`: certificates and host names verified, against the system's trust store (OpenSSL
+reads `SSL_CERT_FILE` / `SSL_CERT_DIR` for it), plus `REQUESTS_CA_BUNDLE` when set, plus
+`--ca-bundle`. Verification is part of the TLS handshake, before any byte of a request is written,
+and happens once per connection. `--insecure` turns it off.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import gevent.ssl
+
+from llm_locust.errors import ConfigError
+from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.transport.proxy import Proxy, env_proxy
+
+if TYPE_CHECKING:
+    from llm_locust.config.settings import Settings
+
+_UNKNOWN_ISSUER = (18, 19, 20, 21)  # self-signed (in chain), unable to get (local) issuer, unable to verify first
+_EXPIRED = (9, 10)  # not yet valid, expired
+_WRONG_HOST = (62, 64)  # host name mismatch, IP address mismatch
+_FIXES = {
+    _UNKNOWN_ISSUER: "unknown issuer: trust its CA with --ca-bundle FILE or SSL_CERT_FILE, or skip checks: --insecure",
+    _EXPIRED: "outside its validity dates: renew the server's certificate, or skip checks: --insecure",
+    _WRONG_HOST: "wrong host name: put a name the certificate is issued for in --host, or skip checks: --insecure",
+}
+
+
+def client_context(ca_bundle: str = "", insecure: bool = False) -> ssl.SSLContext:
+    """This process's TLS context for the endpoint (built once per options and trust-store
+    variables, shared by every user and connection); ConfigError naming a CA file that cannot be used."""
+    trust_env = tuple(os.environ.get(name, "") for name in ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"))
+    return _context(ca_bundle, insecure, trust_env)
+
+
+@functools.lru_cache(maxsize=4)
+def _context(ca_bundle: str, insecure: bool, trust_env: tuple[str, str, str]) -> ssl.SSLContext:
+    """`client_context`, given the trust-store variables (OpenSSL reads SSL_CERT_FILE and SSL_CERT_DIR itself)."""
+    if insecure:
+        context = gevent.ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    context = gevent.ssl.create_default_context()  # the system's store; SSL_CERT_FILE / SSL_CERT_DIR honoured
+    ssl_cert_file, _ssl_cert_dir, requests_ca_bundle = trust_env
+    extra = [("REQUESTS_CA_BUNDLE", requests_ca_bundle), ("--ca-bundle", ca_bundle)]
+    for source, path in (("SSL_CERT_FILE", ssl_cert_file), *extra):
+        if path:
+            check_ca_file(path, source)
+    for source, path in extra:
+        if path:
+            try:
+                context.load_verify_locations(cafile=path)
+            except ssl.SSLError as e:
+                raise ConfigError(f"{source} {path}: not a usable CA file ({e.reason or e})") from None
+    return context
+
+
+def check_connection(host_url: str | None, settings: Settings) -> Proxy | None:
+    """Raise ConfigError now for what would stop the first connection to `host_url` (Locust's
+    --host): an unusable CA file of an https:// host, a proxy variable the fast client cannot use.
+    Returns the fast client's proxy
+    (None: a direct connection, or the openai-sdk client, whose httpx picks its own)."""
+    if host_url and host_url.lower().startswith("https://"):
+        client_context(settings.ca_bundle, settings.insecure)
+    return env_proxy(host_url) if settings.client == "fast" else None
+
+
+def context_factory(ca_bundle: str, insecure: bool) -> Callable[..., ssl.SSLContext]:
+    """A geventhttpclient `ssl_context_factory` returning `client_context(ca_bundle, insecure)`
+    (it is called with `cafile=`, its own default store, which is left out)."""
+
+    def factory(**_ignored: object) -> ssl.SSLContext:
+        return client_context(ca_bundle, insecure)
+
+    return factory
+
+
+def certificate_error(error: BaseException | None) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification error behind `error` (following causes and wrapped originals,
+    as geventhttpclient, httpx and the openai SDK wrap it), or None."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return error
+        original = getattr(error, "original", None)
+        error = original if isinstance(original, BaseException) else (error.__cause__ or error.__context__)
+        seen += 1
+    return None
+
+
+def rejected_line(url: str, error: ssl.SSLCertVerificationError) -> str:
+    """One line: the certificate of the host of `url` was rejected, why, and what to do."""
+    host = urlsplit(url).netloc.rpartition("@")[2] if "://" in url else url
+    code = error.verify_code
+    reason = (error.verify_message or error.reason or str(error)).rstrip(".")
+    fix = next((text for codes, text in _FIXES.items() if code in codes), "skip checks: --insecure")
+    return f"TLS certificate of {host} rejected: {reason} ({fix}); nothing was sent"

@@ -1,0 +1,114 @@
+"""What each user sends next: a request body built from the settings, and the prompt tokens it expects.
+
+One `Workload` per user (its own seeded RNG): `next_request()` returns the next `RequestSpec`.
+Prompts come from the dataset (`--dataset`; a multi-turn conversation is played turn by turn,
+each turn carrying the history) or are synthetic (`prompts.PromptMaker`, `--prompt-tokens`,
+`--prefix-tokens`); `max_tokens` comes from the dataset entry or `--max-tokens`; the length
+fields from the server family (`providers.length_fields`); images are attached to chat
+messages. Every request streams with `stream_options.include_usage`; `--extra-body` wins on
+conflicts.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+import orjson
+
+from llm_locust.config.settings import Settings
+from llm_locust.workload.datasets import Conversation, load_dataset
+from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
+from llm_locust.workload.prompts import PromptMaker, shared_prefix
+from llm_locust.workload.providers import length_fields
+from llm_locust.workload.tokens import token_counter
+
+_user_numbers = count()
+"""Numbers the users of this process: each `Workload` seeds its RNG with (--seed, worker, n), so that users differ
+and a seeded run repeats (a counter per process, as the users are created one by one by Locust)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request to send: its JSON body and the prompt tokens the client expects the server to count."""
+
+    body: bytes
+    expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
+
+
+class Workload:
+    """The request stream of one user; `endpoint` is 'chat' or 'completions'."""
+
+    def __init__(self, settings: Settings, endpoint: str, worker_index: int = 0) -> None:
+        self.settings = settings
+        self.endpoint = endpoint
+        seed = settings.seed
+        self.rng = random.Random(None if seed is None else f"{seed}/{worker_index}/{next(_user_numbers)}")
+        self.counter = token_counter(settings.tokenizer)
+        self.dataset = load_dataset(settings.dataset, settings.dataset_format) if settings.dataset else ()
+        self._turns: Conversation = ()
+        self._turn = 0
+        prefix, prefix_tokens = shared_prefix(self.counter, settings.prefix_tokens, seed)
+        self.prompts = PromptMaker(self.counter, self.rng, prefix, prefix_tokens)
+        self.images = [file_data_url(path) for path in settings.image]
+        self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
+
+    def next_request(self, model: str) -> RequestSpec:
+        """The next request of this user for `model`."""
+        fields, expected = self._next_fields()
+        body = self._body(fields, model)
+        if self.endpoint == "chat" and (self.images or self.image_pool):
+            _attach_images(body, self._images())
+            expected = None  # image tokens are the server's business
+        return RequestSpec(orjson.dumps(body), expected)
+
+    def _next_fields(self) -> tuple[dict[str, Any], int | None]:
+        """Body fields with the prompt (or messages), and the expected prompt tokens."""
+        if not self.dataset:
+            text, tokens = self.prompts.prompt(self.settings.prompt_tokens.sample(self.rng))
+            return {"prompt": text}, tokens
+        if self._turn >= len(self._turns):
+            self._turns, self._turn = self.rng.choice(self.dataset), 0
+        fields = self._turns[self._turn]
+        self._turn += 1
+        expected = None
+        if self.settings.tokenizer:
+            texts = [m["content"] for m in fields["messages"]] if "messages" in fields else [fields["prompt"]]
+            expected = sum(self.counter.count(t) for t in texts if isinstance(t, str))
+        return fields, expected
+
+    def _body(self, fields: dict[str, Any], model: str) -> dict[str, Any]:
+        """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape."""
+        settings = self.settings
+        body = dict(fields)
+        max_tokens = body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
+        if self.endpoint == "chat":
+            if "prompt" in body:
+                body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
+        elif "messages" in body:
+            body["prompt"] = "\n".join(m["content"] for m in body.pop("messages") if isinstance(m["content"], str))
+        body.update(
+            model=model,
+            stream=True,
+            stream_options={"include_usage": True},
+            **length_fields(settings.server_family, self.endpoint, max_tokens, settings.ignore_eos),
+        )
+        body.update(settings.extra_body)
+        return body
+
+    def _images(self) -> list[str]:
+        """Data URLs to attach to this request: the --image files, then one generated image."""
+        return self.images + ([self.rng.choice(self.image_pool)] if self.image_pool else [])
+
+
+def _attach_images(body: dict[str, Any], urls: list[str]) -> None:
+    """Add the images to the last user message of a chat body (as content parts)."""
+    messages = body["messages"] = list(body["messages"])
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            content = messages[index].get("content")
+            parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+            messages[index] = {**messages[index], "content": [*parts, *(image_part(url) for url in urls)]}
+            return

@@ -1,0 +1,111 @@
+"""Synthetic prompts with an exact token length, made of varied English words.
+
+Each prompt is random words from a fixed vocabulary (no repeated pad token, so no accidental
+prefix-cache hits), sized with the run's token counter (`tokens.py`): with the word
+approximation a prompt of n tokens is n words; with a tokenizer, only vocabulary words that are
+one token after a space are used and the whole prompt is counted and trimmed/extended until it
+has exactly n tokens. A shared prefix (`--prefix-tokens`) is the same text for every user of
+every worker (it depends only on `--seed`), followed by a space and the varied part.
+"""
+
+from __future__ import annotations
+
+import random
+
+from llm_locust.workload.tokens import TokenCounter
+
+VOCABULARY = (
+    "the of and to in is was for on are with as his they be at one have this from or had by hot "
+    "word but what some we can out other were all there when up use your how said an each she "
+    "which do their time if will way about many then them write would like so these her long make "
+    "thing see him two has look more day could go come did number sound no most people my over "
+    "know water than call first who may down side been now find any new work part take get place "
+    "made live where after back little only round man year came show every good me give our under "
+    "name very through just form sentence great think say help low line differ turn cause much mean "
+    "before move right boy old too same tell does set three want air well also play small end put "
+    "home read hand port large spell add even land here must big high such follow act why ask men "
+    "change went light kind off need house picture try us again animal point mother world near build "
+    "self earth father head stand own page should country found answer school grow study still learn "
+    "plant cover food sun four between state keep eye never last let thought city tree cross farm "
+    "hard start might story saw far sea draw left late run while press close night real life few north"
+).split()
+_MIN_SINGLE_TOKEN_WORDS = 32
+_FIX_ROUNDS = 64
+
+
+class PromptMaker:
+    """Makes prompts of an exact token length (as counted by `counter`); one per user, seeded."""
+
+    def __init__(self, counter: TokenCounter, rng: random.Random, prefix: str = "", prefix_tokens: int = 0) -> None:
+        self.counter = counter
+        self.rng = rng
+        self.prefix = prefix
+        self.prefix_tokens = prefix_tokens
+        self.words = single_token_words(counter)
+        self.lead_words = leading_words(counter, self.words)
+
+    def prompt(self, tokens: int) -> tuple[str, int]:
+        """A prompt of `tokens` tokens after the shared prefix; returns (text, its counted tokens).
+
+        The count is the tokenizer's verdict on the final text (prefix included): equal to
+        prefix_tokens + `tokens` except with tokenizers that merge across spaces.
+        """
+        words = self.rng.choices(self.words, k=tokens)
+        head = self.prefix + " " if self.prefix else ""
+        if not head:
+            words[0] = self.rng.choice(self.lead_words)
+        if self.counter.exact_words:
+            return head + " ".join(words), self.prefix_tokens + tokens
+        return fit(self.counter, head, words, self.prefix_tokens + tokens, self.rng, self.words)
+
+
+def shared_prefix(counter: TokenCounter, tokens: int, seed: int | None) -> tuple[str, int]:
+    """The prefix every user shares: (text, counted tokens); ('', 0) when `tokens` is 0."""
+    if tokens <= 0:
+        return "", 0
+    rng = random.Random(f"prefix/{seed or 0}")
+    words = single_token_words(counter)
+    picked = rng.choices(words, k=tokens)
+    picked[0] = rng.choice(leading_words(counter, words))
+    if counter.exact_words:
+        return " ".join(picked), tokens
+    return fit(counter, "", picked, tokens, rng, words)
+
+
+def fit(
+    counter: TokenCounter, head: str, words: list[str], target: int, rng: random.Random, vocabulary: list[str]
+) -> tuple[str, int]:
+    """`head` + `words`, words dropped or added until the text counts `target` tokens (or close).
+
+    Returns (text, counted tokens); the count is exact, the length is `target` unless the
+    tokenizer merges across word boundaries in a way no single word can fix.
+    """
+    n = counter.count(head + " ".join(words))
+    for _ in range(_FIX_ROUNDS):
+        if n == target:
+            break
+        per_word = max(1.0, n / max(1, len(words)))  # steps sized by the text's own tokens per word
+        if n > target and len(words) > 1:
+            del words[-max(1, min(int((n - target) / per_word), len(words) - 1)) :]
+        elif n < target:
+            words.extend(rng.choices(vocabulary, k=max(1, int((target - n) / per_word))))
+        else:
+            break
+        n = counter.count(head + " ".join(words))
+    return head + " ".join(words), n
+
+
+def leading_words(counter: TokenCounter, words: list[str]) -> list[str]:
+    """The words of `words` that are also one token at the start of a text (no space before them)."""
+    if counter.exact_words:
+        return words
+    leading = [w for w in words if counter.count(w) == 1]
+    return leading or words
+
+
+def single_token_words(counter: TokenCounter) -> list[str]:
+    """The vocabulary words that count as one token after a space (all of them for the approximation)."""
+    if counter.exact_words:
+        return VOCABULARY
+    singles = [w for w in VOCABULARY if counter.count(" " + w) == 1]
+    return singles if len(singles) >= _MIN_SINGLE_TOKEN_WORDS else VOCABULARY

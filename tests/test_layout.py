@@ -1,0 +1,100 @@
+"""The package layout's promises: kept import paths, stages free of Locust and gevent, no patches at import."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+
+def test_locustfile_import_paths_still_give_the_same_objects() -> None:
+    """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders."""
+    from llm_locust.load.shape import SweepShape
+    from llm_locust.runtime.plugin import install
+    from llm_locust.runtime.users import ChatCompletionsUser, CompletionsUser
+
+    kept = {
+        "llm_locust.plugin": {"install": install},
+        "llm_locust.users": {"ChatCompletionsUser": ChatCompletionsUser, "CompletionsUser": CompletionsUser},
+        "llm_locust.shape": {"SweepShape": SweepShape},
+    }
+    for path, objects in kept.items():
+        module = importlib.import_module(path)
+        assert sorted(module.__all__) == sorted(objects), path
+        for name, obj in objects.items():
+            assert getattr(module, name) is obj, f"{path}.{name}"
+
+
+PURE = (
+    "llm_locust",
+    "llm_locust.config",
+    "llm_locust.workload",
+    "llm_locust.metrics",
+    "llm_locust.results",
+    "llm_locust.scrape",
+    "llm_locust.report",
+    "llm_locust.sim",
+    "llm_locust.load.arrivals",
+    "llm_locust.transport.ca_file",
+    "llm_locust.transport.proxy",
+    "llm_locust.errors",
+    "llm_locust.redact",
+    "llm_locust.cli",
+    "llm_locust.demo",
+)
+"""What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, `load.control`,
+`load.shape`, the `plugin`/`users`/`shape` re-exports), the transport's I/O, and `load.pacing` (whose `Pacer`
+blocks a user's greenlet on a gevent Event until its ticket is due: the seam is its pure `Plan`/`Ticket`)."""
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys
+root = importlib.import_module(sys.argv[1])
+names = [root.__name__]
+if hasattr(root, "__path__"):
+    names += [m.name for m in pkgutil.walk_packages(root.__path__, root.__name__ + ".")]
+for name in names:
+    importlib.import_module(name)
+print(" ".join(sorted(m for m in ("locust", "gevent", "geventhttpclient") if m in sys.modules)))
+"""
+
+
+def _run_python(code: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.mark.parametrize("package", PURE)
+def test_stage_imports_neither_locust_nor_gevent(package: str) -> None:
+    """Importing the package and all its submodules in a fresh interpreter loads no Locust and no gevent."""
+    if package == "llm_locust":  # the top level only: its subpackages are checked one by one
+        loaded = _run_python(
+            "import sys, llm_locust; print(' '.join(m for m in ('locust', 'gevent') if m in sys.modules))"
+        )
+    else:
+        loaded = _run_python(IMPORT_ALL, package)
+    assert loaded == "", f"{package} imports {loaded}"
+
+
+def test_importing_every_module_leaves_geventhttpclient_alone() -> None:
+    """No module patches geventhttpclient's ConnectionPool at import; `transport.patches.install()` does, once."""
+    code = """
+import importlib, pkgutil, sys
+from geventhttpclient.connectionpool import ConnectionPool
+before = dict(vars(ConnectionPool))
+import llm_locust
+for m in pkgutil.walk_packages(llm_locust.__path__, "llm_locust."):
+    importlib.import_module(m.name)
+changed = sorted(k for k in set(before) | set(vars(ConnectionPool)) if before.get(k) is not vars(ConnectionPool).get(k))
+from llm_locust.transport import patches
+patches.install()
+first = dict(vars(ConnectionPool))
+patches.install()
+again = sorted(k for k in first if first[k] is not vars(ConnectionPool)[k])
+installed = sorted(k for k in first if first[k] is not before.get(k))
+print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
+"""
+    changed, installed, again = (part.strip() for part in _run_python(code).split("|"))
+    assert changed == "", f"importing llm_locust changed ConnectionPool.{changed}"
+    assert installed == "_create_tcp_socket,_is_socket_alive,_setup_proxy"
+    assert again == "", "a second install() changed ConnectionPool again"
