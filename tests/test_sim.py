@@ -213,15 +213,14 @@ def test_trace_matches_what_was_received(sim: SimProcess) -> None:
     assert all(0 <= arrival - sent < 0.05 for sent, arrival in zip(times, token_arrivals, strict=True))
 
 
-@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
-def test_t_recv_is_when_the_request_arrived_not_when_the_busy_loop_read_it(sim: SimProcess) -> None:
-    """The request is sent while the simulator is stopped (SIGSTOP, standing for a loop busy
-    writing other streams): its trace t_recv is the kernel's arrival time, before the process
-    could read it, so the simulator's TTFT (first write − t_recv) includes that wait."""
-    conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10)
+def assert_t_recv_is_the_kernel_arrival(sim: SimProcess, conn: http.client.HTTPConnection) -> None:
+    """Send two requests on `conn` while `sim` is stopped (SIGSTOP, standing for a loop busy
+    writing other streams), the second left unread for 0.3 s: its trace t_recv must be the
+    kernel's arrival time, before the process could read it, so that the simulator's TTFT
+    (first write − t_recv) includes that wait."""
     body = json.dumps(chat(max_tokens=2, ignore_eos=True))
     ids = []
-    for stop_s in (0.0, 0.3):  # the first request opens the connection (its socket: timestamps on)
+    for stop_s in (0.0, 0.3):  # the first request opens a plain connection (its socket: timestamps on)
         os.kill(sim.pid, signal.SIGSTOP)
         try:
             t_send = time.perf_counter()
@@ -230,14 +229,18 @@ def test_t_recv_is_when_the_request_arrived_not_when_the_busy_loop_read_it(sim: 
         finally:
             os.kill(sim.pid, signal.SIGCONT)
         response = conn.getresponse()
-        first = response.readline()
-        ids.append((json.loads(first[6:])["id"], t_send))
+        ids.append((json.loads(response.readline()[6:])["id"], t_send))
         response.read()
     conn.close()
     response_id, t_send = ids[1]
     record = trace_record(sim, response_id)
     assert 0 <= record["t_recv"] - t_send < 0.1  # arrived at once, read 0.3 s later
     assert record["token_times"][0] - record["t_recv"] >= 0.3  # the wait is in the server's TTFT
+
+
+@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
+def test_t_recv_is_when_the_request_arrived_not_when_the_busy_loop_read_it(sim: SimProcess) -> None:
+    assert_t_recv_is_the_kernel_arrival(sim, http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10))
 
 
 def test_disconnect_mid_stream_is_cancelled(sim: SimProcess) -> None:

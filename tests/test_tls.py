@@ -10,10 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import http.client
-import json
 import logging
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -26,6 +24,7 @@ import trustme
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 from gevent.server import StreamServer
 from proxy_server import RecordingProxy
+from test_sim import assert_t_recv_is_the_kernel_arrival
 
 from llm_locust.sim import SimProcess, run_sim
 
@@ -232,26 +231,8 @@ def test_sim_over_tls_keeps_kernel_receive_times(pki, good_sim):
     """As in test_sim's plain-TCP test: a request sent while the simulator is stopped (SIGSTOP) has
     the kernel's arrival time as its t_recv (asyncio reads TLS records with `recv_into`)."""
     conn = https_connection(good_sim, pki)
-    body = json.dumps({"model": "llm-locust-sim", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-                       "max_tokens": 2, "ignore_eos": True})  # fmt: skip
     conn.connect()  # the TLS handshake needs the simulator running
-    ids = []
-    for stop_s in (0.0, 0.3):
-        os.kill(good_sim.pid, signal.SIGSTOP)
-        try:
-            t_send = time.perf_counter()
-            conn.request("POST", "/v1/chat/completions", body=body)
-            time.sleep(stop_s)
-        finally:
-            os.kill(good_sim.pid, signal.SIGCONT)
-        response = conn.getresponse()
-        ids.append((json.loads(response.readline()[6:])["id"], t_send))
-        response.read()
-    conn.close()
-    response_id, t_send = ids[1]
-    (record,) = [r for r in good_sim.trace() if r["id"] == response_id]
-    assert 0 <= record["t_recv"] - t_send < 0.1  # arrived at once, read 0.3 s later
-    assert record["token_times"][0] - record["t_recv"] >= 0.3  # the wait is in the server's TTFT
+    assert_t_recv_is_the_kernel_arrival(good_sim, conn)
 
 
 @pytest.mark.parametrize(("args", "message"), [
