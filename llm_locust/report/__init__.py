@@ -1,6 +1,6 @@
 """The post-processor: results folders -> one self-contained HTML report (plotly) + PNG charts.
 
-    load        read and validate one results folder (summary.json, llm_timeseries.csv,
+    run_data    read and validate one results folder (summary.json, llm_timeseries.csv,
                 histograms.json, Locust's CSVs) into a `RunData`
     tables      derived tables: one row per step (or per run), the comparison table
     capacity    SLO checks per step and the highest step meeting every SLO
@@ -10,7 +10,7 @@
     timeline    plotly figures over time (LLM time series, Locust history, failures)
     distributions  histogram / CDF figures (histograms.json, or the summary's percentiles)
     server      the server's perspective (server_metrics.csv, summary "server")
-    telemetry   GPU and host telemetry (telemetry.csv, summary "telemetry")
+    telemetry_charts  GPU and host telemetry (telemetry.csv, summary "telemetry")
     html        the HTML page (plotly.js inline: works offline)
     images      PNG export of the figures (kaleido + a Chromium browser)
     build       everything above, in order: `build_report`

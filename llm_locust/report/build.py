@@ -11,13 +11,13 @@ import pandas as pd
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, server, telemetry, timeline
+from llm_locust.report import charts, distributions, server, telemetry_charts, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
 from llm_locust.report.images import write_pngs
-from llm_locust.report.load import RunData, load_run
 from llm_locust.report.mbu import Hardware, mbu
+from llm_locust.report.run_data import RunData, load_run
 from llm_locust.report.tables import all_step_rows, comparison_table, run_facts, warnings_of
 
 STEP_COLUMNS = {
@@ -79,7 +79,7 @@ def build_report(
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
         server.server_timeline(runs),
-        telemetry.telemetry_timeline(runs),
+        telemetry_charts.telemetry_timeline(runs),
         timeline.locust_timeline(runs),
         timeline.failures_chart(runs),
         distributions.distributions(runs),
@@ -135,7 +135,7 @@ def _sections(
     server_part = server.server_section(runs)
     if server_part is not None:
         sections.append(server_part)
-    telemetry_part = telemetry.telemetry_section(runs)
+    telemetry_part = telemetry_charts.telemetry_section(runs)
     if telemetry_part is not None:
         sections.append(telemetry_part)
     if capacities:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llm_locust.metrics.slo import Slo, SloResult, evaluate
-from llm_locust.report.load import RunData
+from llm_locust.report.run_data import RunData
 from llm_locust.report.tables import load_axis, step_sources
 
 

@@ -14,8 +14,8 @@ from plotly.subplots import make_subplots
 from llm_locust.metrics.vocabulary import SERIES_LATENCIES
 from llm_locust.report.capacity import Capacity
 from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color, with_alpha
-from llm_locust.report.load import RunData
 from llm_locust.report.mbu import Hardware, achieved_bandwidth_gbs, mbu
+from llm_locust.report.run_data import RunData
 from llm_locust.report.tables import load_axis
 
 CURVE_METRICS = ("ttft", "tpot", "e2e")

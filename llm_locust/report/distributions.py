@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from llm_locust.metrics.vocabulary import COUNT_METRICS, SERIES_LATENCIES
 from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color
-from llm_locust.report.load import RunData
+from llm_locust.report.run_data import RunData
 
 METRICS = SERIES_LATENCIES + COUNT_METRICS
 HISTOGRAM_BINS = 60

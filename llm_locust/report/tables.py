@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from llm_locust.metrics.vocabulary import REQUEST_LATENCIES
-from llm_locust.report.load import RunData
+from llm_locust.report.run_data import RunData
 
 LATENCY_KEYS = REQUEST_LATENCIES
 STATS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")

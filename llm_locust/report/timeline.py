@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import Chart, finish, run_color, with_alpha
-from llm_locust.report.load import RunData
+from llm_locust.report.run_data import RunData
 from llm_locust.results.files import FAILURE_COLUMNS
 
 MAX_POINTS = 2000

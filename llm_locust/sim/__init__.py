@@ -3,7 +3,7 @@
 Modules: `config` (settings), `engine` (timing models, no I/O), `timeline` (absolute-time
 scheduling on the event loop), `drivers` (engine + timeline glue), `http` (request parsing,
 framing), `openai` (wire format), `stream` (one response being written), `trace` (ground truth),
-`metrics` (/metrics), `server` (connections and routes), `cli` (the `sim` sub-command) and
+`metrics` (/metrics), `exporters` (/gpu-metrics, /node-metrics), `server` (connections and routes), `cli` (the `sim` sub-command) and
 `process` (`run_sim`: the simulator as a subprocess, for tests and benchmarks).
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim import faults, http, openai, telemetry
+from llm_locust.sim import exporters, faults, http, openai
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
@@ -122,8 +122,8 @@ class SimApp:
         """The simulated DCGM-exporter page or this host's node-exporter page (404 without /proc)."""
         if path == "/gpu-metrics":
             config = self.config
-            return telemetry.render_gpu(config.gpus, self.driver.running, config.max_batch, config.model)
-        body = telemetry.render_node()
+            return exporters.render_gpu(config.gpus, self.driver.running, config.max_batch, config.model)
+        body = exporters.render_node()
         if body is None:
             raise openai.ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
         return body

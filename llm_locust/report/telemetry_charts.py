@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from llm_locust.report.chart import Chart, finish, run_color
 from llm_locust.report.html import Section, heading, note, table
-from llm_locust.report.load import RunData
+from llm_locust.report.run_data import RunData
 from llm_locust.report.timeline import time_unit
 from llm_locust.scrape.hardware import ALL_DEVICES
 
