@@ -9,8 +9,8 @@ import pytest
 
 def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders."""
-    from llm_locust.load.shape import SweepShape
     from llm_locust.runtime.plugin import install
+    from llm_locust.runtime.shape import SweepShape
     from llm_locust.runtime.users import ChatCompletionsUser, CompletionsUser
 
     kept = {
@@ -34,7 +34,7 @@ PURE = (
     "llm_locust.scrape",
     "llm_locust.report",
     "llm_locust.sim",
-    "llm_locust.load.arrivals",
+    "llm_locust.load",
     "llm_locust.transport.ca_file",
     "llm_locust.transport.proxy",
     "llm_locust.errors",
@@ -42,9 +42,8 @@ PURE = (
     "llm_locust.cli",
     "llm_locust.demo",
 )
-"""What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, `load.control`,
-`load.shape`, the `plugin`/`users`/`shape` re-exports), the transport's I/O, and `load.pacing` (whose `Pacer`
-blocks a user's greenlet on a gevent Event until its ticket is due: the seam is its pure `Plan`/`Ticket`)."""
+"""What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, with the pacer, the
+controller and the sweep shape; the `plugin`/`users`/`shape` re-exports) and the transport's I/O."""
 
 IMPORT_ALL = """
 import importlib, pkgutil, sys

@@ -32,12 +32,13 @@ from llm_locust import redact
 from llm_locust.config.settings import Settings, check_host, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
-from llm_locust.load.control import PLAN_MESSAGE, LoadController
-from llm_locust.load.pacing import Pacer, Plan
+from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
+from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
