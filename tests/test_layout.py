@@ -97,3 +97,23 @@ print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
     assert changed == "", f"importing llm_locust changed ConnectionPool.{changed}"
     assert installed == "_create_tcp_socket,_is_socket_alive,_setup_proxy"
     assert again == "", "a second install() changed ConnectionPool again"
+
+
+def test_chosen_metric_subsets_name_only_vocabulary_metrics() -> None:
+    """Charts and tables that show a chosen subset of the metrics name only metrics of `metrics/vocabulary.py`, and
+    the /llm page's series are columns of llm_timeseries.csv."""
+    import re
+
+    from llm_locust.metrics.vocabulary import LATENCY_METRICS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+    from llm_locust.report.charts import CURVE_METRICS, LOAD_METRICS
+    from llm_locust.report.distributions import STEP_METRICS
+    from llm_locust.report.tables import LATENCY_KEYS
+    from llm_locust.results.files import TIMESERIES_COLUMNS
+    from llm_locust.runtime.webui import PAGE, PAGE_LATENCIES
+
+    for subset in (CURVE_METRICS, LOAD_METRICS, STEP_METRICS, LATENCY_KEYS, PAGE_LATENCIES):
+        assert set(subset) <= set(LATENCY_METRICS), subset
+    page_series = set(re.findall(r'\["(\w+_ms_p\d+)"', PAGE.read_text(encoding="utf-8")))
+    assert page_series, "the page's chart series were not found"
+    assert page_series <= {latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES}
+    assert page_series <= set(TIMESERIES_COLUMNS)
