@@ -117,3 +117,15 @@ def test_chosen_metric_subsets_name_only_vocabulary_metrics() -> None:
     assert page_series, "the page's chart series were not found"
     assert page_series <= {latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES}
     assert page_series <= set(TIMESERIES_COLUMNS)
+
+
+def test_results_writer_never_reaches_back_into_run_state() -> None:
+    """`RunState` owns the `ResultsWriter` and hands it `RunSources`; the writer does not import the state."""
+    import ast
+    from pathlib import Path
+
+    from llm_locust.runtime import results_writer
+
+    tree = ast.parse(Path(results_writer.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "llm_locust.runtime.state" not in imported

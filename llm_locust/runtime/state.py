@@ -39,7 +39,7 @@ from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.pacer import Pacer
-from llm_locust.runtime.results_writer import ResultsWriter
+from llm_locust.runtime.results_writer import ResultsWriter, RunSources
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
@@ -153,7 +153,19 @@ class RunState:
             if steps and environment.shape_class is not None:  # the sweep starts now
                 self.control.enter_step(steps[0])
             self.control.update()
-            self._results = ResultsWriter(self, Path(self.settings.results_dir))
+            sources = RunSources(
+                environment=environment,
+                settings=self.settings,
+                is_master=self.is_master,
+                run=self.run,
+                window_start=self.recorder.window_start,
+                control=self.control,
+                saturation=self.saturation,
+                requests_by_worker=self.requests_by_worker,
+                merge_local=self.merge_local,
+                sample_local=self.sample_local,
+            )
+            self._results = ResultsWriter(sources, Path(self.settings.results_dir))
 
     def _on_users_stopped(self, **_: Any) -> None:
         """Processes running users: the test is over, the garbage collector back to automatic."""
