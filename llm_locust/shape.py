@@ -1,5 +1,5 @@
-"""Kept import path for locustfiles: `from llm_locust.shape import SweepShape` (the shape lives in `load/`)."""
+"""Kept import path for locustfiles: `from llm_locust.shape import SweepShape` (the shape lives in `runtime/`)."""
 
-from llm_locust.load.shape import SweepShape
+from llm_locust.runtime.shape import SweepShape
 
 __all__ = ["SweepShape"]

@@ -13,8 +13,8 @@ summary.json has one entry per step under "steps"; `llm-locust report` draws one
 
 from locust import events
 
-from llm_locust.load.shape import SweepShape
 from llm_locust.runtime.plugin import install
+from llm_locust.runtime.shape import SweepShape
 from llm_locust.runtime.users import ChatCompletionsUser
 
 install(events)

@@ -9,8 +9,8 @@ import pytest
 
 def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders."""
-    from llm_locust.load.shape import SweepShape
     from llm_locust.runtime.plugin import install
+    from llm_locust.runtime.shape import SweepShape
     from llm_locust.runtime.users import ChatCompletionsUser, CompletionsUser
 
     kept = {
@@ -34,7 +34,7 @@ PURE = (
     "llm_locust.scrape",
     "llm_locust.report",
     "llm_locust.sim",
-    "llm_locust.load.arrivals",
+    "llm_locust.load",
     "llm_locust.transport.ca_file",
     "llm_locust.transport.proxy",
     "llm_locust.errors",
@@ -42,9 +42,8 @@ PURE = (
     "llm_locust.cli",
     "llm_locust.demo",
 )
-"""What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, `load.control`,
-`load.shape`, the `plugin`/`users`/`shape` re-exports), the transport's I/O, and `load.pacing` (whose `Pacer`
-blocks a user's greenlet on a gevent Event until its ticket is due: the seam is its pure `Plan`/`Ticket`)."""
+"""What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, with the pacer, the
+controller and the sweep shape; the `plugin`/`users`/`shape` re-exports) and the transport's I/O."""
 
 IMPORT_ALL = """
 import importlib, pkgutil, sys
@@ -98,3 +97,35 @@ print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
     assert changed == "", f"importing llm_locust changed ConnectionPool.{changed}"
     assert installed == "_create_tcp_socket,_is_socket_alive,_setup_proxy"
     assert again == "", "a second install() changed ConnectionPool again"
+
+
+def test_chosen_metric_subsets_name_only_vocabulary_metrics() -> None:
+    """Charts and tables that show a chosen subset of the metrics name only metrics of `metrics/vocabulary.py`, and
+    the /llm page's series are columns of llm_timeseries.csv."""
+    import re
+
+    from llm_locust.metrics.vocabulary import LATENCY_METRICS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+    from llm_locust.report.charts import CURVE_METRICS, LOAD_METRICS
+    from llm_locust.report.distributions import STEP_METRICS
+    from llm_locust.report.tables import LATENCY_KEYS
+    from llm_locust.results.files import TIMESERIES_COLUMNS
+    from llm_locust.runtime.webui import PAGE, PAGE_LATENCIES
+
+    for subset in (CURVE_METRICS, LOAD_METRICS, STEP_METRICS, LATENCY_KEYS, PAGE_LATENCIES):
+        assert set(subset) <= set(LATENCY_METRICS), subset
+    page_series = set(re.findall(r'\["(\w+_ms_p\d+)"', PAGE.read_text(encoding="utf-8")))
+    assert page_series, "the page's chart series were not found"
+    assert page_series <= {latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES}
+    assert page_series <= set(TIMESERIES_COLUMNS)
+
+
+def test_results_writer_never_reaches_back_into_run_state() -> None:
+    """`RunState` owns the `ResultsWriter` and hands it `RunSources`; the writer does not import the state."""
+    import ast
+    from pathlib import Path
+
+    from llm_locust.runtime import results_writer
+
+    tree = ast.parse(Path(results_writer.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "llm_locust.runtime.state" not in imported

@@ -1,6 +1,6 @@
-"""Stage 1, load: when requests are due — arrival processes, sweep steps, per-user pacing, the master's controller and
-shape.
+"""Stage 1, load: when requests are due — arrival processes and sweep steps (`arrivals`), a process's load plan and
+the ticket a user takes per request (`pacing`). Pure: the Locust/gevent side (the `Pacer` that blocks a user until its
+ticket is due, the master's controller, the sweep shape) is wiring in `runtime/`.
 
-Seam out: a `pacing.Ticket` per request (its scheduled time `t_sched`). `arrivals` is pure; `pacing` waits on a
-gevent Event and `control`/`shape` drive Locust runners, so those three belong to the Locust side of the seam.
+Seam out: a `pacing.Ticket` per request (its scheduled time `t_sched`).
 """

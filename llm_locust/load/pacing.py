@@ -1,7 +1,7 @@
 """When the users of one process send: the load plan it was given, turned into tickets.
 
 The master (or a local runner) decides the `Plan` — the current sweep step, this process's
-share of the request rate and of the request quota — and each process's `Pacer` applies it.
+share of the request rate and of the request quota — and each process's `runtime.pacer.Pacer` applies it.
 Before every request a user takes a `Ticket`:
 
 - closed loop: at once;
@@ -16,17 +16,12 @@ Tickets also carry the step and whether the request counts for it (sent after it
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, replace
-from time import perf_counter
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gevent.event import Event
-
-from llm_locust.load.arrivals import ArrivalKind, ArrivalProcess, Step
+from llm_locust.load.arrivals import ArrivalKind, Step
 
 NO_STEP = -1
-_QUOTA_WAIT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,60 +69,3 @@ class Ticket(NamedTuple):
     t_sched: float | None
     step: int
     measured: bool
-
-
-class Pacer:
-    """Hands out tickets for one process's users under the current `Plan`."""
-
-    def __init__(self) -> None:
-        self.plan = Plan()
-        self._arrivals: ArrivalProcess | None = None
-        self._measure_from_s = 0.0
-        self._changed = Event()
-        self.sent = 0
-
-    def apply(self, plan: Plan) -> None:
-        """Follow `plan` from now on; users waiting for a ticket of the old plan take a new one.
-        The same plan again (the master repeats plans) changes nothing."""
-        old = self.plan
-        if plan == replace(old, warmup_left_s=plan.warmup_left_s):
-            return
-        now_s = perf_counter()
-        self.plan = plan
-        self._measure_from_s = now_s + plan.warmup_left_s
-        if not plan.rate_per_s:
-            self._arrivals = None
-        elif self._arrivals is None or (plan.rate_per_s, plan.arrival, plan.burstiness) != (
-            old.rate_per_s,
-            old.arrival,
-            old.burstiness,
-        ):
-            rng = random.Random(plan.seed)
-            self._arrivals = ArrivalProcess(plan.rate_per_s, plan.arrival, plan.burstiness, now_s, rng)
-        changed, self._changed = self._changed, Event()
-        changed.set()
-
-    def take(self) -> Ticket:
-        """Wait until this user may send its next request; return its ticket.
-
-        With a rate share of 0, or once the process's quota is used up, the user waits (the master ends the run when all
-        quotas are done); the runner stopping the user ends the wait.
-        """
-        while True:
-            plan, changed = self.plan, self._changed
-            if plan.idle or (plan.quota is not None and self.sent >= plan.quota):
-                changed.wait(_QUOTA_WAIT_S)
-                continue
-            arrivals = self._arrivals
-            if arrivals is None:
-                return self._issue(None, plan)
-            due_s = arrivals.next_s()
-            delay_s = due_s - perf_counter()
-            if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
-                return self._issue(due_s, plan)
-            # else a new plan arrived while this ticket waited: it no longer holds
-
-    def _issue(self, t_sched: float | None, plan: Plan) -> Ticket:
-        self.sent += 1
-        step = NO_STEP if plan.step is None else plan.step.index
-        return Ticket(t_sched, step, perf_counter() >= self._measure_from_s)

@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from llm_locust.metrics.vocabulary import REQUEST_LATENCIES
+from llm_locust.metrics.vocabulary import PERCENTILES, REQUEST_LATENCIES, pct_key
 from llm_locust.report.run_data import RunData
 
 LATENCY_KEYS = REQUEST_LATENCIES
-STATS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+STATS = ("mean", *(pct_key(p) for p in PERCENTILES), "max")
 THROUGHPUT_KEYS = ("requests_ok", "requests_failed", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 RATE_MODELS = ("rate", "rate_sweep")
 

@@ -122,7 +122,7 @@ def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | in
     return {
         "http_429": throttled,
         "share_of_requests": round(throttled / requests, 4) if requests else 0.0,
-        "per_s": round(throttled / duration_s, 3) if duration_s > 0 else 0.0,
+        "per_s": per_s(throttled, duration_s),
     }
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,9 @@ from llm_locust.runtime.scrape_loop import ScrapeLoop
 from llm_locust.scrape.scraper import new_scraper
 
 if TYPE_CHECKING:
-    from llm_locust.runtime.state import RunState
+    from llm_locust.config.settings import Settings
+    from llm_locust.runtime.control import LoadController
+    from llm_locust.runtime.saturation import SaturationTracker
 
 logger = logging.getLogger("llm_locust")
 
@@ -51,13 +55,32 @@ INTERRUPT_GRACE_S = 5.0
 it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunSources:
+    """What the writer reads of one test, handed over by the process's `RunState` when the test starts (the writer
+    never reaches back into it): the Locust environment, the settings, the role, the run's merged metrics and its
+    window clock, the load controller, the client's saturation samples, the requests each worker reported, and the
+    calls that merge this process's own delta and sample its users and workers."""
+
+    environment: Any
+    settings: Settings
+    is_master: bool
+    run: RunMetrics
+    window_start: Callable[[float], int]
+    control: LoadController | None
+    saturation: SaturationTracker
+    requests_by_worker: Counter[str]
+    merge_local: Callable[[], None]
+    sample_local: Callable[[], None]
+
+
 class ResultsWriter:
     """Master/local: the time series while the test runs, then summary.json and the table."""
 
-    def __init__(self, state: RunState, results_dir: Path) -> None:
-        self.state = state
+    def __init__(self, sources: RunSources, results_dir: Path) -> None:
+        self.sources = sources
         self.results_dir = results_dir
-        self.settings = state.settings
+        self.settings = sources.settings
         self.t_start = time.time()
         self.t_stop: float | None = None
         self.users_max = 0
@@ -74,9 +97,9 @@ class ResultsWriter:
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
         self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
-        self.monitor = RunMonitor(results_dir, self.settings, self.t_start, state.is_master)
+        self.monitor = RunMonitor(results_dir, self.settings, self.t_start, sources.is_master)
         # windows close once every worker has reported past them
-        self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if state.is_master else TICK_S) + 1
+        self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if sources.is_master else TICK_S) + 1
         self._ticker = gevent.spawn(self._tick_forever)
         self.scraper = new_scraper(self.settings, results_dir, self.t_start)  # --metrics-url: server's view
         self._scrape_loop = ScrapeLoop(self.scraper) if self.scraper is not None else None
@@ -91,37 +114,37 @@ class ResultsWriter:
 
     def _tick(self) -> None:
         """Merge the local delta, sample users/workers, write every closed window."""
-        state = self.state
-        state.merge_local()
+        src = self.sources
+        src.merge_local()
         if self.t_stop is None:
-            state.sample_local()
-        runner = state.environment.runner
-        if self.t_stop is None and runner is not None and state.control is not None:
-            state.control.update()
-            reason = state.control.check_limits(state.run.total)
-            if reason is not None and state.control.stop_reason is None:
-                state.control.stop_reason = reason
+            src.sample_local()
+        runner = src.environment.runner
+        if self.t_stop is None and runner is not None and src.control is not None:
+            src.control.update()
+            reason = src.control.check_limits(src.run.total)
+            if reason is not None and src.control.stop_reason is None:
+                src.control.stop_reason = reason
                 logger.info("ending the run: %s", reason)
-                gevent.spawn(stop_test, state.environment)
+                gevent.spawn(stop_test, src.environment)
         if self.t_stop is None and runner is not None:
             users = runner.user_count
             self.users_max = max(self.users_max, users)
-            key = state.recorder.window_start(time.time())
+            key = src.window_start(time.time())
             self._users_by_window[key] = max(self._users_by_window.get(key, 0), users)
-            if state.is_master:
+            if src.is_master:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
             self.monitor.tick(runner, time.time())
         self._write_windows(time.time() - self._lag_s)
         if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
             self._last_snapshot_s = time.monotonic()
-            write_summary(self.results_dir, self.summary(state.run, final=False))
+            write_summary(self.results_dir, self.summary(src.run, final=False))
 
-        if state.is_master:
+        if src.is_master:
             gc.collect()  # the small cyclic objects of decoded deltas (see gc_policy.freeze_heap)
 
     def _write_windows(self, before_s: float) -> None:
-        for start, window in self.state.run.pop_windows(before_s):
+        for start, window in self.sources.run.pop_windows(before_s):
             row = self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
             self.history.append(row)
             self._check_schedule(start, window)
@@ -134,13 +157,13 @@ class ResultsWriter:
         partial = [
             {**self._timeseries.row(start, window, self._users_by_window.get(start, 0), self._step_at(start)),
              "partial": True}
-            for start, window in self.state.run.open_windows()
+            for start, window in self.sources.run.open_windows()
         ]  # fmt: skip
         return [*self.history, *partial]
 
     def _step_at(self, epoch_s: float) -> int | None:
         """Index of the sweep step running at `epoch_s`, None outside sweeps."""
-        control = self.state.control
+        control = self.sources.control
         for span in control.spans if control is not None else ():
             if span.start_s <= epoch_s < (span.end_s or float("inf")):
                 return span.step.index
@@ -188,14 +211,14 @@ class ResultsWriter:
         self._ticker.kill(block=False)
         if self.t_stop is None:
             self.t_stop = time.time()
-        self.state.merge_local()
+        self.sources.merge_local()
         self._write_windows(float("inf"))
         if self._scrape_loop is not None:
             self._scrape_loop.stop()
-        summary = self.summary(self.state.run)
-        write_histograms(self.results_dir, self.state.run)
+        summary = self.summary(self.sources.run)
+        write_histograms(self.results_dir, self.sources.run)
         gate = summary["verdict"]
-        env = self.state.environment
+        env = self.sources.environment
         explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
         user_error = self.cause in USER_ERROR_CAUSES
         if self.cause is not None and not env.process_exit_code and (user_error or not self.interrupted):
@@ -223,29 +246,29 @@ class ResultsWriter:
 
         `final=False`: a snapshot taken while the test runs; the final one also sets `cause`.
         """
-        diagnosis = diagnose(run.total, top_error(self.state.environment)) if final else None
+        diagnosis = diagnose(run.total, top_error(self.sources.environment)) if final else None
         if final:
             self.cause = diagnosis[0] if diagnosis else None
         return build_summary(self.view(diagnosis, final), run, final)
 
     def view(self, diagnosis: tuple[str, str] | None, final: bool) -> RunView:
         """A frozen view of the run for `build_summary` (the process health only on the final one)."""
-        state = self.state
-        env = state.environment
-        control = state.control
+        src = self.sources
+        env = src.environment
+        control = src.control
         t_end_s = self.t_stop or time.time()
         return RunView(
             settings=self.settings,
             locust_version=locust.__version__,
             host_shown=redact.redact(env.host) if env.host else env.host,
             user_classes=tuple(u.__name__ for u in env.user_classes),
-            role="master" if state.is_master else "local",
+            role="master" if src.is_master else "local",
             t_start_s=self.t_start,
             t_end_s=t_end_s,
             users_max=self.users_max,
             workers_max=self.workers_max,
             workers_lost=tuple(self.lost_workers),
-            requests_by_worker=dict(state.requests_by_worker),
+            requests_by_worker=dict(src.requests_by_worker),
             interrupted=self.interrupted,
             interrupted_by=self.interrupted_by,
             locust_csv_prefix=getattr(env.parsed_options, "csv_prefix", None),
@@ -253,10 +276,10 @@ class ResultsWriter:
             spans=tuple(control.spans) if control is not None else (),
             diagnosis=diagnosis,
             behind_schedule=self.behind_schedule,
-            other_warnings=(*state.saturation.warnings, *(self.scraper.warnings() if self.scraper else ())),
+            other_warnings=(*src.saturation.warnings, *(self.scraper.warnings() if self.scraper else ())),
             timeseries_file=self._timeseries.path.name,
             timeseries_rows=self._timeseries.rows,
-            client=state.saturation.as_dict(),
+            client=src.saturation.as_dict(),
             server=self.scraper.summary() if self.scraper is not None else None,
             telemetry=self.scraper.telemetry_summary() if self.scraper is not None else None,
             health=self.monitor.health(t_end_s) if final else None,

@@ -32,13 +32,14 @@ from llm_locust import redact
 from llm_locust.config.settings import Settings, check_host, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
-from llm_locust.load.control import PLAN_MESSAGE, LoadController
-from llm_locust.load.pacing import Pacer, Plan
+from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
-from llm_locust.runtime.results_writer import ResultsWriter
+from llm_locust.runtime.pacer import Pacer
+from llm_locust.runtime.results_writer import ResultsWriter, RunSources
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
@@ -152,7 +153,19 @@ class RunState:
             if steps and environment.shape_class is not None:  # the sweep starts now
                 self.control.enter_step(steps[0])
             self.control.update()
-            self._results = ResultsWriter(self, Path(self.settings.results_dir))
+            sources = RunSources(
+                environment=environment,
+                settings=self.settings,
+                is_master=self.is_master,
+                run=self.run,
+                window_start=self.recorder.window_start,
+                control=self.control,
+                saturation=self.saturation,
+                requests_by_worker=self.requests_by_worker,
+                merge_local=self.merge_local,
+                sample_local=self.sample_local,
+            )
+            self._results = ResultsWriter(sources, Path(self.settings.results_dir))
 
     def _on_users_stopped(self, **_: Any) -> None:
         """Processes running users: the test is over, the garbage collector back to automatic."""

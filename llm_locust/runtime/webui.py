@@ -38,10 +38,16 @@ from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 from llm_locust import redact
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.vocabulary import (
+    COUNT_METRICS,
     HISTOGRAMS_FILE,
+    LATENCY_LABELS,
+    PERCENTILES,
     REPORT_FILE,
+    REQUEST_LATENCIES,
     SUMMARY_FILE,
     TIMESERIES_FILE,
+    latency_key,
+    pct_key,
 )
 from llm_locust.results.files import iso_time
 from llm_locust.runtime.web_tabs import STEP_COLUMNS, TAB_COLUMNS, step_rows, tab_rows
@@ -64,6 +70,8 @@ REPORT_TIMEOUT_S = 300.0
 RESULT_FILES = (SUMMARY_FILE, TIMESERIES_FILE, HISTOGRAMS_FILE)
 PAGE = Path(__file__).resolve().parent / "static" / "llm.html"
 TAB_KEY = "llm"
+PAGE_LATENCIES = (*REQUEST_LATENCIES, "queue_delay")
+"""The latencies in the page's run table (the failed requests' TTFT stays in summary.json)."""
 STEPS_TAB_KEY = "llm-steps"
 
 
@@ -78,7 +86,7 @@ def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
     @blueprint.route("/llm")
     @auth
     def page() -> Response:
-        return make_response(PAGE.read_text(encoding="utf-8"))
+        return make_response(page_html())
 
     @blueprint.route("/llm/stats.json")
     @auth
@@ -209,6 +217,18 @@ class LiveView:
             if error is not None:
                 return make_response(f"llm-locust report failed: {error}", 500)
         return send_from_directory(folder.resolve(), REPORT_FILE, max_age=0)
+
+
+def page_html() -> str:
+    """The /llm page with its run table's metrics and statistics (summary.json keys, labels) filled in from the
+    vocabulary."""
+    metrics = [[latency_key(m), f"{LATENCY_LABELS[m]} ms"] for m in PAGE_LATENCIES]
+    metrics += [[m, m.replace("_", " ")] for m in COUNT_METRICS]
+    stats = ["count", "mean", "min", *(pct_key(p) for p in PERCENTILES), "max"]
+    page = PAGE.read_text(encoding="utf-8")
+    return page.replace('"__METRICS__"', orjson.dumps(metrics).decode()).replace(
+        '"__STATS__"', orjson.dumps(stats).decode()
+    )
 
 
 def _steps(summary: dict[str, Any] | None, spans: tuple[StepSpan, ...]) -> list[dict[str, Any]]:

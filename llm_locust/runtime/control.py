@@ -21,9 +21,10 @@ from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunn
 
 from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import Step, StepSpan, integer_shares, worker_shares
-from llm_locust.load.pacing import Pacer, Plan
+from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind
+from llm_locust.runtime.pacer import Pacer
 
 logger = logging.getLogger("llm_locust")
 
