@@ -198,18 +198,39 @@ def add_load_arguments(parser: Any) -> None:
     group.add_argument(
         "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
     )
-    group.add_argument("--step-duration-s", type=float, default=30.0, help="Length of each sweep step, seconds")
+    group.add_argument(
+        "--step-duration-s", type=float, default=30.0, help="Length of each sweep step (or search trial), seconds"
+    )
     group.add_argument(
         "--warmup-s",
         type=float,
         default=5.0,
-        help="Start of each sweep step left out of its metrics, seconds (default 5)",
+        help="Start of each sweep step (or search trial) left out of its metrics, seconds (default 5)",
     )
     group.add_argument(
         "--max-concurrency",
         type=int,
         default=256,
-        help="Rate sweep: users per step, the cap on requests in flight (default 256)",
+        help="Rate sweep or search: users per step, the cap on requests in flight (default 256)",
+    )
+    group.add_argument(
+        "--search-max-rate",
+        type=float,
+        default=0.0,
+        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds "
+        "the highest rate meeting every --slo with at most --max-error-rate failed (default 0.01)",
+    )
+    group.add_argument(
+        "--search-precision",
+        type=float,
+        default=0.05,
+        help="Capacity search: stop when the passing and the failing rate are this share apart (default 0.05)",
+    )
+    group.add_argument(
+        "--search-budget-s",
+        type=float,
+        default=900.0,
+        help="Capacity search: start no trial that would end later than this after the start, seconds (default 900)",
     )
     group.add_argument(
         "--max-requests",

@@ -55,6 +55,9 @@ class Settings:
     step_duration_s: float = 30.0
     warmup_s: float = 5.0
     max_concurrency: int = 256
+    search_max_rate: float = 0.0  # req/s, 0 = no capacity search
+    search_precision: float = 0.05
+    search_budget_s: float = 900.0
     max_requests: int = 0
     abort_error_rate: float = 0.0
     slo: tuple[Slo, ...] = ()
@@ -135,11 +138,13 @@ class Settings:
 
     @property
     def load_model(self) -> str:
-        """concurrency, rate, concurrency_sweep or rate_sweep."""
+        """concurrency, rate, concurrency_sweep, rate_sweep or rate_search."""
         if self.sweep_users:
             return "concurrency_sweep"
         if self.sweep_rates:
             return "rate_sweep"
+        if self.search_max_rate:
+            return "rate_search"
         return "rate" if self.request_rate else "concurrency"
 
     def public(self) -> dict[str, Any]:
@@ -199,8 +204,31 @@ def _check_load(options: Any) -> None:
         raise ConfigError(f"--max-concurrency must be >= 1, got {options.max_concurrency}")
     if options.max_requests < 0:
         raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
+    _check_search(options)
     if not 0 <= options.abort_error_rate <= 1:
         raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
+
+
+def _check_search(options: Any) -> None:
+    """Validate the capacity-search options; ConfigError naming the first bad one."""
+    if options.search_max_rate < 0:
+        raise ConfigError(f"--search-max-rate must be > 0 requests/s (0: no search), got {options.search_max_rate}")
+    if not options.search_max_rate:
+        return
+    for other in ("request_rate", "sweep_rates", "sweep_users"):
+        if getattr(options, other):
+            flag = "--" + other.replace("_", "-")
+            raise ConfigError(
+                f"--search-max-rate and {flag} exclude each other: the search sets the rate of each trial"
+            )
+    if not 0 < options.search_precision < 1:
+        raise ConfigError(
+            f"--search-precision must be a fraction between 0 and 1, e.g. 0.05, got {options.search_precision}"
+        )
+    if not options.search_budget_s > 0:
+        raise ConfigError(f"--search-budget-s must be > 0 seconds, got {options.search_budget_s}")
+    # a trial is a rate step: the same --step-duration-s, --warmup-s and --max-concurrency rules
+    sweep_steps([], [options.search_max_rate], options.max_concurrency, options.step_duration_s, options.warmup_s)
 
 
 def _metrics_urls(options: Any) -> tuple[str, ...]:

@@ -5,7 +5,10 @@
     --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
                                between the early and late windows (llm_locust.metrics.drift)
 
-and always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
+A capacity search (summary.json `search`) is judged by its answer instead of the first two: its trials above the
+capacity fail the objectives by design; the run fails when no trial passed them.
+
+And always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
 succeeded, no worker was lost, no load-generating process saturated its CPU (Locust's own > 90 %
 warning). A failed verdict makes the run exit with `EXIT_GATE_FAILED` (`EXIT_INTERRUPTED` when
 interrupted: partial results say nothing about the gates); the verdict is written into
@@ -50,6 +53,11 @@ def verdict(
     error_rate = failed / attempted if attempted else None
     if ok == 0:
         reasons.append("no request succeeded")
+    search = summary.get("search")
+    if search is not None:  # the objectives are the search's, trial by trial
+        slos, max_error_rate = (), None
+        if search["max_rate_per_s"] is None and ok:
+            reasons.append(f"capacity search: no trial met every objective ({search['stopped'] or 'not finished'})")
     if max_error_rate is not None and error_rate is not None and error_rate > max_error_rate:
         reasons.append(
             f"error rate {error_rate:.4f} ({failed} of {attempted} requests) > --max-error-rate {max_error_rate:g}"

@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from llm_locust.errors import ConfigError
+from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.report import charts, distributions, server, telemetry_charts, timeline
-from llm_locust.report.capacity import Capacity, capacity
+from llm_locust.report.capacity import Capacity, StepCheck, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
 from llm_locust.report.images import write_pngs
@@ -55,9 +56,11 @@ def build_report(
     slos: tuple[Slo, ...] = (),
     hardware: Hardware | None = None,
     png: bool = True,
+    max_error_rate: float | None = None,
 ) -> Report:
     """Load every folder, derive tables and charts, write the HTML (and PNGs unless `png` is False).
 
+    `max_error_rate`: the capacity pick's error-rate limit (default: each run's --max-error-rate, else 0.01).
     Raises ConfigError (one line naming the file) when a folder or one of its files is bad.
     """
     if not results_dirs:
@@ -70,7 +73,7 @@ def build_report(
     rows = all_step_rows(runs)
     slos_given = bool(slos)
     slos = slos or _recorded_slos(runs)
-    capacities = [cap for run in runs if (cap := capacity(run, slos)) is not None]
+    capacities = [cap for run in runs if (cap := capacity(run, slos, max_error_rate)) is not None]
     built = [
         charts.throughput_latency(runs, rows),
         charts.throughput_vs_load(runs, rows),
@@ -139,7 +142,7 @@ def _sections(
     if telemetry_part is not None:
         sections.append(telemetry_part)
     if capacities:
-        sections.append(_capacity_section(capacities, slos_given))
+        sections.append(_capacity_section(capacities, runs, slos_given))
     if len(runs) > 1 and not rows.empty:
         picks = {cap.run: cap.best.step for cap in capacities if cap.best is not None}
         chosen = _chosen_rows(rows, picks)
@@ -194,19 +197,19 @@ def _chosen_rows(rows: pd.DataFrame, picks: dict[str, int | None]) -> pd.DataFra
     return pd.DataFrame(chosen)
 
 
-def _capacity_section(capacities: list[Capacity], given: bool) -> Section:
-    """The capacity pick of each run and its per-step SLO table."""
+def _capacity_section(capacities: list[Capacity], runs: list[RunData], given: bool) -> Section:
+    """The capacity pick of each run, its per-step check table (by load), and a capacity search's trials."""
     section = Section("Capacity under the SLOs")
     if not given:
         section.parts.append(
             note("SLOs: those the run was given (--slo of the run); pass --slo to the report for others.")
         )
+    searches = {run.name: (run.summary or {}).get("search") for run in runs}
     for cap in capacities:
         slos = [result.slo for result in cap.checks[0].results]
+        objectives = f"{', '.join(map(str, slos))} with at most {cap.max_error_rate:g} of requests failed"
         if cap.best is None:
-            section.parts.append(
-                paragraph(f"{cap.run}: no step meets every SLO ({', '.join(map(str, slos))}).", "nopick")
-            )
+            section.parts.append(paragraph(f"{cap.run}: no step meets every objective ({objectives}).", "nopick"))
         else:
             best = cap.best
             unit = "req/s offered" if cap.load_title.startswith("Offered") else "users"
@@ -214,14 +217,54 @@ def _capacity_section(capacities: list[Capacity], given: bool) -> Section:
             section.parts.append(
                 paragraph(
                     f"{cap.run}: capacity {best.label}{load}: {best.output_tokens_per_s:,.1f} output tok/s, "
-                    f"{best.requests_per_s:,.2f} req/s, meeting {', '.join(map(str, slos))}.",
+                    f"{best.requests_per_s:,.2f} req/s, meeting {objectives}.",
                     "pick",
                 )
             )
-        headers = ["step", cap.load_title, *(f"{s.name} (≤ {s.max_ms:g})" for s in slos), "all met", "output tok/s"]
-        body = [[c.label, c.load, *(r.value_ms for r in c.results), c.ok, c.output_tokens_per_s] for c in cap.checks]
+        if cap.above_failure:
+            section.parts.append(
+                paragraph(
+                    f"{cap.run}: not monotone: {', '.join(c.label for c in cap.above_failure)} met every objective "
+                    "although a step with less load failed; the capacity is the highest step below the first "
+                    "failure (rerun, or lengthen the steps, to tell noise from a real recovery).",
+                    "nopick",
+                )
+            )
+        headers = [
+            "step", cap.load_title, *(f"{s.name} (≤ {s.max_ms:g})" for s in slos),
+            f"error rate (≤ {cap.max_error_rate:g})", "all met", "first failed", "output tok/s",
+        ]  # fmt: skip
+        body = [
+            [c.label, c.load, *(r.value_ms for r in c.results), c.check.error_rate, c.ok,
+             None if c.failure is None else str(c.failure), c.output_tokens_per_s]
+            for c in cap.checks
+        ]  # fmt: skip
         classes = [
-            ["", "", *("ok" if r.ok else "fail" for r in c.results), "ok" if c.ok else "fail", ""] for c in cap.checks
+            ["", "", *("ok" if r.ok else "fail" for r in c.results), _error_class(c), "ok" if c.ok else "fail", "", ""]
+            for c in cap.checks
         ]
         section.parts.append(table(headers, body, classes))
+        search = searches.get(cap.run)
+        if search:
+            section.parts += _search_parts(search)
     return section
+
+
+def _error_class(check: StepCheck) -> str:
+    """The error-rate cell's class: "fail" above the limit."""
+    error_rate = check.check.error_rate
+    return "fail" if error_rate is None or error_rate > check.check.max_error_rate else "ok"
+
+
+def _search_parts(search: dict) -> list[str]:
+    """A capacity search's answer in one line, then every trial in the order run."""
+    headers = ["trial", "offered req/s", "passed", "failed statistic", "value", "limit", "achieved req/s",
+               "goodput req/s", "requests", "error rate"]  # fmt: skip
+    body, classes = [], []
+    for number, trial in enumerate(search["trials"], start=1):
+        failed = trial["failed"] or {}
+        body.append([number, trial["rate_per_s"], trial["passed"], failed.get("statistic"), failed.get("value"),
+                     failed.get("limit"), trial["achieved_rate_per_s"], trial["goodput_per_s"], trial["requests"],
+                     trial["error_rate"]])  # fmt: skip
+        classes.append(["", "", "ok" if trial["passed"] else "fail", *[""] * 7])
+    return [paragraph(search_line(search), "pick"), table(headers, body, classes)]

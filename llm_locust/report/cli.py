@@ -43,7 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--slo", action="append", default=[], metavar="METRIC_STAT_ms=VALUE",
         help="latency objective, repeatable or comma-separated, e.g. ttft_p90_ms=2000 tpot_p90_ms=50: "
-        "each step is checked and the highest step meeting all is the capacity",
+        "each step is checked; the capacity is the highest step meeting all below the first that does not",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-error-rate", type=float, default=None, metavar="FRACTION",
+        help="a step with a larger share of failed requests fails the capacity pick (default: the run's "
+        "--max-error-rate, else 0.01)",
     )  # fmt: skip
     parser.add_argument("--no-png", action="store_true", help="skip the PNG images (no browser needed)")
     mbu = parser.add_argument_group("memory bandwidth utilisation (all three to enable)")
@@ -75,7 +80,11 @@ def _run(args: argparse.Namespace) -> int:
         if not all(v is not None for v in given):
             raise ConfigError("MBU needs all of --model-params-b, --bytes-per-param and --peak-bandwidth-gbs")
         hardware = Hardware(args.model_params_b, args.bytes_per_param, args.peak_bandwidth_gbs, args.kv_cache_gb)
-    report = build_report(args.results_dirs, args.output, slos, hardware, png=not args.no_png)
+    if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
+        raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {args.max_error_rate:g}")
+    report = build_report(
+        args.results_dirs, args.output, slos, hardware, png=not args.no_png, max_error_rate=args.max_error_rate
+    )
     for cap in report.capacities:
         best = cap.best
         print(f"{cap.run}: " + (f"capacity {best.label}, {best.output_tokens_per_s:.1f} output tok/s" if best

@@ -15,7 +15,7 @@ from llm_locust.report.run_data import RunData
 LATENCY_KEYS = REQUEST_LATENCIES
 STATS = ("mean", *(pct_key(p) for p in PERCENTILES), "max")
 THROUGHPUT_KEYS = ("requests_ok", "requests_failed", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
-RATE_MODELS = ("rate", "rate_sweep")
+RATE_MODELS = ("rate", "rate_sweep", "rate_search")
 
 
 def load_axis(run: RunData) -> tuple[str, str]:
@@ -30,13 +30,16 @@ def load_axis(run: RunData) -> tuple[str, str]:
 
 
 def step_sources(run: RunData) -> list[tuple[int | None, str, dict[str, Any]]]:
-    """(index, label, step object) per step of `run`; a run without steps is one pseudo-step
-    (index None, label "run": the summary itself, with `users` = users_max); [] without summary."""
+    """(index, label, step object) per step of `run` (a capacity search's trials by rate); a run without steps is one
+    pseudo-step (index None, label "run": the summary itself, with `users` = users_max); [] without summary."""
     summary = run.summary
     if summary is None:
         return []
     if run.steps:
-        return [(step.get("index", i), step.get("label") or f"step {i}", step) for i, step in enumerate(run.steps)]
+        sources = [(step.get("index", i), step.get("label") or f"step {i}", step) for i, step in enumerate(run.steps)]
+        if (summary.get("load") or {}).get("model") == "rate_search":  # trials ran in search order: by rate here
+            sources.sort(key=lambda source: source[2].get("rate_per_s") or 0.0)
+        return sources
     load = summary.get("load") or {}
     whole = {**summary, "users": summary["run"].get("users_max"), "rate_per_s": load.get("rate_per_s")}
     return [(None, "run", whole)]

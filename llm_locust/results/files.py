@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.load.search import search_line
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.vocabulary import (
@@ -268,6 +269,8 @@ def summary_table(summary: dict[str, Any]) -> str:
         lines.append("INCOMPLETE: the run was interrupted or lost workers; the results hold what was measured")
     for warning in summary.get("warnings", []):
         lines.append(f"WARNING: {warning}")
+    if summary.get("search"):
+        lines.append(search_line(summary["search"]))
     verdict = summary.get("verdict")
     if verdict is not None:
         lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))

@@ -66,6 +66,7 @@ class RunView:
     server: Mapping[str, Any] | None
     telemetry: Mapping[str, Any] | None
     health: ProcessHealth | None  # set on the final document only
+    search: Mapping[str, Any] | None = None  # the capacity search (`load.search.RateSearch.as_dict`)
 
 
 def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -129,6 +130,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
             for span in view.spans
         ],
+        "search": None if view.search is None else dict(view.search),
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,

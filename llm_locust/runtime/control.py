@@ -7,6 +7,9 @@
   (`PLAN_MESSAGE`); a local runner's own pacer directly.
 - Steps: a sweep's load shape calls `enter_step`; the controller logs when each step started,
   when its warm-up ended and when it ended (wall clock), which the summary reports per step.
+- Search: with `--search-max-rate` the controller holds the `load.search.RateSearch`; its load shape
+  (`runtime.search_shape`) enters each trial as a step and `pause`s the load between trials (every process idle)
+  while the last trial's requests finish. A search starts paused: the shape's first tick enters the first trial.
 - Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run;
   so does a rejected TLS certificate while no request has succeeded.
 """
@@ -22,6 +25,7 @@ from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunn
 from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import Step, StepSpan, integer_shares, worker_shares
 from llm_locust.load.pacing import Plan
+from llm_locust.load.search import RateSearch
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.runtime.pacer import Pacer
@@ -44,6 +48,10 @@ class LoadController:
         self.pacer = pacer
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
+        self.search: RateSearch | None = None
+        if settings.search_max_rate:
+            self.search = RateSearch(settings.search_max_rate, settings.search_precision, settings.search_budget_s)
+        self.paused = self.search is not None  # no process sends while paused
         self._sent: dict[str, Plan] = {}
         self._resent_s = time.monotonic()
 
@@ -56,6 +64,7 @@ class LoadController:
         """The load shape moved to `step` (idempotent while it stays there)."""
         if self.spans and self.spans[-1].step == step:
             return
+        self.paused = False
         now_s = time.time()
         self.end_step(now_s)
         self.spans.append(StepSpan(step, now_s, now_s + step.warmup_s))
@@ -66,6 +75,12 @@ class LoadController:
         """Close the running step (the sweep moved on, or the test stopped)."""
         if self.spans and self.spans[-1].end_s is None:
             self.spans[-1].end_s = now_s or time.time()
+
+    def pause(self) -> None:
+        """End the running step and hold every process idle (a rate of 0) until the next `enter_step`."""
+        self.end_step()
+        self.paused = True
+        self.update()
 
     def update(self) -> None:
         """Send each process its plan if it changed, and every `RESEND_S` anyway (a worker drops
@@ -84,6 +99,8 @@ class LoadController:
         if resend:
             self._resent_s = now_s
         rates = worker_shares(rate_per_s, users) if rate_per_s else {}
+        if self.paused:
+            rates = dict.fromkeys(users, 0.0)
         quotas = integer_shares(self.settings.max_requests, users) if self.settings.max_requests else {}
         seed = self.settings.seed
         for ordinal, process in enumerate(sorted(users)):

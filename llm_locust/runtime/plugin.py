@@ -82,8 +82,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     one-line error (exit 2)."""
     try:
         state = _states.get(environment) or RunState(environment)
-        if state.settings.steps and environment.shape_class is None and not state.is_worker:
-            raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
+        if not state.is_worker:
+            _check_shape(state.settings, environment.shape_class)
         _states[environment] = state
     except ConfigError as e:
         logger.error("%s", e)
@@ -93,6 +93,17 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
         attach(web_ui, state.live)
         _hide_secret_defaults(web_ui)
+
+
+def _check_shape(settings: Any, shape: Any) -> None:
+    """ConfigError when the load options and the locustfile's load shape do not go together."""
+    searching = bool(getattr(shape, "capacity_search", False))
+    if settings.steps and shape is None:
+        raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
+    if settings.search_max_rate and not searching:
+        raise ConfigError("--search-max-rate needs the search's load shape: run -f locustfiles/search.py")
+    if searching and not settings.search_max_rate:
+        raise ConfigError("locustfiles/search.py needs --search-max-rate R: the highest request rate tried, req/s")
 
 
 def _hide_secret_defaults(web_ui: Any) -> None:

@@ -21,6 +21,7 @@ from locust.runners import WORKER_REPORT_INTERVAL
 
 from llm_locust import redact
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
 from llm_locust.results.files import (
     USER_ERROR_CAUSES,
     TimeseriesWriter,
@@ -46,8 +47,6 @@ logger = logging.getLogger("llm_locust")
 HISTORY_WINDOWS = 720
 """Closed time-series windows kept in memory for the live view (an hour at --interval-s 5)."""
 TICK_S = 1.0
-SCHEDULE_LAG_WARN_MS = 100.0
-"""Open loop: a p90 client queue delay above this in a time window means the run fell behind."""
 SNAPSHOT_S = 5.0
 """While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
 INTERRUPT_GRACE_S = 5.0
@@ -172,7 +171,7 @@ class ResultsWriter:
     def _check_schedule(self, start: int, window: WindowMetrics) -> None:
         """Open loop: warn (once) when requests left late — every user busy, or the client saturated."""
         delay = window.distribution("queue_delay", scale=1000.0)
-        if self.behind_schedule is None and delay["count"] and delay["p90"] > SCHEDULE_LAG_WARN_MS:
+        if self.behind_schedule is None and delay["count"] and delay["p90"] > SCHEDULE_LAG_MS:
             self.behind_schedule = (
                 f"open loop fell behind its schedule from {iso_time(start)}: p90 client queue delay "
                 f"{delay['p90']:.0f} ms (all users busy: raise -u / --max-concurrency, or the client is "
@@ -283,4 +282,5 @@ class ResultsWriter:
             server=self.scraper.summary() if self.scraper is not None else None,
             telemetry=self.scraper.telemetry_summary() if self.scraper is not None else None,
             health=self.monitor.health(t_end_s) if final else None,
+            search=None if control is None or control.search is None else control.search.as_dict(),
         )

@@ -1,0 +1,115 @@
+"""The capacity search's Locust load shape: trials of request rate, decided one after the other on the master.
+
+Runs on the master (or the local runner), ticked by Locust about once a second. Each trial is a rate step
+(`--step-duration-s`, its first `--warmup-s` left out) that the `LoadController` hands to every process as its plan.
+When a trial's time is up the shape pauses the load (every process idle) until the trial's requests have finished
+and been reported — no request in flight, and on a master every worker has reported since (`DRAIN_MIN_S`) — or
+`drain_max_s` passed; then it judges the trial from the very step object summary.json will hold for it
+(`results.files.step_summary`) and asks the `load.search.RateSearch` for the next rate. After the last trial the
+shape returns None and Locust ends the test.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from locust import LoadTestShape
+from locust.runners import WORKER_REPORT_INTERVAL
+
+from llm_locust.load.arrivals import Step
+from llm_locust.load.search import Trial
+from llm_locust.metrics.step_check import check_step
+from llm_locust.results.files import step_summary
+from llm_locust.runtime.control import LoadController
+from llm_locust.runtime.plugin import run_state
+from llm_locust.runtime.state import RunState
+
+logger = logging.getLogger("llm_locust")
+
+DRAIN_MIN_S = {True: WORKER_REPORT_INTERVAL + 1.5, False: 1.0}
+"""Seconds after a trial before it is judged, on a master (True: every worker has reported since) or locally."""
+
+
+class SearchShape(LoadTestShape):
+    """Trials of `--search-max-rate`'s search; see the module docstring."""
+
+    abstract = True
+    capacity_search = True  # the options check (`plugin`) asks for this shape with --search-max-rate
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._control: LoadController | None = None
+        self._trial_end_s = 0.0  # time.monotonic() when the running trial ends
+        self._drain_from_s: float | None = None  # when the pause after a trial began (None: a trial runs)
+        self._start_s = 0.0
+
+    def tick(self) -> tuple[int, float] | None:
+        """(users, spawn rate) while the search runs, all users at once; None once it is over."""
+        state = run_state(self.runner.environment)
+        users = state.settings.max_concurrency
+        control = state.control
+        if control is None or control.search is None:  # before the test starts
+            return users, float(users)
+        now_s = time.monotonic()
+        if control is not self._control:  # a new test: the search begins
+            self._control, self._start_s, self._drain_from_s = control, now_s, now_s
+            return self._next_trial(state, control, now_s, judge=False)
+        if self._drain_from_s is None:
+            if now_s < self._trial_end_s:
+                return users, float(users)
+            control.pause()
+            self._drain_from_s = now_s
+        drained = now_s - self._drain_from_s >= DRAIN_MIN_S[state.is_master] and state.in_flight == 0
+        if not drained and now_s - self._drain_from_s < self._drain_max_s(state):
+            return users, float(users)
+        return self._next_trial(state, control, now_s, judge=True)
+
+    def _next_trial(
+        self, state: RunState, control: LoadController, now_s: float, judge: bool
+    ) -> tuple[int, float] | None:
+        """Judge the trial just over (`judge`), then start the next one; None when the search is over."""
+        search = control.search
+        assert search is not None
+        settings = state.settings
+        if judge:
+            if state.in_flight:
+                logger.warning("judging the trial with %d requests still in flight", state.in_flight)
+            search.trials.append(self._judge(state, control))
+        rate = search.next_rate(now_s - self._start_s, settings.step_duration_s)
+        if rate is None:
+            logger.info("capacity search over: %s", search.stopped)
+            return None
+        step = Step(len(control.spans), settings.max_concurrency, rate, settings.step_duration_s, settings.warmup_s)
+        control.enter_step(step)
+        self._trial_end_s, self._drain_from_s = now_s + step.duration_s, None
+        return step.users, float(step.users)
+
+    @staticmethod
+    def _judge(state: RunState, control: LoadController) -> Trial:
+        """The trial of the last step, checked on its summary.json step object."""
+        state.merge_local()
+        span = control.spans[-1]
+        index = span.step.index
+        source = step_summary(span, state.run.steps.get(index), state.run.warmup_requests[index])
+        check = check_step(source, state.settings.slo, state.settings.max_error_rate)
+        throughput = source["throughput"]
+        trial = Trial(
+            step=index,
+            rate_per_s=span.step.rate_per_s or 0.0,
+            achieved_rate_per_s=throughput["achieved_rate_per_s"],
+            goodput_per_s=throughput["goodput_per_s"],
+            requests=throughput["requests_ok"] + throughput["requests_failed"],
+            check=check,
+        )
+        failure = check.failure
+        logger.info(
+            "trial %d at %g req/s: %s", index, trial.rate_per_s, "passed" if failure is None else f"failed: {failure}"
+        )
+        return trial
+
+    @staticmethod
+    def _drain_max_s(state: RunState) -> float:
+        """The longest pause after a trial: its own length, at least 10 s (requests still in flight then are left
+        out of its judgement)."""
+        return max(10.0, state.settings.step_duration_s)
