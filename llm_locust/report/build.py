@@ -209,7 +209,7 @@ def _capacity_section(capacities: list[Capacity], runs: list[RunData], given: bo
         slos = [result.slo for result in cap.checks[0].results]
         objectives = f"{', '.join(map(str, slos))} with at most {cap.max_error_rate:g} of requests failed"
         if cap.best is None:
-            section.parts.append(paragraph(f"{cap.run}: no step meets every objective ({objectives}).", "nopick"))
+            section.parts.append(paragraph(f"{cap.run}: no step meets every SLO ({objectives}).", "nopick"))
         else:
             best = cap.best
             unit = "req/s offered" if cap.load_title.startswith("Offered") else "users"

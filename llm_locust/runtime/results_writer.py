@@ -224,6 +224,8 @@ class ResultsWriter:
             env.process_exit_code = 2 if user_error else 1  # nothing succeeded: 2 when the command is wrong
         if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config); 4 interrupted
             env.process_exit_code = gate["exit_code"]
+        if gate["passed"] and summary["search"] is not None and env.process_exit_code is None:
+            env.process_exit_code = 0  # a search judged its failed requests trial by trial: not Locust's "errors" (1)
         path = write_summary(self.results_dir, summary)
         self.final_summary = summary
         if not self._final:
