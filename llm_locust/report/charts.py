@@ -185,7 +185,8 @@ def capacity_chart(runs: list[RunData], capacities: list[Capacity]) -> Chart | N
         "capacity",
         "Capacity under the SLOs",
         "Each SLO's measured statistic per step (x: step failed it) against its threshold (red dashed). "
-        "The open circle is each run's capacity: the highest step meeting every SLO.",
+        "The open circle is each run's capacity: the highest step below the first one that fails (an SLO, or the "
+        "error-rate limit: see the table above).",
         finish(figure, 420, "SLO checks per step"),
     )
 
