@@ -9,7 +9,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from llm_locust.report.chart import Chart, finish
-from llm_locust.report.compare import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, gate_line
+from llm_locust.report.compare import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, MetricResult, gate_line
 from llm_locust.report.html import Section, note, paragraph, render, table
 from llm_locust.report.tables import run_facts
 
@@ -73,6 +73,11 @@ def _changes(comparison: Comparison, level: str) -> Section:
     return Section("Changes", parts)
 
 
+def _row_label(result: MetricResult) -> str:
+    """The chart's row of a result: the metric, prefixed with the step's label in sweeps."""
+    return result.metric.name if result.scope == "run" else f"{result.scope}: {result.metric.name}"
+
+
 def changes_chart(comparison: Comparison, level: str) -> Chart:
     """Every metric's change (%) with its interval as an error bar, coloured by verdict, the ±min-change band
     shaded; each trace's `meta` names its verdict (tests read the figure back)."""
@@ -86,7 +91,7 @@ def changes_chart(comparison: Comparison, level: str) -> Chart:
         figure.add_trace(
             go.Scatter(
                 x=[100 * r.change for r in group],
-                y=[r.metric.name if r.scope == "run" else f"{r.scope}: {r.metric.name}" for r in group],
+                y=[_row_label(r) for r in group],
                 mode="markers",
                 name=verdict,
                 meta={"verdict": verdict},
@@ -103,7 +108,7 @@ def changes_chart(comparison: Comparison, level: str) -> Chart:
     height = max(360, 28 * len(shown) + 160)
     finish(figure, height, f"Change from baseline to candidate, with {level} intervals")
     figure.update_xaxes(title_text="change, % (candidate / baseline - 1)", zeroline=False)
-    figure.update_yaxes(autorange="reversed")
+    figure.update_yaxes(categoryorder="array", categoryarray=[_row_label(r) for r in shown], autorange="reversed")
     return Chart(
         "compare_changes",
         "Changes with their intervals",
