@@ -18,13 +18,15 @@ import sys
 
 import gevent
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import LOCUSTFILE, run_locust
 
 from llm_locust.errors import ConfigError
 from llm_locust.report.bootstrap import RunSample, relative_change_interval, resample_side
 from llm_locust.report.compare import IMPROVEMENT, NO_CHANGE, REGRESSION, compare, parse_limits
-from llm_locust.report.run_data import load_run
+from llm_locust.report.run_data import RunData, load_run
+from llm_locust.results.files import TIMESERIES_COLUMNS
 from llm_locust.sim import run_sim
 
 RUN_S = 8
@@ -159,3 +161,28 @@ def test_bad_input_is_one_line_and_exit_2(runs, tmp_path):
     (short / "llm_timeseries.csv").write_text((runs["base1"] / "llm_timeseries.csv").read_text())
     proc = compare_cli(str(short), "--", str(runs["base1"]), "-o", str(tmp_path / "x.html"))
     assert proc.returncode == 2 and "whole time window(s) of 1 s, compare needs at least 3" in proc.stderr
+
+
+def _sweep_run(tmp_path, name: str, labels: list[str], tpot_ms: list[float]):
+    """A RunData of a sweep whose step i has 5 whole 1-s windows with TPOT p50 `tpot_ms[i]` (± a little)."""
+    rows = [
+        {"elapsed_s": float(5 * i + j), "step": i, "requests_ok": 10, "requests_per_s": 10.0,
+         "output_tokens_per_s": 100.0, "tpot_ms_p50": tpot_ms[i] * (1 + 0.002 * (j % 3))}
+        for i in range(len(labels)) for j in range(5)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows).reindex(columns=list(TIMESERIES_COLUMNS))  # the other columns empty (NaN)
+    summary = {"run": {"duration_s": 5.0 * len(labels)}, "timeseries": {"interval_s": 1}, "metrics": {},
+               "throughput": {}, "steps": [{"label": label} for label in labels]}  # fmt: skip
+    return RunData(path=tmp_path / name, name=name, summary=summary, timeseries=frame)
+
+
+def test_sweeps_are_compared_step_by_step(tmp_path):
+    base = _sweep_run(tmp_path, "base", ["2 users", "8 users"], [20.0, 30.0])
+    cand = _sweep_run(tmp_path, "cand", ["2 users", "8 users"], [20.0, 36.0])  # slower only under load
+    verdicts = {(r.scope, r.metric.name): r.verdict for r in compare([base], [cand]).results}
+    assert verdicts[("2 users", "tpot_p50_ms")] == NO_CHANGE
+    assert verdicts[("8 users", "tpot_p50_ms")] == REGRESSION
+    assert verdicts[("8 users", "ttft_p50_ms")] == "no data"  # empty in these windows
+    other = _sweep_run(tmp_path, "other", ["2 users"], [20.0])
+    with pytest.raises(ConfigError, match="different sweep steps"):
+        compare([base], [other])

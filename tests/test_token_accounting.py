@@ -102,6 +102,20 @@ def test_multi_token_events_make_itl_per_event_and_say_so(chunky_sim, tmp_path):
     html = report.html_path.read_text()
     assert "ITL is per event" in html and "tokens per event" in html
 
+    sent = [r for r in chunky_sim.trace() if not r["cancelled"]]  # the simulator's side: 9 writes of 33 tokens
+    assert sent and all(len(r["token_times"]) == TOKENS and len(set(r["token_times"])) == 9 for r in sent)
+
+
+def test_the_sdk_client_counts_the_streamed_text_too(chunky_sim, tmp_path):
+    tokenizer = word_tokenizer(tmp_path / "words.json")
+    opts = options("--host", chunky_sim.url, "--tokenizer", str(tokenizer), "--client", "openai-sdk",
+                   "--results-dir", str(tmp_path / "sdk"))  # fmt: skip
+    run_local(opts, users=1, seconds=1.0)
+    summary = read_summary(tmp_path / "sdk")
+    tokens = summary["tokens"]
+    assert tokens["output_tokens_checked"] == summary["throughput"]["requests_ok"] >= 2
+    assert tokens["output_token_mismatches"] == 0 and tokens["itl_per_event"]
+
 
 def test_a_tokenizer_that_disagrees_with_the_server_is_reported(chunky_sim, tmp_path):
     tokenizer = build_tokenizer(tmp_path / "bpe.json")  # trained on other words: splits the simulator's

@@ -222,14 +222,14 @@ def compare(
 
 def _scopes(baseline: Sequence[RunData], candidate: Sequence[RunData]) -> list[tuple[int | None, str]]:
     """[(None, "run")] for runs without steps; [(index, label), ...] when every run has the same sweep steps."""
-    labels = {str(run.path): tuple(step.get("label") or f"step {i}" for i, step in enumerate(run.steps))
-              for run in (*baseline, *candidate)}  # fmt: skip
-    distinct = set(labels.values())
+    steps = {str(run.path): tuple((step.get("index", i), step.get("label") or f"step {i}")
+                                  for i, step in enumerate(run.steps))
+             for run in (*baseline, *candidate)}  # fmt: skip
+    distinct = set(steps.values())
     if len(distinct) > 1:
-        shown = "; ".join(f"{path}: {', '.join(steps) or 'no steps'}" for path, steps in labels.items())
+        shown = "; ".join(f"{path}: {', '.join(label for _, label in s) or 'no steps'}" for path, s in steps.items())
         raise ConfigError(f"compare: the runs have different sweep steps ({shown}): compare runs of the same load")
-    steps = distinct.pop()
-    return [(i, label) for i, label in enumerate(steps)] if steps else [(None, "run")]
+    return list(distinct.pop()) or [(None, "run")]
 
 
 def _sample(frame: pd.DataFrame, metric: MetricSpec, step: int | None) -> RunSample | None:

@@ -32,15 +32,12 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def split_sides(argv: list[str]) -> list[str]:
-    """`argv` of the console script with the `--` after `compare` (which argparse would swallow) turned into
-    `--candidate`, so that the folders after it are the candidate side."""
-    if "compare" not in argv:
+    """`argv` of the console script (`compare ...`) with its first `--` (which argparse would swallow) turned into
+    `--candidate`, so that the folders after it are the candidate side; other commands' `argv` as it is."""
+    if not argv or argv[0] != "compare" or "--" not in argv or "--candidate" in argv:
         return argv
-    start = argv.index("compare")
-    rest = argv[start + 1 :]
-    if "--" in rest and "--candidate" not in rest:
-        rest[rest.index("--")] = "--candidate"
-    return [*argv[: start + 1], *rest]
+    at = argv.index("--")
+    return [*argv[:at], "--candidate", *argv[at + 1 :]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
