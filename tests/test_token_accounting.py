@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import RequestRecord, TokenSource
-from llm_locust.metrics.stream_text import streamed_text
+from llm_locust.metrics.stream_text import DRAIN_BYTES, StreamText
 from llm_locust.report.build import build_report
 from llm_locust.results.files import token_accounting, token_warnings
 from llm_locust.sim import run_sim
@@ -47,9 +47,17 @@ def test_streamed_text_takes_every_generated_field_and_skips_the_rest():
         b"data: [DONE]\n\n",
         _event({"choices": [{"delta": {"content": "after done"}}]}),
     ])  # fmt: skip
-    pieces = [body[i : i + 7] for i in range(0, len(body), 7)]  # split anywhere, events across pieces
-    assert streamed_text(pieces) == "think Hellof{} world"
+    assert streamed_text(body[i : i + 7] for i in range(0, len(body), 7)) == "think Hellof{} world"  # split anywhere
     assert streamed_text([b"data: [1, 2]\n\n", _event({"choices": "x"}), _event({"choices": [{"delta": 5}]})]) == ""
+    long = _event({"choices": [{"delta": {"content": " word"}}]}) * (3 * DRAIN_BYTES // 50)  # decoded in batches
+    assert streamed_text([long[:-3], long[-3:], b"data: [DONE]"]) == " word" * (3 * DRAIN_BYTES // 50)
+
+
+def streamed_text(pieces) -> str:
+    kept = StreamText()
+    for piece in pieces:
+        kept.add(piece)
+    return kept.text()
 
 
 def test_client_and_server_counts_are_compared_per_request_and_merged():

@@ -101,6 +101,11 @@ class MetricResult:
     """The gate's limit on the worse side (a fraction), None when the metric is not gated."""
     gate_failed: bool
 
+    @property
+    def difference(self) -> float | None:
+        """candidate - baseline, in the metric's unit (None without data)."""
+        return None if self.candidate is None or self.baseline is None else self.candidate - self.baseline
+
     def as_dict(self) -> dict[str, Any]:
         """The result as written to compare.json (changes in %)."""
 
@@ -112,6 +117,7 @@ class MetricResult:
             "scope": self.scope,
             "baseline": self.baseline,
             "candidate": self.candidate,
+            "difference": self.difference,
             "change_pct": pct(self.change),
             "interval_pct": [pct(self.low), pct(self.high)],
             "verdict": self.verdict,

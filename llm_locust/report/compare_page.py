@@ -51,15 +51,16 @@ def _changes(comparison: Comparison, level: str) -> Section:
     """The gate's verdict, then one row per metric: values, change, interval, verdict, limit."""
     passed = not comparison.failed
     parts = [paragraph(gate_line(comparison), "pick" if passed else "nopick")]
-    headers = ["metric", "scope", "baseline", "candidate", "change %", f"{level} interval, %", "verdict", "limit %"]
+    headers = ["metric", "scope", "baseline", "candidate", "difference", "change %", f"{level} interval, %",
+               "verdict", "limit %"]  # fmt: skip
     body, classes = [], []
     for r in comparison.results:
         interval = None if r.low is None else f"[{100 * r.low:+.2f}, {100 * r.high:+.2f}]"
         change = None if r.change is None else round(100 * r.change, 2)
         limit = None if r.limit is None else round(100 * r.limit, 2)
-        body.append([r.metric.name, r.scope, r.baseline, r.candidate, change, interval, r.verdict, limit])
+        body.append([r.metric.name, r.scope, r.baseline, r.candidate, r.difference, change, interval, r.verdict, limit])
         css = "fail" if r.verdict == REGRESSION else "ok" if r.verdict == IMPROVEMENT else "t"
-        classes.append(["", "t", "", "", "", "t", css, "fail" if r.gate_failed else ""])
+        classes.append(["", "t", "", "", "", "", "t", css, "fail" if r.gate_failed else ""])
     parts.append(table(headers, body, classes))
     parts.append(
         note(
