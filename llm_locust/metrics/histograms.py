@@ -6,6 +6,10 @@ wide). A worker ships the windows it filled since its last report as a delta (`t
 the master (or a local runner, in process) merges deltas into `RunMetrics`, which keeps the
 run totals plus the windows not yet written to the time series.
 
+Breakdowns: a request whose record names `groups` — (dimension, label) pairs such as
+("replica", "2") or ("prompt_tokens", "512-1023") — also counts in one window per pair and
+sweep step (`GroupKey`), merged like the steps: warm-up requests of a step are left out.
+
 Latency histograms hold integer microseconds (HdrHistogram, 3 significant digits: <= 0.1 %
 error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count in
 `failures` by kind; their latencies never enter the successes' distributions (only their TTFT,
@@ -268,8 +272,35 @@ class WindowKey(NamedTuple):
     measured: bool
 
 
-Delta = dict[WindowKey, WindowMetrics]
-"""What one process measured since its last report."""
+class GroupKey(NamedTuple):
+    """One breakdown of the run: the requests of `label` along `dimension` sent in sweep step
+    `step` (-1: none)."""
+
+    dimension: str
+    label: str
+    step: int
+
+
+@dataclass
+class Delta:
+    """What one process measured since its last report: its time windows and its breakdowns
+    (the same requests again, by group)."""
+
+    windows: dict[WindowKey, WindowMetrics] = field(default_factory=dict)
+    groups: dict[GroupKey, WindowMetrics] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    @property
+    def requests(self) -> int:
+        """Requests in the delta, successful or failed (each once)."""
+        return sum(w.requests_ok + w.requests_failed for w in self.windows.values())
+
+    def release(self) -> None:
+        """Free every window's histograms (the delta was sent)."""
+        for window in (*self.windows.values(), *self.groups.values()):
+            window.release()
 
 
 class MetricsRecorder:
@@ -284,7 +315,7 @@ class MetricsRecorder:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
         self.slos = slos
-        self._pending: Delta = {}
+        self._pending = Delta()
 
     def window_start(self, t_wall_s: float) -> int:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
@@ -292,11 +323,13 @@ class MetricsRecorder:
 
     def record(self, record: RequestRecord, t_wall_s: float) -> None:
         """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""
-        key = WindowKey(self.window_start(t_wall_s), record.step, record.measured)
-        window = self._pending.get(key)
-        if window is None:
-            window = self._pending[key] = WindowMetrics()
-        window.add(record, self._good(record))
+        good = self._good(record)
+        _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), record.step, record.measured)).add(
+            record, good
+        )
+        if record.groups and (record.step < 0 or record.measured):
+            for dimension, label in record.groups:
+                _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
 
     def _good(self, record: RequestRecord) -> bool:
         if not self.slos or not record.ok:
@@ -308,38 +341,57 @@ class MetricsRecorder:
 
     def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""
-        delta, self._pending = self._pending, {}
+        delta, self._pending = self._pending, Delta()
         return delta
 
 
+def _window(windows: dict[Any, WindowMetrics], key: Any) -> WindowMetrics:
+    """`windows[key]`, created empty when missing."""
+    window = windows.get(key)
+    if window is None:
+        window = windows[key] = WindowMetrics()
+    return window
+
+
 def delta_to_wire(delta: Delta) -> dict[str, Any]:
-    """A recorder delta as a msgpack-able dict with string keys ("start:step:measured")."""
-    return {f"{k.start}:{k.step}:{int(k.measured)}": window.to_wire() for k, window in delta.items()}
+    """A recorder delta as a msgpack-able dict with string keys: windows as "start:step:measured",
+    groups as "step:dimension:label" (a label may hold ":", a dimension may not)."""
+    return {
+        "windows": {f"{k.start}:{k.step}:{int(k.measured)}": w.to_wire() for k, w in delta.windows.items()},
+        "groups": {f"{k.step}:{k.dimension}:{k.label}": w.to_wire() for k, w in delta.groups.items()},
+    }
 
 
 def delta_from_wire(data: dict[str, Any]) -> Delta:
     """Reverse of `delta_to_wire`."""
-    delta = {}
-    for key, window in data.items():
+    delta = Delta()
+    for key, window in data["windows"].items():
         start, step, measured = key.split(":")
-        delta[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+        delta.windows[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+    for key, window in data["groups"].items():
+        step, dimension, label = key.split(":", 2)
+        delta.groups[GroupKey(dimension, label, int(step))] = WindowMetrics.from_wire(window)
     return delta
 
 
 class RunMetrics:
-    """The merged metrics of a run: totals, per sweep step (warm-up excluded), and the time
-    windows until the time series takes them."""
+    """The merged metrics of a run: totals, per sweep step (warm-up excluded), per breakdown
+    group, and the time windows until the time series takes them."""
 
     def __init__(self) -> None:
         self.total = WindowMetrics()
         self.steps: dict[int, WindowMetrics] = {}
+        self.groups: dict[GroupKey, WindowMetrics] = {}
         self.warmup_requests: Counter[int] = Counter()  # per step: requests sent during its warm-up
         self._windows: dict[int, WindowMetrics] = {}
         self.deltas_merged = 0
 
     def merge_delta(self, delta: Delta) -> None:
-        """Merge one process's delta into the totals, its step and its time window."""
-        for key, window in delta.items():
+        """Merge one process's delta into the totals, its step, its time window and its groups."""
+        for key, window in delta.groups.items():
+            _merge_into(self.groups, key, window)
+            window.release()
+        for key, window in delta.windows.items():
             self.total.merge(window)
             if key.step >= 0:
                 if key.measured:
@@ -360,9 +412,6 @@ class RunMetrics:
         return [(start, self._windows.pop(start)) for start in ready]
 
 
-def _merge_into(windows: dict[int, WindowMetrics], key: int, window: WindowMetrics) -> None:
+def _merge_into(windows: dict[Any, WindowMetrics], key: Any, window: WindowMetrics) -> None:
     """Add `window` to `windows[key]` (a copy of it when the key is new: `window` is shared)."""
-    mine = windows.get(key)
-    if mine is None:
-        mine = windows[key] = WindowMetrics()
-    mine.merge(window)
+    _window(windows, key).merge(window)

@@ -76,6 +76,8 @@ class RequestRecord:
     status_code: int = 0
     error_kind: ErrorKind | None = None
     error_message: str = ""
+    # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
+    groups: tuple[tuple[str, str], ...] = ()
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""

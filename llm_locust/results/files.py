@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,32 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
         "achieved_rate_per_s": measured["achieved_rate_per_s"],
         "failures": dict(window.failures),
     }
+
+
+def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) -> dict[str, list[dict[str, Any]]]:
+    """summary.json's "breakdowns": per dimension, one entry per (step, label) group in step then natural label
+    order ("8-15" before "16-31"); rates divide by the step's measurement window, or the run's outside sweeps."""
+    measure_s = {span.step.index: span.measure_s for span in spans}
+    document: dict[str, list[dict[str, Any]]] = {}
+    for key in sorted(run.groups, key=lambda k: (k.dimension, k.step, _natural(k.label))):
+        window = run.groups[key]
+        document.setdefault(key.dimension, []).append(
+            {
+                "label": key.label,
+                "step": key.step if key.step >= 0 else None,
+                "requests_ok": window.requests_ok,
+                "requests_failed": window.requests_failed,
+                "metrics": metric_stats(window),
+                "throughput": throughput(window, measure_s.get(key.step, duration_s)),
+                "failures": dict(window.failures),
+            }
+        )
+    return document
+
+
+def _natural(label: str) -> tuple[tuple[int, float | str], ...]:
+    """Sort key putting numbers in numeric order inside labels: "8-15" < "16-31" < "r10" > "r9"."""
+    return tuple((0, float(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part)
 
 
 MULTI_TOKEN_EVENTS = 1.1

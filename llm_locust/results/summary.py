@@ -18,6 +18,7 @@ from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
+    breakdowns,
     iso_time,
     metric_stats,
     step_summary,
@@ -132,6 +133,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
             for span in view.spans
         ],
+        "breakdowns": breakdowns(run, duration_s, view.spans),
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,
