@@ -183,6 +183,9 @@ def test_sweeps_are_compared_step_by_step(tmp_path):
     assert verdicts[("2 users", "tpot_p50_ms")] == NO_CHANGE
     assert verdicts[("8 users", "tpot_p50_ms")] == REGRESSION
     assert verdicts[("8 users", "ttft_p50_ms")] == "no data"  # empty in these windows
+    cand.summary["settings"] = {"max_tokens": 256}
+    notes = compare([base], [cand]).notes
+    assert any("differ in max_tokens (base: None, cand: 256)" in note for note in notes), notes
     other = _sweep_run(tmp_path, "other", ["2 users"], [20.0])
     with pytest.raises(ConfigError, match="different sweep steps"):
         compare([base], [other])

@@ -216,7 +216,7 @@ def compare(
             results.append(
                 _result(metric, label, samples, limit, confidence, min_change, resamples, seed + 1000 * index + number)
             )
-    notes = []
+    notes = _load_differences([*baseline, *candidate])
     if len(baseline) == 1 or len(candidate) == 1:
         notes.append(
             "one run on a side: the intervals cover the variation between time windows of a run, not between runs; "
@@ -224,6 +224,28 @@ def compare(
         )
     windows = {side: [len(frame) for frame in frames] for side, frames in sides.items()}
     return Comparison(list(baseline), list(candidate), windows, results, confidence, min_change, resamples, seed, notes)
+
+
+_SAME_LOAD = ("model", "prompt_tokens", "max_tokens", "ignore_eos", "prefix_tokens", "dataset", "request_rate",
+              "arrival", "burstiness", "sweep_users", "sweep_rates", "interval_s")  # fmt: skip
+"""Settings that make a different load: compared runs should share them."""
+
+
+def _load_differences(runs: Sequence[RunData]) -> list[str]:
+    """A note per setting (and the users) in which the runs differ: a change may then come from the load."""
+
+    def settings(run: RunData) -> dict[str, Any]:
+        summary = run.summary or {}
+        return {**(summary.get("settings") or {}), "users": (summary.get("run") or {}).get("users_max")}
+
+    values = [settings(run) for run in runs]
+    notes = []
+    for key in (*_SAME_LOAD, "users"):
+        seen = [str(v.get(key)) for v in values]
+        if len(set(seen)) > 1:
+            shown = ", ".join(f"{run.name}: {value}" for run, value in zip(runs, seen, strict=True))
+            notes.append(f"the runs differ in {key} ({shown}): a change may come from the load, not the endpoint")
+    return notes
 
 
 def _scopes(baseline: Sequence[RunData], candidate: Sequence[RunData]) -> list[tuple[int | None, str]]:
