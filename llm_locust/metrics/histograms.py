@@ -6,6 +6,10 @@ wide). A worker ships the windows it filled since its last report as a delta (`t
 the master (or a local runner, in process) merges deltas into `RunMetrics`, which keeps the
 run totals plus the windows not yet written to the time series.
 
+Breakdowns: a request whose record names `groups` — (dimension, label) pairs such as
+("replica", "2") or ("prompt_tokens", "512-1023") — also counts in one window per pair and
+sweep step (`GroupKey`), merged like the steps: warm-up requests of a step are left out.
+
 Latency histograms hold integer microseconds (HdrHistogram, 3 significant digits: <= 0.1 %
 error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count in
 `failures` by kind; their latencies never enter the successes' distributions (only their TTFT,
@@ -108,6 +112,11 @@ class WindowMetrics:
     prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
+    output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
+    output_mismatches: int = 0  # ... of which the counts differ
+    output_diff_sum: int = 0  # sum of (client - server) output-token differences
+    output_abs_diff_sum: int = 0  # sum of |client - server|
+    output_max_abs_diff: int = 0  # largest |client - server|
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
@@ -136,6 +145,8 @@ class WindowMetrics:
             if diff:
                 self.prompt_mismatches += 1
                 self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
+        if record.local_output_tokens is not None and record.usage_completion_tokens is not None:
+            self._check_output(record.local_output_tokens - record.usage_completion_tokens)
         self._record("ttft", _us(record.ttft_s))
         self._record("e2e", _us(record.e2e_s))
         if record.ttfo_s is not None:
@@ -148,6 +159,15 @@ class WindowMetrics:
             gaps_us = np.minimum(np.frombuffer(record.itl_us, dtype=np.int64), _HIGHEST_US)
             record_values(hist["itl"], gaps_us)
             self.sums["itl"] += int(gaps_us.sum())
+
+    def _check_output(self, diff: int) -> None:
+        """Count one request whose local output-token count is `diff` tokens above the server's."""
+        self.output_checks += 1
+        if diff:
+            self.output_mismatches += 1
+            self.output_diff_sum += diff
+            self.output_abs_diff_sum += abs(diff)
+            self.output_max_abs_diff = max(self.output_max_abs_diff, abs(diff))
 
     def _record(self, metric: str, value: int) -> None:
         self.hist[metric].record_value(value)
@@ -175,6 +195,11 @@ class WindowMetrics:
         self.prompt_checks += other.prompt_checks
         self.prompt_mismatches += other.prompt_mismatches
         self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
+        self.output_checks += other.output_checks
+        self.output_mismatches += other.output_mismatches
+        self.output_diff_sum += other.output_diff_sum
+        self.output_abs_diff_sum += other.output_abs_diff_sum
+        self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -200,6 +225,13 @@ class WindowMetrics:
             "token_sources": dict(self.token_sources),
             "usage_event_mismatches": self.usage_event_mismatches,
             "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
+            "output": [
+                self.output_checks,
+                self.output_mismatches,
+                self.output_diff_sum,
+                self.output_abs_diff_sum,
+                self.output_max_abs_diff,
+            ],
         }
 
     @classmethod
@@ -221,6 +253,8 @@ class WindowMetrics:
         window.usage_event_mismatches = data["usage_event_mismatches"]
         (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
          window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
+        (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
+         window.output_max_abs_diff) = data["output"]  # fmt: skip
         return window
 
 
@@ -238,8 +272,35 @@ class WindowKey(NamedTuple):
     measured: bool
 
 
-Delta = dict[WindowKey, WindowMetrics]
-"""What one process measured since its last report."""
+class GroupKey(NamedTuple):
+    """One breakdown of the run: the requests of `label` along `dimension` sent in sweep step
+    `step` (-1: none)."""
+
+    dimension: str
+    label: str
+    step: int
+
+
+@dataclass
+class Delta:
+    """What one process measured since its last report: its time windows and its breakdowns
+    (the same requests again, by group)."""
+
+    windows: dict[WindowKey, WindowMetrics] = field(default_factory=dict)
+    groups: dict[GroupKey, WindowMetrics] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    @property
+    def requests(self) -> int:
+        """Requests in the delta, successful or failed (each once)."""
+        return sum(w.requests_ok + w.requests_failed for w in self.windows.values())
+
+    def release(self) -> None:
+        """Free every window's histograms (the delta was sent)."""
+        for window in (*self.windows.values(), *self.groups.values()):
+            window.release()
 
 
 class MetricsRecorder:
@@ -254,7 +315,7 @@ class MetricsRecorder:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
         self.slos = slos
-        self._pending: Delta = {}
+        self._pending = Delta()
 
     def window_start(self, t_wall_s: float) -> int:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
@@ -262,11 +323,13 @@ class MetricsRecorder:
 
     def record(self, record: RequestRecord, t_wall_s: float) -> None:
         """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""
-        key = WindowKey(self.window_start(t_wall_s), record.step, record.measured)
-        window = self._pending.get(key)
-        if window is None:
-            window = self._pending[key] = WindowMetrics()
-        window.add(record, self._good(record))
+        good = self._good(record)
+        _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), record.step, record.measured)).add(
+            record, good
+        )
+        if record.groups and (record.step < 0 or record.measured):
+            for dimension, label in record.groups:
+                _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
 
     def _good(self, record: RequestRecord) -> bool:
         if not self.slos or not record.ok:
@@ -278,38 +341,57 @@ class MetricsRecorder:
 
     def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""
-        delta, self._pending = self._pending, {}
+        delta, self._pending = self._pending, Delta()
         return delta
 
 
+def _window(windows: dict[Any, WindowMetrics], key: Any) -> WindowMetrics:
+    """`windows[key]`, created empty when missing."""
+    window = windows.get(key)
+    if window is None:
+        window = windows[key] = WindowMetrics()
+    return window
+
+
 def delta_to_wire(delta: Delta) -> dict[str, Any]:
-    """A recorder delta as a msgpack-able dict with string keys ("start:step:measured")."""
-    return {f"{k.start}:{k.step}:{int(k.measured)}": window.to_wire() for k, window in delta.items()}
+    """A recorder delta as a msgpack-able dict with string keys: windows as "start:step:measured",
+    groups as "step:dimension:label" (a label may hold ":", a dimension may not)."""
+    return {
+        "windows": {f"{k.start}:{k.step}:{int(k.measured)}": w.to_wire() for k, w in delta.windows.items()},
+        "groups": {f"{k.step}:{k.dimension}:{k.label}": w.to_wire() for k, w in delta.groups.items()},
+    }
 
 
 def delta_from_wire(data: dict[str, Any]) -> Delta:
     """Reverse of `delta_to_wire`."""
-    delta = {}
-    for key, window in data.items():
+    delta = Delta()
+    for key, window in data["windows"].items():
         start, step, measured = key.split(":")
-        delta[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+        delta.windows[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+    for key, window in data["groups"].items():
+        step, dimension, label = key.split(":", 2)
+        delta.groups[GroupKey(dimension, label, int(step))] = WindowMetrics.from_wire(window)
     return delta
 
 
 class RunMetrics:
-    """The merged metrics of a run: totals, per sweep step (warm-up excluded), and the time
-    windows until the time series takes them."""
+    """The merged metrics of a run: totals, per sweep step (warm-up excluded), per breakdown
+    group, and the time windows until the time series takes them."""
 
     def __init__(self) -> None:
         self.total = WindowMetrics()
         self.steps: dict[int, WindowMetrics] = {}
+        self.groups: dict[GroupKey, WindowMetrics] = {}
         self.warmup_requests: Counter[int] = Counter()  # per step: requests sent during its warm-up
         self._windows: dict[int, WindowMetrics] = {}
         self.deltas_merged = 0
 
     def merge_delta(self, delta: Delta) -> None:
-        """Merge one process's delta into the totals, its step and its time window."""
-        for key, window in delta.items():
+        """Merge one process's delta into the totals, its step, its time window and its groups."""
+        for key, window in delta.groups.items():
+            _merge_into(self.groups, key, window)
+            window.release()
+        for key, window in delta.windows.items():
             self.total.merge(window)
             if key.step >= 0:
                 if key.measured:
@@ -330,9 +412,6 @@ class RunMetrics:
         return [(start, self._windows.pop(start)) for start in ready]
 
 
-def _merge_into(windows: dict[int, WindowMetrics], key: int, window: WindowMetrics) -> None:
+def _merge_into(windows: dict[Any, WindowMetrics], key: Any, window: WindowMetrics) -> None:
     """Add `window` to `windows[key]` (a copy of it when the key is new: `window` is shared)."""
-    mine = windows.get(key)
-    if mine is None:
-        mine = windows[key] = WindowMetrics()
-    mine.merge(window)
+    _window(windows, key).merge(window)

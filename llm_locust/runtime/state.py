@@ -245,8 +245,7 @@ class RunState:
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
-            for window in delta.values():
-                window.release()
+            delta.release()
         if self.watchdog is not None:
             data[IN_FLIGHT_KEY] = self.watchdog.in_flight
         if self.monitor is not None:
@@ -276,7 +275,7 @@ class RunState:
         wire = data.get(WIRE_KEY)
         if wire:
             delta = delta_from_wire(wire)
-            self.requests_by_worker[str(client_id)] += sum(w.requests_ok + w.requests_failed for w in delta.values())
+            self.requests_by_worker[str(client_id)] += delta.requests
             self.run.merge_delta(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())

@@ -23,6 +23,7 @@ from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.providers import auth_headers, completion_path, family_headers
+from llm_locust.workload.tokens import token_counter
 
 
 class _StreamingUser(FastHttpUser):
@@ -62,6 +63,7 @@ class _StreamingUser(FastHttpUser):
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
         self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
         self.sdk = None
         if settings.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
@@ -113,7 +115,7 @@ class _StreamingUser(FastHttpUser):
             return
         watchdog = self.llm.watchdog
         stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
-                          request.expected_prompt_tokens, ticket)  # fmt: skip
+                          request.expected_prompt_tokens, ticket, self.output_counter)  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):

@@ -61,6 +61,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=d.output_tokens,
         help="natural response length in tokens, when the request does not cap it (max_tokens)",
     )
+    parser.add_argument(
+        "--tokens-per-chunk",
+        type=int,
+        default=d.tokens_per_chunk,
+        help="output tokens per streamed event after the first, sent when the chunk's last token is produced "
+        "(as with speculative decoding); usage still counts every token",
+    )
     batching = parser.add_argument_group(
         "batching timing",
         "step duration = decode-step-ms + decode-step-ms-per-seq x running batch"
@@ -163,6 +170,10 @@ def run(args: argparse.Namespace) -> int:
         faults.FaultPicker(config.faults, config.fault_seed)
     except faults.FaultSpecError as e:
         print(f"llm-locust sim: error: {e}", file=sys.stderr)
+        return 2
+    if config.tokens_per_chunk < 1:
+        print(f"llm-locust sim: error: --tokens-per-chunk must be at least 1, got {config.tokens_per_chunk}",
+              file=sys.stderr)  # fmt: skip
         return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)

@@ -23,11 +23,13 @@ import orjson
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.patches import ProxyError
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
+from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
@@ -50,6 +52,7 @@ def stream_completion(
     watchdog: TimeoutWatchdog,
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
+    counter: TokenCounter | None = None,
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
@@ -57,8 +60,11 @@ def stream_completion(
     raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
     count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
     `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
+    `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
+    the end (`record.local_output_tokens`, checked against the server's usage).
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket)
+    kept = None if counter is None else StreamText()
     watch = watchdog.start(record)
     try:
         with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
@@ -66,7 +72,7 @@ def stream_completion(
             if _check_response(resp, record):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, watch)
+                    _read_events(raw, record, watch, kept)
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
@@ -75,6 +81,8 @@ def stream_completion(
                     raw.release()  # closes the connection unless the body was read to its end
             watchdog.end(watch)  # from here on no timeout may land in the reporting listeners
             finish(record, perf_counter())
+            if kept is not None and record.ok:
+                record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
             _report(resp, record)
     finally:
         watchdog.end(watch)  # also when the user is stopped mid-request
@@ -113,14 +121,15 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time.
+def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None) -> None:
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
+    body also goes to `kept` unless it is None.
 
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
     stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`.
     """
     events = EventStream(record)
-    on_body = events.feed
+    on_body = events.feed if kept is None else _keeping(events.feed, kept)
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
@@ -140,6 +149,17 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
                         watch.t_active_s = t_rest
                 return
     events.flush(perf_counter())  # a last event without its blank line
+
+
+def _keeping(feed: Any, kept: StreamText) -> Any:
+    """`feed` that also hands each piece of body to `kept` (the parser hands over pieces of their own)."""
+    keep = kept.add
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        keep(data)
+        return feed(data, t)
+
+    return on_body
 
 
 def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
