@@ -92,8 +92,9 @@ def check_search(summary: dict, trace: list[dict], warmup_s: float, knee_per_s: 
         if p90 >= 2 * SLO_MS:
             assert not trial["passed"], (trial, p90)
     by_rate = dict(zip((t["rate_per_s"] for t in trials), server_p90, strict=True))
-    # the server's own TTFT: within the SLO at the answer, queueing (well above its ~20 ms unloaded) at the failure
-    assert by_rate[best] <= SLO_MS and by_rate[failing] > 0.5 * SLO_MS, by_rate
+    # the server's own TTFT: about the SLO at most at the answer (its sample is cut at the warm-up by arrival, the
+    # client's by ticket), queueing (well above its ~20 ms unloaded) at the failure
+    assert by_rate[best] <= 1.25 * SLO_MS and by_rate[failing] > 0.5 * SLO_MS, by_rate
     # summary: each trial is a step; the verdict passes (a rate was found); goodput is the passing trial's
     steps = {step["index"]: step for step in summary["steps"]}
     assert [steps[t["step"]]["rate_per_s"] for t in trials] == pytest.approx([t["rate_per_s"] for t in trials])
