@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, read_summary, run_locust
 
 from llm_locust.report.build import build_report
+from llm_locust.report.cli import main as report_main
 from llm_locust.sim import run_sim
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, Sequence
 
@@ -122,7 +123,7 @@ def search_args(url: str, results: str, max_rate: float, precision: float, step_
             "--results-dir", results, "--only-summary"]  # fmt: skip
 
 
-def test_search_finds_the_simulators_queueing_knee(knee_per_s, tmp_path):
+def test_search_finds_the_simulators_queueing_knee(knee_per_s, tmp_path, capsys):
     with run_sim(*SIM_ARGS) as sim:
         proc = run_locust(SEARCH_FILE, *search_args(sim.url, str(tmp_path), 80, 0.25, 3, 0.5), timeout_s=120)
         trace = sim.trace()
@@ -135,6 +136,8 @@ def test_search_finds_the_simulators_queueing_knee(knee_per_s, tmp_path):
     assert cap.best is not None and cap.best.load == search["max_rate_per_s"]  # the pick agrees with the search
     page = report.html_path.read_text()
     assert line.replace(">", "&gt;") in page and page.count('<td class="fail">no</td>') >= 1
+    assert report_main([str(tmp_path), "--no-png", "-o", str(tmp_path / "cli.html")]) == 0
+    assert f"{tmp_path.name}: {line}" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from llm_locust.load.search import search_line
     from llm_locust.report.build import build_report
     from llm_locust.report.mbu import Hardware
 
@@ -89,6 +90,10 @@ def _run(args: argparse.Namespace) -> int:
         best = cap.best
         print(f"{cap.run}: " + (f"capacity {best.label}, {best.output_tokens_per_s:.1f} output tok/s" if best
                                 else "no step meets every SLO"))  # fmt: skip
+    for run in report.runs:
+        search = (run.summary or {}).get("search")
+        if search:
+            print(f"{run.name}: {search_line(search)}")
     if report.png_paths:
         print(f"Charts (PNG): {report.png_paths[0].parent.resolve()} ({len(report.png_paths)} files)")
     elif report.png_skipped:
