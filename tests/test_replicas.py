@@ -3,8 +3,11 @@ match each replica's own ground truth."""
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
-from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
+from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
 from test_bad_input import error_lines
 from test_bad_input import run_locust as run_short
 
@@ -119,3 +122,29 @@ def test_least_in_flight_favours_the_fast_replica(tmp_path):
     assert rows[slow.url] <= slow_served and rows[fast.url] <= fast_served  # a request cut by the stop is not counted
     # one user keeps the slow replica busy (<= 6 requests of 0.5 s in 3 s), the other one streams from the fast one
     assert rows[slow.url] <= 7 and rows[fast.url] >= 10 * rows[slow.url], rows
+
+
+def test_live_view_shows_each_replica(tmp_path, monkeypatch):
+    """While the run goes, the LLM view's JSON has a breakdown per replica, and its page a place to show it."""
+    from test_web_ui import http, local_runner_with_web_ui
+
+    monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
+    with run_sim("--replicas", "2", "--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8") as sim:
+        opts = options("--host", sim.host, "--max-tokens", "8", "--results-dir", str(tmp_path), "--interval-s", "1")
+        env, runner, web_ui, ui = local_runner_with_web_ui(opts)
+        try:
+            runner.start(2, spawn_rate=2)
+
+            def both_replicas():
+                snap = json.loads(http(f"{ui}/llm/stats.json"))
+                rows = ((snap.get("summary") or {}).get("breakdowns") or {}).get("replica") or []
+                return len(rows) == 2 and all(row["requests_ok"] > 0 for row in rows) and (snap, rows)
+
+            snap, rows = wait_for(both_replicas, 20, "both replicas in the live view")
+            assert snap["state"] in ("spawning", "running") and not snap["final"]
+            assert [row["label"] for row in rows] == [replica.url for replica in sim.replicas]
+            assert 'id="breakdowns"' in http(f"{ui}/llm").decode()
+        finally:
+            runner.quit()
+            env.events.quitting.fire(environment=env, reverse=True)
+            web_ui.stop()
