@@ -3,15 +3,18 @@ match each replica's own ground truth."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 
 import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
+from recording_server import RecordingServer
 from test_bad_input import error_lines
 from test_bad_input import run_locust as run_short
 
 from llm_locust.errors import ConfigError
+from llm_locust.report.build import build_report
 from llm_locust.sim import run_sim
 from llm_locust.transport.replicas import ReplicaSet, check_hosts, replica, split_hosts
 
@@ -105,6 +108,8 @@ def test_per_replica_counts_equal_each_replicas_trace(tmp_path):
         assert 30 <= rows[url]["metrics"]["ttft_ms"]["p50"] < 60  # the simulator's 30 ms, plus the way there
     assert sum(row["requests_ok"] for row in rows.values()) == total["requests_ok"]
     assert sum(row["metrics"]["e2e_ms"]["count"] for row in rows.values()) == summary["metrics"]["e2e_ms"]["count"]
+    page = build_report([tmp_path], png=False).html_path.read_text()  # the report's Breakdowns section
+    assert "by replica" in page and all(f">{url}</td>" in page for url in traces)
 
 
 def test_least_in_flight_favours_the_fast_replica(tmp_path):
@@ -148,3 +153,23 @@ def test_live_view_shows_each_replica(tmp_path, monkeypatch):
             runner.quit()
             env.events.quitting.fire(environment=env, reverse=True)
             web_ui.stop()
+
+
+def test_replica_credentials_go_to_that_replica_only_and_never_into_files(tmp_path):
+    """Credentials in one replica's URL: Basic auth on that replica's requests only, never in the results."""
+    with RecordingServer() as plain, RecordingServer() as guarded:
+        guarded_url = guarded.url.replace("http://", f"http://user:{SECRET}@")
+        opts = options("--host", f"{plain.url},{guarded_url}", "--max-tokens", "4", "--results-dir", str(tmp_path))
+        run_local(opts, users=2, seconds=1)
+    basic = "Basic " + base64.b64encode(f"user:{SECRET}".encode()).decode()
+    plain_posts = [r for r in plain.requests if r["method"] == "POST"]
+    guarded_posts = [r for r in guarded.requests if r["method"] == "POST"]
+    assert plain_posts and guarded_posts
+    assert all("authorization" not in r["headers"] for r in plain.requests)
+    assert all(r["headers"]["authorization"] == basic for r in guarded_posts)
+    rows = {row["label"]: row["requests_ok"] for row in read_summary(tmp_path)["breakdowns"]["replica"]}
+    assert set(rows) == {plain.url, guarded.url}
+    for url, posts in ((plain.url, plain_posts), (guarded.url, guarded_posts)):
+        assert 0 <= len(posts) - rows[url] <= 2  # each of the 2 users may be cut mid-request by the stop
+    for path in tmp_path.iterdir():
+        assert SECRET not in path.read_text(errors="replace"), path
