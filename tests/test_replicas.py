@@ -53,6 +53,8 @@ def test_round_robin_starts_at_the_process_index():
             picked.append(r.url)
     assert picked == ["http://b:2", "http://c:3", "http://a:1"] * 2
     assert replicas.in_flight == [0, 0, 0]
+    with ReplicaSet("http://a:1").use() as only:
+        assert only is None  # one replica: the session's base URL, no breakdown
 
 
 def test_least_in_flight_picks_the_least_busy():
@@ -147,7 +149,7 @@ def test_live_view_shows_each_replica(tmp_path, monkeypatch):
 
             snap, rows = wait_for(both_replicas, 20, "both replicas in the live view")
             assert snap["state"] in ("spawning", "running") and not snap["final"]
-            assert [row["label"] for row in rows] == [replica.url for replica in sim.replicas]
+            assert {row["label"] for row in rows} == {replica.url for replica in sim.replicas}
             assert 'id="breakdowns"' in http(f"{ui}/llm").decode()
         finally:
             runner.quit()

@@ -42,7 +42,7 @@ class _StreamingUser(FastHttpUser):
         self.network_timeout = None
         self.insecure = settings.insecure  # FastHttpUser's default (True) verifies nothing
         self.ssl_context_factory = context_factory(settings.ca_bundle, settings.insecure)
-        self.replicas = self.llm.replicas(self.host or "")  # ConfigError without a host, as Locust's own check
+        self.replicas = self.llm.replicas(self.host or "")
         if self.replicas.several:  # the session's base URL: the first replica (its credentials go per request)
             self.host = self.replicas.first.url
         try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
@@ -118,13 +118,8 @@ class _StreamingUser(FastHttpUser):
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return
-        watchdog, replicas = self.llm.watchdog, self.replicas
-        if not replicas.several:
-            stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
-                              request.expected_prompt_tokens, ticket, cancel=self.canceller.draw())  # fmt: skip
-            return
-        with replicas.use() as replica:
-            stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
+        with self.replicas.use() as replica:
+            stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, self.llm.watchdog,
                               request.expected_prompt_tokens, ticket, replica, self.canceller.draw())  # fmt: skip
 
 

@@ -90,9 +90,7 @@ class ReplicaSet:
     """The replicas of one --host value and this process's pick (see the module docstring)."""
 
     def __init__(self, host: str, balance: str = "round-robin", start: int = 0) -> None:
-        urls = split_hosts(host)
-        if not urls:
-            raise ConfigError(f"--host is not set: give the server's base URL, {_EXAMPLE}")
+        urls = split_hosts(host) or [""]  # no host: Locust's own check stops the user
         if balance not in BALANCES:
             raise ConfigError(f"--balance must be one of {', '.join(BALANCES)}, got {balance!r}")
         self.replicas = tuple(replica(url, len(urls) > 1) for url in urls)
@@ -121,8 +119,12 @@ class ReplicaSet:
         return index
 
     @contextlib.contextmanager
-    def use(self) -> Iterator[Replica]:
-        """Pick the replica of the next request and count it in flight until the block ends."""
+    def use(self) -> Iterator[Replica | None]:
+        """Pick the replica of the next request and count it in flight until the block ends; None when there is
+        only one (the users' base URL)."""
+        if not self.several:
+            yield None
+            return
         index = self._pick_index()
         self.in_flight[index] += 1
         try:
