@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
+from test_tls import pki  # noqa: F401 (the fixture: a CA and its certificates)
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
@@ -121,3 +122,21 @@ def test_cancel_after_ms_frees_server_slots(tmp_path):
     with (tmp_path / "server_metrics.csv").open() as f:
         scraped = [float(r["running"]) for r in csv.DictReader(f) if r["url"] == f"{sim.url}/metrics"]
     assert scraped and max(scraped) <= 2
+
+
+def test_cancel_over_tls(tmp_path, pki):  # noqa: F811 (the fixture imported above)
+    """Over HTTPS (the stream is read by its own greenlet, not the pump): every stream closed after 3 of its 64
+    tokens, counted as cancelled, and the simulator sees each client leave."""
+    with run_sim("--ttft-ms", "10", "--itl-ms", "5", "--output-tokens", "64", "--tls-cert", str(pki / "good.crt"),
+                 "--tls-key", str(pki / "good.key")) as sim:  # fmt: skip
+        opts = options("--host", sim.url, "--ca-bundle", str(pki / "ca.pem"), "--max-tokens", "64", "--ignore-eos",
+                       "--cancel-rate", "1", "--cancel-after-tokens", "3", "--results-dir", str(tmp_path))  # fmt: skip
+        run_local(opts, users=2, seconds=1.5)
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    t, m = summary["throughput"], summary["metrics"]
+    assert t["requests_cancelled"] >= 10 and t["requests_ok"] == 0 and summary["failures"] == {}, t
+    assert m["output_tokens_cancelled"]["min"] >= 3 and m["output_tokens_cancelled"]["max"] < 64
+    server_cancelled = [r for r in trace if r["cancelled"]]
+    assert len(server_cancelled) >= t["requests_cancelled"]  # (and the requests cut by the stop)
+    assert all(r["completion_tokens"] < 64 for r in server_cancelled)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import sys
+import urllib.request
 
 import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
@@ -175,3 +177,18 @@ def test_replica_credentials_go_to_that_replica_only_and_never_into_files(tmp_pa
         assert 0 <= len(posts) - rows[url] <= 2  # each of the 2 users may be cut mid-request by the stop
     for path in tmp_path.iterdir():
         assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_sim_replicas_are_independent_servers():
+    """sim --replicas 2: two ports, each with its own trace; --replicas 0 is refused (exit 2)."""
+    with run_sim("--replicas", "2", "--ttft-ms", "1", "--itl-ms", "1", "--output-tokens", "2") as sim:
+        first, second = sim.replicas
+        assert first.port != second.port and sim.host == f"{first.url},{second.url}"
+        body = json.dumps({"model": "llm-locust-sim", "prompt": "hi", "max_tokens": 2}).encode()
+        request = urllib.request.Request(f"{second.url}/v1/completions", data=body)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert len(second.trace()) == 1 and first.trace() == []
+    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", "sim", "--replicas", "0"], capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    assert proc.returncode == 2 and "--replicas must be at least 1" in proc.stderr
