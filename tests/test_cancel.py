@@ -140,3 +140,20 @@ def test_cancel_over_tls(tmp_path, pki):  # noqa: F811 (the fixture imported abo
     server_cancelled = [r for r in trace if r["cancelled"]]
     assert len(server_cancelled) >= t["requests_cancelled"]  # (and the requests cut by the stop)
     assert all(r["completion_tokens"] < 64 for r in server_cancelled)
+
+
+def test_cancel_before_the_response_head(tmp_path):
+    """A server slow to answer (1 s before its head): streams cancelled 100 ms after sending are cancelled, not
+    failed, with no TTFT and no token, and each was sent once (no retry)."""
+    with run_sim("--fault", "slow_headers=1", "--fault-slow-headers-ms", "1000", "--ttft-ms", "10") as sim:
+        opts = options("--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "8", "--cancel-rate", "1",
+                       "--cancel-after-ms", "100", "--results-dir", str(tmp_path))  # fmt: skip
+        run_local(opts, users=2, seconds=1.5)
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    t, m = summary["throughput"], summary["metrics"]
+    assert t["requests_cancelled"] >= 6 and t["requests_ok"] == 0 and summary["failures"] == {}, summary
+    assert m["ttft_ms"]["count"] == 0 and m["output_tokens_cancelled"]["max"] == 0
+    assert (
+        t["requests_cancelled"] <= len(trace) <= t["requests_cancelled"] + 2
+    )  # one server request per cancelled one (+ the 2 cut by the stop)
