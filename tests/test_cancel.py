@@ -16,6 +16,8 @@ from test_tls import pki  # noqa: F401 (the fixture: a CA and its certificates)
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
+from llm_locust.report.run_data import load_run
+from llm_locust.report.server import server_rows
 from llm_locust.sim import SimProcess, run_sim
 
 
@@ -122,6 +124,9 @@ def test_cancel_after_ms_frees_server_slots(tmp_path):
     with (tmp_path / "server_metrics.csv").open() as f:
         scraped = [float(r["running"]) for r in csv.DictReader(f) if r["url"] == f"{sim.url}/metrics"]
     assert scraped and max(scraped) <= 2
+    (row,) = server_rows(load_run(tmp_path))  # the report's "Server's perspective": the tokens of cancelled streams
+    cancelled_tokens = m["output_tokens_cancelled"]["mean"] * m["output_tokens_cancelled"]["count"]
+    assert row["client_cancelled_tokens"] == round(cancelled_tokens) > 0 and row["client_output_tokens"] == 0
 
 
 def test_cancel_over_tls(tmp_path, pki):  # noqa: F811 (the fixture imported above)
