@@ -114,7 +114,10 @@ def add_workload_arguments(group: Any) -> None:
         "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
     )
     group.add_argument(
-        "--tokenizer", default="", help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly"
+        "--tokenizer",
+        default="",
+        help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "
+        "streamed text (checked against the server's usage)",
     )
     group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
     group.add_argument(

@@ -114,6 +114,11 @@ class WindowMetrics:
     prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
+    output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
+    output_mismatches: int = 0  # ... of which the counts differ
+    output_diff_sum: int = 0  # sum of (client - server) output-token differences
+    output_abs_diff_sum: int = 0  # sum of |client - server|
+    output_max_abs_diff: int = 0  # largest |client - server|
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
@@ -145,6 +150,8 @@ class WindowMetrics:
             if diff:
                 self.prompt_mismatches += 1
                 self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
+        if record.local_output_tokens is not None and record.usage_completion_tokens is not None:
+            self._check_output(record.local_output_tokens - record.usage_completion_tokens)
         self._record("ttft", _us(record.ttft_s))
         self._record("e2e", _us(record.e2e_s))
         if record.ttfo_s is not None:
@@ -165,6 +172,15 @@ class WindowMetrics:
             self._record("ttft", _us(record.ttft_s))
             self._record("e2e_cancelled", _us(record.e2e_s))
         self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
+
+    def _check_output(self, diff: int) -> None:
+        """Count one request whose local output-token count is `diff` tokens above the server's."""
+        self.output_checks += 1
+        if diff:
+            self.output_mismatches += 1
+            self.output_diff_sum += diff
+            self.output_abs_diff_sum += abs(diff)
+            self.output_max_abs_diff = max(self.output_max_abs_diff, abs(diff))
 
     def _record(self, metric: str, value: int) -> None:
         self.hist[metric].record_value(value)
@@ -193,6 +209,11 @@ class WindowMetrics:
         self.prompt_checks += other.prompt_checks
         self.prompt_mismatches += other.prompt_mismatches
         self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
+        self.output_checks += other.output_checks
+        self.output_mismatches += other.output_mismatches
+        self.output_diff_sum += other.output_diff_sum
+        self.output_abs_diff_sum += other.output_abs_diff_sum
+        self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -224,6 +245,13 @@ class WindowMetrics:
             "token_sources": dict(self.token_sources),
             "usage_event_mismatches": self.usage_event_mismatches,
             "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
+            "output": [
+                self.output_checks,
+                self.output_mismatches,
+                self.output_diff_sum,
+                self.output_abs_diff_sum,
+                self.output_max_abs_diff,
+            ],
         }
 
     @classmethod
@@ -246,6 +274,8 @@ class WindowMetrics:
         window.usage_event_mismatches = data["usage_event_mismatches"]
         (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
          window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
+        (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
+         window.output_max_abs_diff) = data["output"]  # fmt: skip
         return window
 
 

@@ -14,8 +14,9 @@ the moment never happened (e.g. no token arrived).
   arrival process wanted it sent; None in closed loop).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
-- N     = output tokens: usage.completion_tokens when the server sent usage, else the number
-  of token-bearing events; `token_source` says which. Reasoning tokens (part of N) come from
+- N     = output tokens: usage.completion_tokens when the server sent usage, else the local
+  tokenizer's count of the streamed text (--tokenizer), else the number of token-bearing events;
+  `token_source` says which. Reasoning tokens (part of N) come from
   usage.completion_tokens_details.reasoning_tokens when the server sends it.
 """
 
@@ -48,6 +49,7 @@ class TokenSource(StrEnum):
     """Where a request's output-token count came from."""
 
     USAGE = "usage"  # usage.completion_tokens sent by the server
+    TOKENIZER = "tokenizer"  # the local tokenizer's count of the streamed text (--tokenizer)
     EVENTS = "events"  # fallback: the number of token-bearing events
 
 
@@ -67,6 +69,7 @@ class RequestRecord:
     events: int = 0  # token-bearing events received
     itl_us: array = field(default_factory=lambda: array("q"))  # gaps between token events, µs
     usage_completion_tokens: int | None = None
+    local_output_tokens: int | None = None  # --tokenizer: the client's count of the streamed text
     prompt_tokens: int | None = None  # usage.prompt_tokens (the server's count)
     expected_prompt_tokens: int | None = None  # the client's count of the prompt it sent, when known
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
@@ -93,15 +96,20 @@ class RequestRecord:
 
     @property
     def output_tokens(self) -> int:
-        """Output tokens N: the server's usage count if it sent one, else token events."""
+        """Output tokens N: the server's usage count if it sent one, else the local tokenizer's count, else
+        token events."""
         if self.usage_completion_tokens is not None:
             return self.usage_completion_tokens
+        if self.local_output_tokens is not None:
+            return self.local_output_tokens
         return self.events
 
     @property
     def token_source(self) -> TokenSource:
         """Which source `output_tokens` came from."""
-        return TokenSource.USAGE if self.usage_completion_tokens is not None else TokenSource.EVENTS
+        if self.usage_completion_tokens is not None:
+            return TokenSource.USAGE
+        return TokenSource.EVENTS if self.local_output_tokens is None else TokenSource.TOKENIZER
 
     @property
     def ttft_s(self) -> float | None:

@@ -126,23 +126,62 @@ def _natural(label: str) -> tuple[tuple[int, float | str], ...]:
     return tuple((0, float(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part)
 
 
+MULTI_TOKEN_EVENTS = 1.1
+"""Output tokens per token event above which ITL is said to be per event (coalesced chunks, speculative decoding)."""
+
+
 def token_accounting(window: WindowMetrics) -> dict[str, Any]:
-    """Where output-token counts came from, how server and client counts agree, reasoning tokens.
+    """Where output-token counts came from, how server and client counts agree, tokens per event, reasoning tokens.
 
     `prompt_tokens_checked` counts successful requests whose prompt length the client knew
     (synthetic prompts, or --tokenizer) and the server reported; `prompt_token_mismatches` those
     where usage.prompt_tokens differed (chat templates and BOS tokens add a constant on real servers).
+    `output_tokens_checked` counts successful requests whose streamed text the client counted (--tokenizer) and
+    whose usage.completion_tokens the server sent; `output_token_mismatches` those that differ, their share
+    (0..1), the mean difference (client - server) and mean and largest absolute differences, in tokens per
+    mismatching request. `itl_per_event`: events carry more than `MULTI_TOKEN_EVENTS` tokens on average, so an ITL
+    gap spans `tokens_per_event` tokens.
     """
+    per_event = round(window.output_tokens / window.token_events, 4) if window.token_events else None
+    checked, mismatches = window.output_checks, window.output_mismatches
     return {
         "sources": dict(window.token_sources),
         "token_events": window.token_events,
         "usage_event_mismatches": window.usage_event_mismatches,
-        "tokens_per_event": round(window.output_tokens / window.token_events, 4) if window.token_events else None,
+        "tokens_per_event": per_event,
+        "itl_per_event": per_event is not None and per_event > MULTI_TOKEN_EVENTS,
         "reasoning_tokens": window.reasoning_tokens,
         "prompt_tokens_checked": window.prompt_checks,
         "prompt_token_mismatches": window.prompt_mismatches,
         "prompt_tokens_max_abs_diff": window.prompt_max_abs_diff,
+        "output_tokens_checked": checked,
+        "output_token_mismatches": mismatches,
+        "output_token_mismatch_share": round(mismatches / checked, 4) if checked else None,
+        "output_tokens_mean_diff": round(window.output_diff_sum / mismatches, 3) if mismatches else None,
+        "output_tokens_mean_abs_diff": round(window.output_abs_diff_sum / mismatches, 3) if mismatches else None,
+        "output_tokens_max_abs_diff": window.output_max_abs_diff,
     }
+
+
+def token_warnings(tokens: dict[str, Any]) -> list[str]:
+    """The lines a `token_accounting` result adds to the summary's warnings: ITL per event, and a local
+    tokenizer's count that disagrees with the server's usage."""
+    lines = []
+    if tokens["itl_per_event"]:
+        ratio = tokens["tokens_per_event"]
+        lines.append(
+            f"stream events carry {ratio:.2f} output tokens on average: ITL is per event (the gap between "
+            f"token-bearing events, ~{ratio:.2f} tokens), not per token; TPOT is per token"
+        )
+    if tokens["output_token_mismatches"]:
+        lines.append(
+            f"the local tokenizer's count of the streamed text differs from the server's usage.completion_tokens on "
+            f"{tokens['output_token_mismatches']} of {tokens['output_tokens_checked']} requests "
+            f"({100 * tokens['output_token_mismatch_share']:.1f} %): by {tokens['output_tokens_mean_diff']:+.2f} "
+            f"tokens on average (client - server), at most {tokens['output_tokens_max_abs_diff']}; output tokens "
+            "come from the server's usage"
+        )
+    return lines
 
 
 def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:

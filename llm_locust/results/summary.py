@@ -25,6 +25,7 @@ from llm_locust.results.files import (
     throttling,
     throughput,
     token_accounting,
+    token_warnings,
 )
 
 
@@ -95,6 +96,8 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
     if view.behind_schedule:
         warnings.append(view.behind_schedule)
     warnings.extend(view.other_warnings)
+    tokens = token_accounting(run.total)
+    warnings.extend(token_warnings(tokens))
     complete = final and not view.interrupted and not lost
     stats = metric_stats(run.total)
     summary: dict[str, Any] = {
@@ -134,7 +137,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,
-        "tokens": token_accounting(run.total),
+        "tokens": tokens,
         "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
         "client": _client(view),
         "server": view.server,

@@ -24,6 +24,7 @@ from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.providers import auth_headers, completion_path, family_headers
+from llm_locust.workload.tokens import token_counter
 
 
 class _StreamingUser(FastHttpUser):
@@ -66,6 +67,7 @@ class _StreamingUser(FastHttpUser):
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
         self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
         self.canceller = Canceller(settings, self.workload.rng.getrandbits(64) if settings.cancel_rate else 0)
         self.sdk = None
@@ -120,7 +122,8 @@ class _StreamingUser(FastHttpUser):
             return
         with self.replicas.use() as replica:
             stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, self.llm.watchdog,
-                              request.expected_prompt_tokens, ticket, replica, self.canceller.draw())  # fmt: skip
+                              request.expected_prompt_tokens, ticket, self.output_counter, replica,
+                              self.canceller.draw())  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):

@@ -69,6 +69,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=d.output_tokens,
         help="natural response length in tokens, when the request does not cap it (max_tokens)",
     )
+    parser.add_argument(
+        "--tokens-per-chunk",
+        type=int,
+        default=d.tokens_per_chunk,
+        help="output tokens per streamed event after the first, sent when the chunk's last token is produced "
+        "(as with speculative decoding); usage still counts every token",
+    )
     batching = parser.add_argument_group(
         "batching timing",
         "step duration = decode-step-ms + decode-step-ms-per-seq x running batch"
@@ -174,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if config.replicas < 1:
         print(f"llm-locust sim: error: --replicas must be at least 1, got {config.replicas}", file=sys.stderr)
+        return 2
+    if config.tokens_per_chunk < 1:
+        print(f"llm-locust sim: error: --tokens-per-chunk must be at least 1, got {config.tokens_per_chunk}",
+              file=sys.stderr)  # fmt: skip
         return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)

@@ -26,6 +26,9 @@ class SimConfig:
     ttft_ms: float = 200.0
     itl_ms: float = 20.0
     output_tokens: int = 128
+    tokens_per_chunk: int = 1
+    """Output tokens per streamed event after the first (which goes alone, at TTFT); a chunk leaves when its last
+    token is produced (coalescing, speculative decoding). Faulted responses keep one token per event."""
     max_batch: int = 64
     prefill_us_per_token: float = 50.0
     decode_step_ms: float = 10.0

@@ -23,6 +23,7 @@ import orjson
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
@@ -31,6 +32,7 @@ from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
+from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
@@ -53,6 +55,7 @@ def stream_completion(
     watchdog: TimeoutWatchdog,
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
+    counter: TokenCounter | None = None,
     replica: Replica | None = None,
     cancel: Cancel | None = None,
 ) -> RequestRecord:
@@ -62,10 +65,13 @@ def stream_completion(
     raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
     count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
     `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
-    `replica` (one of several behind --host) is where it goes instead of the session's base URL,
-    with its credentials and breakdown; `cancel`, when this request is to be closed early, and when.
+    `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
+    the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
+    --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
+    this request is to be closed early, and when.
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket)
+    kept = None if counter is None else StreamText()
     url, auth = path, None
     if replica is not None:
         url, auth, record.groups = replica.url + path, replica.auth, replica.groups
@@ -79,7 +85,7 @@ def stream_completion(
             if _check_response(resp, record):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, watch, cancel)
+                    _read_events(raw, record, watch, kept, cancel)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
@@ -90,6 +96,8 @@ def stream_completion(
                     raw.release()  # closes the connection unless the body was read to its end
             _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
             finish(record, perf_counter())
+            if kept is not None and record.ok:
+                record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
             _report(resp, record)
     finally:
         _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
@@ -138,17 +146,18 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, watch: Watch, cancel: Cancel | None) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time.
+def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None, cancel: Cancel | None) -> None:
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
+    body also goes to `kept` unless it is None.
 
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
     stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
     events = EventStream(record)
-    on_body = events.feed
+    on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
-        on_body = _token_limit(events.feed, record, cancel.after_tokens)
+        on_body = _token_limit(on_body, record, cancel.after_tokens)
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
@@ -178,6 +187,17 @@ def _token_limit(feed: BodyCallback, record: RequestRecord, after_tokens: int) -
         if not done and record.events >= after_tokens:
             raise StreamCancelled(f"cancelled after {record.events} token events (--cancel-after-tokens)")
         return done
+
+    return on_body
+
+
+def _keeping(feed: Any, kept: StreamText) -> Any:
+    """`feed` that also hands each piece of body to `kept` (the parser hands over pieces of their own)."""
+    keep = kept.add
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        keep(data)
+        return feed(data, t)
 
     return on_body
 
