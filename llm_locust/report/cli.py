@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="latency objective, repeatable or comma-separated, e.g. ttft_p90_ms=2000 tpot_p90_ms=50: "
         "each step is checked and the highest step meeting all is the capacity",
     )  # fmt: skip
+    parser.add_argument(
+        "--grid-metric", default="ttft_ms_p90", metavar="COLUMN",
+        help="metric of a length grid's heat map, a step column: ttft_ms_p90 (default), e2e_ms_p50, "
+        "output_tokens_per_s, ...",
+    )  # fmt: skip
     parser.add_argument("--no-png", action="store_true", help="skip the PNG images (no browser needed)")
     mbu = parser.add_argument_group("memory bandwidth utilisation (all three to enable)")
     mbu.add_argument("--model-params-b", type=float, help="model parameters, billions (e.g. 8 for an 8B model)")
@@ -75,7 +80,9 @@ def _run(args: argparse.Namespace) -> int:
         if not all(v is not None for v in given):
             raise ConfigError("MBU needs all of --model-params-b, --bytes-per-param and --peak-bandwidth-gbs")
         hardware = Hardware(args.model_params_b, args.bytes_per_param, args.peak_bandwidth_gbs, args.kv_cache_gb)
-    report = build_report(args.results_dirs, args.output, slos, hardware, png=not args.no_png)
+    report = build_report(
+        args.results_dirs, args.output, slos, hardware, png=not args.no_png, grid_metric=args.grid_metric
+    )
     for cap in report.capacities:
         best = cap.best
         print(f"{cap.run}: " + (f"capacity {best.label}, {best.output_tokens_per_s:.1f} output tok/s" if best
