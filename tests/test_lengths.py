@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 from conftest import BROWSER_ARGS, ROOT, browser_tools, options, read_summary
 from test_report import array, figures, trace
@@ -25,6 +26,8 @@ from llm_locust.report.build import build_report
 from llm_locust.report.capacity import capacity
 from llm_locust.report.run_data import RunData
 from llm_locust.sim import run_sim
+from llm_locust.workload.builder import Workload
+from llm_locust.workload.tokens import token_counter
 
 SWEEP = ROOT / "locustfiles" / "sweep.py"
 DECODE_MS, PREFILL_US = 5.0, 100.0
@@ -83,6 +86,23 @@ def test_bad_length_sweeps_are_one_line_errors(tmp_path):
     data.write_text('{"prompt": "hello there"}\n')
     with pytest.raises(ConfigError, match="--sweep-prompt-tokens and --dataset exclude each other"):
         Settings.from_options(options("--dataset", str(data), "--sweep-prompt-tokens", "8"))
+
+
+def test_a_steps_lengths_set_the_request_exactly_with_a_tokenizer(tmp_path):
+    from test_workload_units import build_tokenizer
+
+    tokenizer = str(build_tokenizer(tmp_path / "tokenizer.json"))
+    settings = Settings.from_options(options("--tokenizer", tokenizer, "--sweep-prompt-tokens", "8,300",
+                                             "--sweep-max-tokens", "7"))  # fmt: skip
+    workload = Workload(settings, "chat")
+    counter = token_counter(tokenizer)
+    for step in settings.steps:
+        request = workload.next_request("m", step)
+        body = orjson.loads(request.body)
+        assert request.expected_prompt_tokens == counter.count(body["messages"][0]["content"]) == step.prompt_tokens
+        assert body["max_tokens"] == 7
+    assert workload.next_request("m", None).expected_prompt_tokens == 128  # outside a step: --prompt-tokens
+    assert settings.prompt_buckets and not Settings.from_options(options()).prompt_buckets
 
 
 def _ttft_p50(step: dict[str, Any]) -> float:
