@@ -51,12 +51,12 @@ def locust(url: str, results: Path, *args: str, timeout_s: float = 120) -> subpr
 
 @pytest.fixture(scope="module")
 def grid_run(tmp_path_factory) -> Path:
-    """A 2 x 3 grid (1 and 2 users x 64, 1024, 2048 prompt tokens) through a master and 2 workers; steps of 3 s
+    """A 2 x 3 grid (1 and 3 users x 64, 1024, 2048 prompt tokens) through a master and 2 workers; steps of 3 s
     (Locust's shape ticks once a second, so a step's measurement window is 1 to 3 s)."""
     results = tmp_path_factory.mktemp("grid") / "grid"
     lengths = ",".join(map(str, LENGTHS))
     with run_sim(*SIM) as sim:
-        proc = locust(sim.url, results, "--sweep-users", "1,2", "--sweep-prompt-tokens", lengths,
+        proc = locust(sim.url, results, "--sweep-users", "1,3", "--sweep-prompt-tokens", lengths,
                       "--step-duration-s", "3", "--warmup-s", "1", "--processes", "2")  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return results
@@ -75,6 +75,19 @@ def test_grid_order_labels_and_a_length_sweep_alone_runs_at_one_user():
     assert [bucket_label(n) for n in (1, 8, 15, 16, 1023, 1024, 4096)] == [
         "1-1", "8-15", "8-15", "16-31", "512-1023", "1024-2047", "4096-8191"
     ]  # fmt: skip
+
+
+def test_a_grid_drops_from_its_highest_load_to_its_lowest_at_once(tmp_path):
+    """8 users then 1, through a master: the 7 users go at once (at Locust's spawn rate of 1/s the master would hold
+    the shape ~7 s, stretching the last step's 1.5 s window to ~5.5 s)."""
+    results = tmp_path / "down"
+    with run_sim("--ttft-ms", "300", "--itl-ms", "20", "--output-tokens", "16") as sim:
+        proc = locust(sim.url, results, "--sweep-users", "8,1", "--step-duration-s", "2", "--warmup-s", "0.5",
+                      "--processes", "2")  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    steps = read_summary(results)["steps"]
+    assert [s["users"] for s in steps] == [8, 1]
+    assert steps[1]["measure_s"] < 3.5, steps[1]["measure_s"]
 
 
 def test_bad_length_sweeps_are_one_line_errors(tmp_path):
@@ -114,7 +127,9 @@ def test_grid_steps_carry_both_coordinates_and_ttft_follows_the_prefill_model(gr
     steps = summary["steps"]
     assert summary["load"]["prompt_lengths"].startswith("approximate")  # no --tokenizer
     assert summary["run"]["workers_max"] == 2
-    assert [(s["users"], s["prompt_tokens"]) for s in steps] == [(u, n) for n in LENGTHS for u in (1, 2)]
+    assert [(s["users"], s["prompt_tokens"]) for s in steps] == [(u, n) for n in LENGTHS for u in (1, 3)]
+    # every step got its own window (going from 3 users back to 1 takes no time)
+    assert all(0.5 < s["measure_s"] < 3.5 for s in steps), [s["measure_s"] for s in steps]
     for step in steps:
         throughput = step["throughput"]
         assert throughput["requests_ok"] >= 1 and throughput["requests_failed"] == 0, step["label"]
@@ -126,8 +141,8 @@ def test_grid_steps_carry_both_coordinates_and_ttft_follows_the_prefill_model(gr
     bounds = [0.0, *((a + b) / 2 for a, b in itertools.pairwise(model)), 2 * model[-1]]
     for value, low, high in zip(lone, bounds, bounds[1:], strict=False):
         assert low < value < high, (lone, model)
-    two = [_ttft_p50(s) for s in steps if s["users"] == 2]
-    assert two[0] < two[1] < two[2] and two[2] > 2 * two[0], two
+    three = [_ttft_p50(s) for s in steps if s["users"] == 3]
+    assert three[0] < three[1] < three[2] and three[2] > 2 * three[0], three
     # the prompt-length buckets of the sweep: one per step, holding exactly the step's requests
     buckets = summary["breakdowns"]["prompt_tokens"]
     assert [(b["step"], b["label"]) for b in buckets] == [(s["index"], bucket_label(s["prompt_tokens"])) for s in steps]
@@ -142,7 +157,7 @@ def test_report_charts_are_the_summary_numbers_and_capacity_is_read_per_length(g
     report = build_report([grid_run], tmp_path / "grid.html", slos=slos, png=False, grid_metric="ttft_ms_p50")
     page = report.html_path.read_text()
     figs = figures(page)
-    for users in (1, 2):
+    for users in (1, 3):
         line = [s for s in steps if s["users"] == users]
         mean_input = [s["throughput"]["prompt_tokens"] / s["throughput"]["requests_ok"] for s in line]
         for stat in ("p50", "p90", "p99"):
@@ -156,9 +171,9 @@ def test_report_charts_are_the_summary_numbers_and_capacity_is_read_per_length(g
             [n / (_ttft_p50(s) / 1e3) for n, s in zip(mean_input, line, strict=True)]
         )
     (heat,) = figs["grid_heatmap"]["data"]
-    assert heat["x"] == [str(n) for n in LENGTHS] and heat["y"] == ["users=1", "users=2"]
+    assert heat["x"] == [str(n) for n in LENGTHS] and heat["y"] == ["users=1", "users=3"]
     z = array(heat["z"]) if isinstance(heat["z"], dict) else np.array([array(row) for row in heat["z"]])
-    assert z.reshape(2, 3).tolist() == [[_ttft_p50(s) for s in steps if s["users"] == u] for u in (1, 2)]
+    assert z.reshape(2, 3).tolist() == [[_ttft_p50(s) for s in steps if s["users"] == u] for u in (1, 3)]
     # per prompt length: report.capacity over that length's steps, as the page says
     run = RunData(grid_run, grid_run.name, summary=summary)
     for n in LENGTHS:
@@ -170,7 +185,7 @@ def test_report_charts_are_the_summary_numbers_and_capacity_is_read_per_length(g
         assert text in page, text
     assert capacity(run, slos) is not None
     assert "prompt=2048: no step meets every SLO" in page  # 205 ms of prefill alone at one user
-    assert "prompt=64: capacity users=2 prompt=64" in page
+    assert "prompt=64: capacity users=3 prompt=64" in page
     with pytest.raises(ConfigError, match="--grid-metric 'nope': not a step column"):
         build_report([grid_run], tmp_path / "bad.html", png=False, grid_metric="nope")
 
