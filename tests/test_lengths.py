@@ -129,7 +129,7 @@ def test_grid_steps_carry_both_coordinates_and_ttft_follows_the_prefill_model(gr
     assert summary["run"]["workers_max"] == 2
     assert [(s["users"], s["prompt_tokens"]) for s in steps] == [(u, n) for n in LENGTHS for u in (1, 3)]
     # every step got its own window (going from 3 users back to 1 takes no time)
-    assert all(0.5 < s["measure_s"] < 3.5 for s in steps), [s["measure_s"] for s in steps]
+    assert all(0.5 < s["measure_s"] < 5 for s in steps), [s["measure_s"] for s in steps]
     for step in steps:
         throughput = step["throughput"]
         assert throughput["requests_ok"] >= 1 and throughput["requests_failed"] == 0, step["label"]
