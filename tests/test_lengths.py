@@ -7,14 +7,13 @@ from __future__ import annotations
 import io
 import itertools
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
-from conftest import BROWSER_ARGS, ROOT, browser_tools, options, read_summary
+from conftest import BROWSER_ARGS, ROOT, browser_tools, options, read_summary, run_locust
 from test_report import array, figures, trace
 
 from llm_locust.config.settings import Settings
@@ -41,12 +40,10 @@ def model_ttft_ms(prompt_tokens: float) -> float:
     return DECODE_MS + PREFILL_US / 1e3 * prompt_tokens
 
 
-def locust(url: str, results: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    """A headless sweep run (`locust` CLI) writing `results`."""
-    command = [sys.executable, "-m", "locust", "-f", str(SWEEP), "--headless", "--only-summary", "--host", url,
-               "--max-tokens", "8", "--ignore-eos", "--interval-s", "1", "--results-dir", str(results),
-               *args]  # fmt: skip
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+def locust(url: str, results: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A headless sweep run (`locust` CLI; with --processes on a free master port) writing `results`."""
+    return run_locust(SWEEP, "--only-summary", "--host", url, "--max-tokens", "8", "--ignore-eos", "--interval-s", "1",
+                      "--results-dir", str(results), *args, timeout_s=120)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
