@@ -204,6 +204,17 @@ def add_load_arguments(parser: Any) -> None:
         "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
     )
     group.add_argument(
+        "--sweep-prompt-tokens",
+        default="",
+        help="Prompt-length sweep in tokens, e.g. 8,128,512,1024,2048; with --sweep-users/--sweep-rates a grid "
+        "(each length in turn, the load rising within it; needs -f locustfiles/sweep.py)",
+    )
+    group.add_argument(
+        "--sweep-max-tokens",
+        default="",
+        help="Output-length sweep (max_tokens per request), e.g. 64,256,1024; combines like --sweep-prompt-tokens",
+    )
+    group.add_argument(
         "--step-duration-s", type=float, default=30.0, help="Length of each sweep step (or search trial), seconds"
     )
     group.add_argument(

@@ -53,6 +53,8 @@ class Settings:
     burstiness: float = 1.0
     sweep_users: str = ""
     sweep_rates: str = ""
+    sweep_prompt_tokens: str = ""
+    sweep_max_tokens: str = ""
     step_duration_s: float = 30.0
     warmup_s: float = 5.0
     max_concurrency: int = 256
@@ -141,7 +143,15 @@ class Settings:
             self.max_concurrency,
             self.step_duration_s,
             self.warmup_s,
+            _lengths("--sweep-prompt-tokens", self.sweep_prompt_tokens),
+            _lengths("--sweep-max-tokens", self.sweep_max_tokens),
         )
+
+    @property
+    def prompt_buckets(self) -> bool:
+        """True when prompt lengths vary within the run (a length sweep, a distribution, a dataset): each request
+        then also counts in its prompt-length bucket (`metrics.length_buckets`)."""
+        return bool(self.sweep_prompt_tokens or self.dataset or self.prompt_tokens.kind != "fixed")
 
     @property
     def load_model(self) -> str:
@@ -152,6 +162,8 @@ class Settings:
             return "rate_sweep"
         if self.search_max_rate:
             return "rate_search"
+        if self.sweep_prompt_tokens or self.sweep_max_tokens:
+            return "concurrency_sweep"  # a length sweep at 1 user
         return "rate" if self.request_rate else "concurrency"
 
     def public(self) -> dict[str, Any]:
@@ -166,6 +178,11 @@ class Settings:
             metrics_url=[redact.redact(url) for url in self.metrics_url],
         )
         return {**settings, "api_key_set": bool(self.api_key)}
+
+
+def _lengths(option: str, text: str) -> list[int]:
+    """A swept length list (`8,128,512`), [] when not given."""
+    return parse_number_list(option, text, int) if text else []
 
 
 def register_secrets(options: Any) -> None:
@@ -268,6 +285,8 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
         token_counter(options.tokenizer)  # a bad file fails now, with its name
     if options.dataset:
         load_dataset(options.dataset, options.dataset_format)
+        if options.sweep_prompt_tokens:
+            raise ConfigError("--sweep-prompt-tokens and --dataset exclude each other: the dataset sets the prompts")
     images = tuple(_as_list(options.image))
     for path in images:
         file_data_url(path)

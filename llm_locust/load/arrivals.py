@@ -6,7 +6,8 @@
   requests in flight. With M worker processes each draws its own arrivals at its share of R
   (the superposition of independent Poisson processes of rates R_i is Poisson with rate ΣR_i).
 - Sweeps: `Step`s run one after the other, each for `duration_s`, its first `warmup_s` seconds
-  excluded from its metrics; a concurrency sweep varies the users, a rate sweep the rate.
+  excluded from its metrics; a concurrency sweep varies the users, a rate sweep the rate, a length
+  sweep the prompt and/or output length of every request; together they make a grid (`sweep_steps`).
 
 All times are `time.perf_counter()` seconds unless a name says otherwise.
 """
@@ -59,18 +60,28 @@ class ArrivalProcess:
 @dataclass(frozen=True, slots=True)
 class Step:
     """One step of a sweep: `users` (concurrency, or the in-flight cap at a rate), an optional
-    offered `rate_per_s`, how long it runs and how much of its start is warm-up (seconds)."""
+    offered `rate_per_s`, how long it runs and how much of its start is warm-up (seconds), and the
+    prompt and output lengths (tokens) of its requests when a length sweep sets them (None: the
+    run's --prompt-tokens / --max-tokens)."""
 
     index: int
     users: int
     rate_per_s: float | None
     duration_s: float
     warmup_s: float
+    prompt_tokens: int | None = None
+    max_tokens: int | None = None
+
+    @property
+    def load_label(self) -> str:
+        """`users=8` or `rate=2.5/s`."""
+        return f"users={self.users}" if self.rate_per_s is None else f"rate={self.rate_per_s:g}/s"
 
     @property
     def label(self) -> str:
-        """`users=8` or `rate=2.5/s`."""
-        return f"users={self.users}" if self.rate_per_s is None else f"rate={self.rate_per_s:g}/s"
+        """`users=8`, `rate=2.5/s`, with the swept lengths: `users=8 prompt=512 max=128`."""
+        lengths = [f"{name}={n}" for name, n in (("prompt", self.prompt_tokens), ("max", self.max_tokens)) if n]
+        return " ".join([self.load_label, *lengths])
 
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-able dict; `Step(**d)` reverses it."""
@@ -80,6 +91,8 @@ class Step:
             "rate_per_s": self.rate_per_s,
             "duration_s": self.duration_s,
             "warmup_s": self.warmup_s,
+            "prompt_tokens": self.prompt_tokens,
+            "max_tokens": self.max_tokens,
         }
 
 
@@ -113,10 +126,21 @@ def parse_number_list(option: str, text: str, kind: type[int] | type[float]) -> 
 
 
 def sweep_steps(
-    users: list[int], rates_per_s: list[float], max_concurrency: int, duration_s: float, warmup_s: float
+    users: list[int],
+    rates_per_s: list[float],
+    max_concurrency: int,
+    duration_s: float,
+    warmup_s: float,
+    prompt_tokens: list[int] | None = None,
+    max_tokens: list[int] | None = None,
 ) -> tuple[Step, ...]:
-    """The steps of a concurrency sweep (`users`) or a rate sweep (`rates_per_s`, capped at
-    `max_concurrency` users); empty when neither is given."""
+    """The steps of a concurrency sweep (`users`), a rate sweep (`rates_per_s`, capped at
+    `max_concurrency` users), a length sweep (`prompt_tokens`, `max_tokens`; at 1 user unless
+    `users` or `rates_per_s` is given), or their grid; empty when nothing is swept.
+
+    Grid order: each prompt length in turn (outermost), within it each output length, within that
+    the load rising as given (innermost) — one load sweep per length pair, back to back.
+    """
     if users and rates_per_s:
         raise ConfigError("--sweep-users and --sweep-rates exclude each other: sweep one load model per run")
     if not duration_s > 0:
@@ -125,9 +149,18 @@ def sweep_steps(
         raise ConfigError(
             f"--warmup-s must be >= 0 and shorter than --step-duration-s ({duration_s:g}), got {warmup_s}"
         )
-    if users:
-        return tuple(Step(i, n, None, duration_s, warmup_s) for i, n in enumerate(users))
-    return tuple(Step(i, max_concurrency, r, duration_s, warmup_s) for i, r in enumerate(rates_per_s))
+    loads: list[tuple[int, float | None]] = [(max_concurrency, r) for r in rates_per_s] or [(n, None) for n in users]
+    if not (loads or prompt_tokens or max_tokens):
+        return ()
+    cells = [
+        (load, prompt, output)
+        for prompt in prompt_tokens or [None]
+        for output in max_tokens or [None]
+        for load in loads or [(1, None)]
+    ]
+    return tuple(
+        Step(i, n, rate, duration_s, warmup_s, prompt, output) for i, ((n, rate), prompt, output) in enumerate(cells)
+    )
 
 
 def step_at(steps: tuple[Step, ...], elapsed_s: float) -> Step | None:

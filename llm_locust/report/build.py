@@ -12,7 +12,7 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, server, telemetry_charts, timeline
+from llm_locust.report import charts, distributions, lengths, server, telemetry_charts, timeline
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, StepCheck, capacity
 from llm_locust.report.chart import Chart
@@ -58,8 +58,10 @@ def build_report(
     hardware: Hardware | None = None,
     png: bool = True,
     max_error_rate: float | None = None,
+    grid_metric: str = lengths.DEFAULT_GRID_METRIC,
 ) -> Report:
-    """Load every folder, derive tables and charts, write the HTML (and PNGs unless `png` is False).
+    """Load every folder, derive tables and charts, write the HTML (and PNGs unless `png` is False); `grid_metric`
+    colours the heat map of a length grid.
 
     `max_error_rate`: the capacity pick's error-rate limit (default: each run's --max-error-rate, else 0.01).
     Raises ConfigError (one line naming the file) when a folder or one of its files is bad.
@@ -75,11 +77,15 @@ def build_report(
     slos_given = bool(slos)
     slos = slos or _recorded_slos(runs)
     capacities = [cap for run in runs if (cap := capacity(run, slos, max_error_rate)) is not None]
+    length_rows = lengths.all_length_rows(runs)
     built = [
         charts.throughput_latency(runs, rows),
         charts.throughput_vs_load(runs, rows),
         charts.latency_vs_load(runs, rows),
         charts.capacity_chart(runs, capacities),
+        lengths.ttft_vs_length(runs, length_rows),
+        lengths.throughput_vs_length(runs, length_rows),
+        lengths.grid_heatmap(runs, grid_metric),
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
         server.server_timeline(runs),
@@ -92,6 +98,9 @@ def build_report(
     chart_list = [chart for chart in built if chart is not None]
     banners = [f"{run.name}: {warning}" for run in runs for warning in warnings_of(run)]
     sections = _sections(runs, rows, capacities, hardware, slos_given)
+    length_part = lengths.length_section(runs, length_rows, slos, max_error_rate)
+    if length_part is not None:
+        sections.insert(1, length_part)
     names = ", ".join(run.name for run in runs)
     page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list)
     output.parent.mkdir(parents=True, exist_ok=True)

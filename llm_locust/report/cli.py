@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="a step with a larger share of failed requests fails the capacity pick (default: the run's "
         "--max-error-rate, else 0.01)",
     )  # fmt: skip
+    parser.add_argument(
+        "--grid-metric", default="ttft_ms_p90", metavar="COLUMN",
+        help="metric of a length grid's heat map, a step column: ttft_ms_p90 (default), e2e_ms_p50, "
+        "output_tokens_per_s, ...",
+    )  # fmt: skip
     parser.add_argument("--no-png", action="store_true", help="skip the PNG images (no browser needed)")
     mbu = parser.add_argument_group("memory bandwidth utilisation (all three to enable)")
     mbu.add_argument("--model-params-b", type=float, help="model parameters, billions (e.g. 8 for an 8B model)")
@@ -84,7 +89,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
         raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {args.max_error_rate:g}")
     report = build_report(
-        args.results_dirs, args.output, slos, hardware, png=not args.no_png, max_error_rate=args.max_error_rate
+        args.results_dirs,
+        args.output,
+        slos,
+        hardware,
+        png=not args.no_png,
+        max_error_rate=args.max_error_rate,
+        grid_metric=args.grid_metric,
     )
     for cap in report.capacities:
         best = cap.best

@@ -88,6 +88,8 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
         "label": step.label,
         "users": step.users,
         "rate_per_s": step.rate_per_s,
+        "prompt_tokens": step.prompt_tokens,
+        "max_tokens": step.max_tokens,
         "start_time": iso_time(span.start_s),
         "end_time": iso_time(span.end_s or time.time()),
         "warmup_s": step.warmup_s,

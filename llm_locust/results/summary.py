@@ -16,6 +16,7 @@ from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics
+from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
     breakdowns,
@@ -126,6 +127,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             "rate_per_s": s.request_rate or None,
             "arrival": s.arrival if s.load_model.startswith("rate") else None,
             "burstiness": s.burstiness if s.arrival == "gamma" else None,
+            "prompt_lengths": PROMPT_LENGTHS_EXACT if s.tokenizer else PROMPT_LENGTHS_APPROXIMATE,
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),

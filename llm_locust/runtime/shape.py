@@ -19,11 +19,14 @@ class SweepShape(LoadTestShape):
     abstract = True
 
     def tick(self) -> tuple[int, float] | None:
-        """(users, spawn rate) of the current step, all users at once; None after the last step."""
+        """(users, spawn rate) of the current step, all users at once — up or down (a grid goes from its highest load
+        back to its lowest: Locust stops users at the spawn rate too, and holds the shape meanwhile); None after the
+        last step."""
         state = run_state(self.runner.environment)
-        step = step_at(state.settings.steps, self.get_run_time())
+        steps = state.settings.steps
+        step = step_at(steps, self.get_run_time())
         if step is None:
             return None
         if state.control is not None:  # None before the test starts (its start enters step 0)
             state.control.enter_step(step)
-        return step.users, float(step.users)
+        return step.users, float(max(s.users for s in steps))

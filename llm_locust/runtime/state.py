@@ -34,6 +34,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
+from llm_locust.metrics.length_buckets import add_prompt_group
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
@@ -247,6 +248,8 @@ class RunState:
         """Take the record of a finished LLM request into the metrics."""
         record: RequestRecord | None = (context or {}).get(RECORD_KEY)
         if record is not None:
+            if self.settings.prompt_buckets:
+                add_prompt_group(record)
             self.recorder.record(record, time.time())
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:

@@ -116,7 +116,8 @@ class _StreamingUser(FastHttpUser):
         if not self.model:
             self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
         ticket = self.llm.pacer.take()
-        request = self.workload.next_request(self.model)
+        # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths
+        request = self.workload.next_request(self.model, self.llm.pacer.plan.step)
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return

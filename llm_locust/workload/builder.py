@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from llm_locust.config.settings import Settings
+from llm_locust.load.arrivals import Step
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.prompts import PromptMaker, shared_prefix
@@ -55,19 +56,20 @@ class Workload:
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
-    def next_request(self, model: str) -> RequestSpec:
-        """The next request of this user for `model`."""
-        fields, expected = self._next_fields()
-        body = self._body(fields, model)
+    def next_request(self, model: str, step: Step | None = None) -> RequestSpec:
+        """The next request of this user for `model`; a sweep `step` that sets lengths sets them."""
+        fields, expected = self._next_fields(step.prompt_tokens if step is not None else None)
+        body = self._body(fields, model, step.max_tokens if step is not None else None)
         if self.endpoint == "chat" and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
         return RequestSpec(orjson.dumps(body), expected)
 
-    def _next_fields(self) -> tuple[dict[str, Any], int | None]:
-        """Body fields with the prompt (or messages), and the expected prompt tokens."""
+    def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None]:
+        """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), and
+        the expected prompt tokens."""
         if not self.dataset:
-            text, tokens = self.prompts.prompt(self.settings.prompt_tokens.sample(self.rng))
+            text, tokens = self.prompts.prompt(prompt_tokens or self.settings.prompt_tokens.sample(self.rng))
             return {"prompt": text}, tokens
         if self._turn >= len(self._turns):
             self._turns, self._turn = self.rng.choice(self.dataset), 0
@@ -79,11 +81,13 @@ class Workload:
             expected = sum(self.counter.count(t) for t in texts if isinstance(t, str))
         return fields, expected
 
-    def _body(self, fields: dict[str, Any], model: str) -> dict[str, Any]:
-        """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape."""
+    def _body(self, fields: dict[str, Any], model: str, max_tokens: int | None) -> dict[str, Any]:
+        """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`
+        (a length sweep's) wins over the dataset entry's, which wins over --max-tokens."""
         settings = self.settings
         body = dict(fields)
-        max_tokens = body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
+        max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
+        body.pop("max_tokens", None)
         if self.endpoint == "chat":
             if "prompt" in body:
                 body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
