@@ -108,9 +108,13 @@ class WindowMetrics:
     prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
+    prefix_blocks: int = 0  # shared prompt blocks sent, every request (failed too): see RequestRecord
+    prefix_blocks_seen: int = 0  # ... of which seen before: expected reuse = prefix_blocks_seen / prefix_blocks
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
+        self.prefix_blocks += record.prefix_blocks
+        self.prefix_blocks_seen += record.prefix_blocks_seen
         queue_delay_s = record.queue_delay_s
         if queue_delay_s is not None:  # how late it left is known even when it failed
             self._record("queue_delay", _us(queue_delay_s))
@@ -175,6 +179,8 @@ class WindowMetrics:
         self.prompt_checks += other.prompt_checks
         self.prompt_mismatches += other.prompt_mismatches
         self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
+        self.prefix_blocks += other.prefix_blocks
+        self.prefix_blocks_seen += other.prefix_blocks_seen
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -200,6 +206,7 @@ class WindowMetrics:
             "token_sources": dict(self.token_sources),
             "usage_event_mismatches": self.usage_event_mismatches,
             "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
+            "prefix": [self.prefix_blocks, self.prefix_blocks_seen],
         }
 
     @classmethod
@@ -221,6 +228,7 @@ class WindowMetrics:
         window.usage_event_mismatches = data["usage_event_mismatches"]
         (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
          window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
+        window.prefix_blocks, window.prefix_blocks_seen = data["prefix"]
         return window
 
 

@@ -20,6 +20,7 @@ from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
     iso_time,
     metric_stats,
+    prefix_reuse,
     step_summary,
     throttling,
     throughput,
@@ -133,6 +134,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": token_accounting(run.total),
+        "prefix_reuse": prefix_reuse(run.total),
         "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
         "client": _client(view),
         "server": view.server,
