@@ -65,6 +65,7 @@ class LoadController:
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
         self._due: DueTimes | None = None
         self._assignment: Assignment | None = None
+        self._assigned: set[str] = set()  # every process some arrival may still be assigned to
         self._low_water: dict[str, int] = {}
         self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
 
@@ -137,7 +138,9 @@ class LoadController:
         if rate_per_s is None and not trace:
             self._sequence = self._due = self._assignment = None
             return None
-        members = [p for p, n in users.items() if n > 0] or list(users)
+        members = sorted(p for p, n in users.items() if n > 0) or sorted(users)  # users can send; else all alive
+        if not members:  # no process to send: nothing to assign yet
+            return self._sequence
         index = -1 if step is None else step.index
         key = (index, rate_per_s)
         current = self._sequence
@@ -153,19 +156,24 @@ class LoadController:
             else:
                 self._due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
             self._assignment = Assignment.of(members)
+            self._assigned = set(members)
             self._low_water.clear()
-        elif self._assignment is not None and members and tuple(sorted(members)) != self._assignment.members:
-            self._reassign(members, current.origin_epoch_s)
+        elif members and (tuple(members) != self._assignment.members or self._assigned - set(users)):
+            self._reassign(members, set(users), current.origin_epoch_s)
         return current
 
-    def _reassign(self, members: list[str], origin_epoch_s: float) -> None:
-        """Processes joined or left: hand the arrivals over (see the module docstring)."""
+    def _reassign(self, members: list[str], alive: set[str], origin_epoch_s: float) -> None:
+        """Processes joined, left, or have no user now: arrivals from `REASSIGN_LEAD_S` ahead go to `members`; a
+        process that left hands over its arrivals from its last low-water mark (see the module docstring)."""
         assert self._due is not None and self._assignment is not None
         switch = self._due.first_at(time.time() - origin_epoch_s + REASSIGN_LEAD_S)
         assignment = self._assignment
-        for gone in sorted(set(assignment.members) - set(members)):
+        for gone in sorted(self._assigned - alive):
             assignment = assignment.without(gone, min(self._low_water.get(gone, 0), switch), members)
+            self._assigned.discard(gone)
+            logger.info("%s left: its arrivals from #%d on go to the others", gone, self._low_water.get(gone, 0))
         self._assignment = assignment.then(switch, members)
+        self._assigned.update(members)
         logger.info("arrivals from #%d on go to %d process(es)", switch, len(members))
 
     @staticmethod

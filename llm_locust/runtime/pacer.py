@@ -10,8 +10,8 @@ not sent.
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
@@ -35,7 +35,7 @@ class Pacer:
         self._origin_s = 0.0  # perf_counter of the sequence's time 0
         self._cursor = 0  # arrivals before it were handed out, held, queued to catch up, or not this process's
         self._held: set[int] = set()  # handed to a waiting user, not yet due
-        self._catch_up: deque[int] = deque()  # given to this process after it had walked past them
+        self._catch_up: list[int] = []  # heap: given to this process after it had walked past them, or put back
         self._measure_from_s = 0.0
         self._changed = Event()
         self._closed = False
@@ -66,7 +66,8 @@ class Pacer:
             start = plan.assignment.changed_from(old.assignment)
             me, new, was = plan.me, plan.assignment, old.assignment
             if start is not None:
-                self._catch_up.extend(i for i in range(start, self._cursor) if new.owner(i) == me != was.owner(i))
+                self._catch_up += [i for i in range(start, self._cursor) if new.owner(i) == me != was.owner(i)]
+                heapq.heapify(self._catch_up)
         changed, self._changed = self._changed, Event()
         changed.set()
 
@@ -107,7 +108,7 @@ class Pacer:
     def _next_index(self, plan: Plan, due: DueTimes) -> int | None:
         """The next arrival this process sends (None: none left for it under this plan)."""
         if self._catch_up:
-            return self._catch_up.popleft()
+            return heapq.heappop(self._catch_up)
         assignment, me = plan.assignment, plan.me
         assert assignment is not None
         last = assignment.epochs[-1]
@@ -123,7 +124,8 @@ class Pacer:
         return None
 
     def _wait_for(self, index: int, due: DueTimes) -> Ticket | None:
-        """Hold arrival `index` until it is due; its ticket, or None when a new plan took it away."""
+        """Hold arrival `index` until it is due; its ticket, or None when a new plan took it away. A user stopped
+        while it waits (fewer users, the test ending) puts the arrival back for another user of this process."""
         t_sched = self._origin_s + (due.due_s(index) or 0.0)
         self._held.add(index)
         try:
@@ -137,6 +139,10 @@ class Pacer:
                     return None
                 if plan.assignment.owner(index) != plan.me:
                     return None
+        except BaseException:  # GreenletExit: the runner stopped this user
+            if self._due is due:
+                heapq.heappush(self._catch_up, index)
+            raise
         finally:
             self._held.discard(index)
 
