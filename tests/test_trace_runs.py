@@ -17,9 +17,11 @@ import time
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import ROOT, free_port, options, read_summary, run_local, run_locust, wait_for
 
+from llm_locust.report.build import build_report
 from llm_locust.sim import run_sim
 
 TRACE_FILE = ROOT / "locustfiles" / "trace.py"
@@ -89,6 +91,15 @@ def test_mooncake_trace_through_master_and_three_workers(tmp_path):
         seen_ids.update(whole)
     assert (summary["prefix_reuse"]["blocks"], summary["prefix_reuse"]["blocks_seen"]) == (blocks, seen)
     assert seen > 0
+    trace = summary["load"]["trace"]
+    assert (trace["requests"], trace["format"], trace["speedup"]) == (2000, "mooncake", 10)
+    offered = pd.read_csv(tmp_path / "results" / trace["offered_file"])
+    assert offered["offered_requests"].sum() == 2000  # every request in the window it was due
+    assert abs(offered["input_tokens_mean"].mean() - 1063.5) < 200  # 64 + i, i < 2000: mean 1063.5
+    report = build_report([tmp_path / "results"], png=False)
+    (chart,) = [c for c in report.charts if c.key == "trace_replay"]
+    labels = {trace.meta["label"] for trace in chart.figure.data}
+    assert {"offered req/s", "achieved req/s", "offered input tokens", "expected reuse"} <= labels
 
 
 def small_replay(tmp_path, fmt: str, text: str, rows: list[tuple[float, int, int]], *args: str) -> None:

@@ -154,7 +154,7 @@ class RunState:
             freeze_heap()
         if not self.is_worker:
             self.control = LoadController(
-                environment, self.settings, None if self.is_master else self.pacer, self.pacer.trace_due_s
+                environment, self.settings, None if self.is_master else self.pacer, self.trace
             )
             steps = self.settings.steps
             if steps and environment.shape_class is not None:  # the sweep starts now
