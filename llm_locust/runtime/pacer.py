@@ -16,12 +16,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
 
+import gevent
 from gevent.event import Event
 
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
 from llm_locust.load.sequence import DueTimes
 
 _QUOTA_WAIT_S = 60.0
+EARLY_WAKE_S = 0.0015
+"""Open loop: a user's timer wakes it this long before its request is due, then it yields until the due time: the
+event loop's timers fire up to ~1 ms late (epoll waits in whole milliseconds)."""
 
 
 class Pacer:
@@ -146,9 +150,12 @@ class Pacer:
         try:
             while True:
                 plan, changed = self.plan, self._changed
-                delay_s = t_sched - perf_counter()
+                delay_s = t_sched - perf_counter() - EARLY_WAKE_S
                 if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
-                    return self._issue(t_sched, plan, index)
+                    while perf_counter() < t_sched and self.plan is plan:
+                        gevent.sleep(0)  # the last stretch: let other greenlets run, but wake on time
+                    if self.plan is plan and not self._closed:
+                        return self._issue(t_sched, plan, index)
                 plan = self.plan
                 if self._closed:  # still this process's to send (or to hand over: `low_water` counts it)
                     heapq.heappush(self._catch_up, index)
