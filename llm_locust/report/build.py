@@ -12,7 +12,7 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, lengths, server, telemetry_charts, timeline
+from llm_locust.report import charts, distributions, lengths, server, telemetry_charts, timeline, trace_replay
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, StepCheck, capacity
 from llm_locust.report.chart import Chart
@@ -88,6 +88,7 @@ def build_report(
         lengths.grid_heatmap(runs, grid_metric),
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
+        trace_replay.trace_chart(runs),
         server.server_timeline(runs),
         telemetry_charts.telemetry_timeline(runs),
         timeline.locust_timeline(runs),

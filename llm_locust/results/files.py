@@ -166,6 +166,13 @@ def token_accounting(window: WindowMetrics) -> dict[str, Any]:
     }
 
 
+def prefix_reuse(window: WindowMetrics) -> dict[str, Any]:
+    """Shared 512-token prompt blocks sent and how many an earlier request had (`workload/prefix_blocks.py`):
+    `expected_reuse` (0..1, None without blocks) is the share a prefix cache of unbounded capacity would hit."""
+    blocks, seen = window.prefix_blocks, window.prefix_blocks_seen
+    return {"blocks": blocks, "blocks_seen": seen, "expected_reuse": round(seen / blocks, 4) if blocks else None}
+
+
 def token_warnings(tokens: dict[str, Any]) -> list[str]:
     """The lines a `token_accounting` result adds to the summary's warnings: ITL per event, and a local
     tokenizer's count that disagrees with the server's usage."""

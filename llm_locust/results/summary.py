@@ -22,6 +22,7 @@ from llm_locust.results.files import (
     breakdowns,
     iso_time,
     metric_stats,
+    prefix_reuse,
     step_summary,
     throttling,
     throughput,
@@ -70,6 +71,7 @@ class RunView:
     telemetry: Mapping[str, Any] | None
     health: ProcessHealth | None  # set on the final document only
     search: Mapping[str, Any] | None = None  # the capacity search (`load.search.RateSearch.as_dict`)
+    trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
 
 
 def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -128,6 +130,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             "arrival": s.arrival if s.load_model.startswith("rate") else None,
             "burstiness": s.burstiness if s.arrival == "gamma" else None,
             "prompt_lengths": PROMPT_LENGTHS_EXACT if s.tokenizer else PROMPT_LENGTHS_APPROXIMATE,
+            "trace": None if view.trace is None else dict(view.trace),
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),
@@ -142,6 +145,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": tokens,
+        "prefix_reuse": prefix_reuse(run.total),
         "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
         "client": _client(view),
         "server": view.server,

@@ -66,7 +66,9 @@ class _StreamingUser(FastHttpUser):
             **dict(settings.header),
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
-        self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.workload = Workload(
+            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace
+        )
         self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
         self.canceller = Canceller(settings, self.workload.rng.getrandbits(64) if settings.cancel_rate else 0)
@@ -116,15 +118,16 @@ class _StreamingUser(FastHttpUser):
         if not self.model:
             self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
         ticket = self.llm.pacer.take()
-        # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths
-        request = self.workload.next_request(self.model, self.llm.pacer.plan.step)
+        # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
+        # in a trace replay, the ticket's index is the trace's request
+        request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return
         with self.replicas.use() as replica:
             stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, self.llm.watchdog,
                               request.expected_prompt_tokens, ticket, self.output_counter, replica,
-                              self.canceller.draw())  # fmt: skip
+                              self.canceller.draw(), request.prefix_blocks)  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):

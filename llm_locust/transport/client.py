@@ -58,6 +58,7 @@ def stream_completion(
     counter: TokenCounter | None = None,
     replica: Replica | None = None,
     cancel: Cancel | None = None,
+    prefix_blocks: tuple[int, int] = (0, 0),
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
@@ -68,9 +69,9 @@ def stream_completion(
     `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
     the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
     --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
-    this request is to be closed early, and when.
+    this request is to be closed early, and when; `prefix_blocks` its shared prompt blocks (whole, seen before).
     """
-    record = new_record(endpoint, expected_prompt_tokens, ticket)
+    record = new_record(endpoint, expected_prompt_tokens, ticket, prefix_blocks)
     kept = None if counter is None else StreamText()
     url, auth = path, None
     if replica is not None:
@@ -111,11 +112,15 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
         cancel.stop()
 
 
-def new_record(endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None) -> RequestRecord:
-    """The record of a request being sent now (perf_counter), with what the pacer's ticket says."""
+def new_record(
+    endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None, prefix_blocks: tuple[int, int] = (0, 0)
+) -> RequestRecord:
+    """The record of a request being sent now (perf_counter), with what the pacer's ticket says and its shared
+    prompt blocks (whole blocks, of which seen before)."""
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
+    record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
     if ticket is not None:
-        record.t_sched, record.step, record.measured = ticket
+        record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record
 
 
