@@ -12,6 +12,7 @@ import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary, run_locust
 from test_load import ks_exponential
 
+from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE
 from llm_locust.sim import run_sim
 
 RATE_FILE = ROOT / "locustfiles" / "rate.py"
@@ -43,6 +44,7 @@ def test_request_rate_is_split_across_two_worker_processes(fast_sim, tmp_path):
         "rate_per_s": rate,
         "arrival": "poisson",
         "burstiness": None,
+        "prompt_lengths": PROMPT_LENGTHS_APPROXIMATE,
         "trace": None,
     }
     assert summary["run"]["workers_max"] == 2
