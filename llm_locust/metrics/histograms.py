@@ -117,9 +117,13 @@ class WindowMetrics:
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
     output_abs_diff_sum: int = 0  # sum of |client - server|
     output_max_abs_diff: int = 0  # largest |client - server|
+    prefix_blocks: int = 0  # shared prompt blocks sent, every request (failed too): see RequestRecord
+    prefix_blocks_seen: int = 0  # ... of which seen before: expected reuse = prefix_blocks_seen / prefix_blocks
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
+        self.prefix_blocks += record.prefix_blocks
+        self.prefix_blocks_seen += record.prefix_blocks_seen
         queue_delay_s = record.queue_delay_s
         if queue_delay_s is not None:  # how late it left is known even when it failed
             self._record("queue_delay", _us(queue_delay_s))
@@ -200,6 +204,8 @@ class WindowMetrics:
         self.output_diff_sum += other.output_diff_sum
         self.output_abs_diff_sum += other.output_abs_diff_sum
         self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
+        self.prefix_blocks += other.prefix_blocks
+        self.prefix_blocks_seen += other.prefix_blocks_seen
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -232,6 +238,7 @@ class WindowMetrics:
                 self.output_abs_diff_sum,
                 self.output_max_abs_diff,
             ],
+            "prefix": [self.prefix_blocks, self.prefix_blocks_seen],
         }
 
     @classmethod
@@ -255,6 +262,7 @@ class WindowMetrics:
          window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
         (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
          window.output_max_abs_diff) = data["output"]  # fmt: skip
+        window.prefix_blocks, window.prefix_blocks_seen = data["prefix"]
         return window
 
 

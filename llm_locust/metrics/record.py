@@ -12,6 +12,7 @@ the moment never happened (e.g. no token arrived).
 - ITL   = every gap between consecutive token-bearing events (vLLM's ITL), in `itl_us`.
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
+- expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - N     = output tokens: usage.completion_tokens when the server sent usage, else the local
   tokenizer's count of the streamed text (--tokenizer), else the number of token-bearing events;
   `token_source` says which. Reasoning tokens (part of N) come from
@@ -71,6 +72,8 @@ class RequestRecord:
     prompt_tokens: int | None = None  # usage.prompt_tokens (the server's count)
     expected_prompt_tokens: int | None = None  # the client's count of the prompt it sent, when known
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
+    prefix_blocks: int = 0  # whole 512-token shared blocks in its prompt (trace hash_ids, prefix pools)
+    prefix_blocks_seen: int = 0  # ... of which an earlier request (in workload order) had: expected cache hits
     finish_reason: str | None = None
     saw_done: bool = False
     status_code: int = 0

@@ -181,6 +181,13 @@ def token_warnings(tokens: dict[str, Any]) -> list[str]:
     return lines
 
 
+def prefix_reuse(window: WindowMetrics) -> dict[str, Any]:
+    """Shared 512-token prompt blocks sent and how many an earlier request had (`workload/prefix_blocks.py`):
+    `expected_reuse` (0..1, None without blocks) is the share a prefix cache of unbounded capacity would hit."""
+    blocks, seen = window.prefix_blocks, window.prefix_blocks_seen
+    return {"blocks": blocks, "blocks_seen": seen, "expected_reuse": round(seen / blocks, 4) if blocks else None}
+
+
 def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
     """HTTP 429 responses of `window`: count, share of all requests (0..1), rate per second."""
     throttled = window.failures.get("http_429", 0)
