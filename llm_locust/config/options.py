@@ -14,6 +14,7 @@ from llm_locust.workload.providers import (
     FAMILIES,
     PROVIDERS,
 )
+from llm_locust.workload.traces import TRACE_FORMATS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 CLIENTS = ("fast", "openai-sdk")
@@ -69,6 +70,7 @@ def add_arguments(parser: Any) -> None:
         help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
     )
     add_load_arguments(parser)
+    add_trace_arguments(parser)
     group.add_argument(
         "--slo",
         action="append",
@@ -226,6 +228,31 @@ def add_load_arguments(parser: Any) -> None:
         default=0.0,
         help="End the run early once more than this share of requests failed (e.g. 0.5; checked "
         "after 20 requests; 0: never)",
+    )
+
+
+def add_trace_arguments(parser: Any) -> None:
+    """Trace replay (locustfiles/trace.py): the trace, its window, its speed."""
+    group = _WebUIGroup(
+        parser.add_argument_group("llm-locust trace", "Replay a production trace (locustfiles/trace.py)")
+    )
+    group.add_argument(
+        "--trace", default="", help="Trace file to replay: each request sent once, by one worker, at its time"
+    )
+    group.add_argument(
+        "--trace-format", choices=TRACE_FORMATS, default="mooncake", help="mooncake (JSONL, default), azure, burstgpt"
+    )
+    group.add_argument("--trace-speedup", type=float, default=1.0, help="Replay X times faster (default 1)")
+    group.add_argument(
+        "--trace-start-s", type=float, default=0.0, help="Start the replay this many trace seconds in (default 0)"
+    )
+    group.add_argument(
+        "--trace-duration-s", type=float, default=0.0, help="Replay this many trace seconds (0: to the end)"
+    )
+    group.add_argument("--trace-max-requests", type=int, default=0, help="Replay at most N requests (0: all)")
+    group.add_argument("--trace-model", default="", help="BurstGPT: keep only this Model (e.g. ChatGPT, GPT-4)")
+    group.add_argument(
+        "--trace-log-type", default="", help="BurstGPT: keep only this Log Type (e.g. 'Conversation log')"
     )
 
 

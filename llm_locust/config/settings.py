@@ -32,6 +32,7 @@ from llm_locust.workload.providers import (
     server_family,
 )
 from llm_locust.workload.tokens import token_counter
+from llm_locust.workload.traces import TraceWindow
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,15 @@ class Settings:
     max_drift_pct: float | None = None
     drift_window_s: float = 300.0
     drift_warmup_s: float = 60.0
+    # trace replay (add_trace_arguments)
+    trace: str = ""
+    trace_format: str = "mooncake"
+    trace_speedup: float = 1.0
+    trace_start_s: float = 0.0
+    trace_duration_s: float = 0.0
+    trace_max_requests: int = 0
+    trace_model: str = ""
+    trace_log_type: str = ""
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -140,7 +150,20 @@ class Settings:
             return "concurrency_sweep"
         if self.sweep_rates:
             return "rate_sweep"
+        if self.trace:
+            return "trace"
         return "rate" if self.request_rate else "concurrency"
+
+    def trace_window(self) -> TraceWindow:
+        """Which part of `--trace` to replay, and how fast."""
+        return TraceWindow(
+            speedup=self.trace_speedup,
+            start_s=self.trace_start_s,
+            duration_s=self.trace_duration_s or None,
+            max_requests=self.trace_max_requests or None,
+            model=self.trace_model,
+            log_type=self.trace_log_type,
+        )
 
     def public(self) -> dict[str, Any]:
         """The settings as written to results: the API key only as present or not."""
@@ -189,6 +212,13 @@ def keep_secrets(options: Any, given: dict[str, Any]) -> None:
 
 def _check_load(options: Any) -> None:
     """Validate the load-model options; ConfigError naming the first bad one."""
+    if options.trace and (options.request_rate or options.sweep_rates or options.sweep_users):
+        raise ConfigError("--trace replays the trace's own timing: leave out --request-rate and the sweeps")
+    for name in ("trace_start_s", "trace_duration_s", "trace_max_requests"):
+        if getattr(options, name) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0 (0: no limit), got {getattr(options, name)}")
+    if not options.trace_speedup > 0:
+        raise ConfigError(f"--trace-speedup must be > 0, got {options.trace_speedup}")
     if options.request_rate < 0:
         raise ConfigError(f"--request-rate must be >= 0 requests/s (0: closed loop), got {options.request_rate}")
     if not options.burstiness > 0:

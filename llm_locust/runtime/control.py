@@ -1,9 +1,13 @@
 """The master's (or local runner's) side of the load model: steps, each process's plan, limits.
 
 - Plans: every process that runs users paces them with a `Pacer`; the controller gives each its
-  `Plan` — the current sweep step, its share of the request rate and of `--max-requests`, in
-  proportion to its users (Locust spreads users evenly) — and sends a new one whenever the step,
-  the workers or their users change. Workers get it as a custom Locust message
+  `Plan` — the current sweep step; in closed loop its share of `--max-requests` in proportion to its
+  users (Locust spreads users evenly); in open loop the run's global arrival sequence (`load/sequence.py`:
+  the request rate's arrival process or the trace, seeded, from a common origin, `--max-requests` arrivals at
+  most) and the assignment of its arrivals to the processes that have users — and sends a new one whenever
+  the step, the workers or their users change. When a process joins or leaves, the assignment changes from
+  the first arrival due `REASSIGN_LEAD_S` ahead; a process that left hands its arrivals over from the low-water
+  mark of its last report (`note_low_water`). Workers get the plan as a custom Locust message
   (`PLAN_MESSAGE`); a local runner's own pacer directly.
 - Steps: a sweep's load shape calls `enter_step`; the controller logs when each step started,
   when its warm-up ended and when it ended (wall clock), which the summary reports per step.
@@ -14,14 +18,18 @@
 from __future__ import annotations
 
 import logging
+import random
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from llm_locust.config.settings import Settings
-from llm_locust.load.arrivals import Step, StepSpan, integer_shares, worker_shares
+from llm_locust.load.arrivals import Step, StepSpan, integer_shares
 from llm_locust.load.pacing import Plan
+from llm_locust.load.sequence import Assignment, DueTimes
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.runtime.pacer import Pacer
@@ -32,20 +40,43 @@ PLAN_MESSAGE = "llm_locust_plan"
 """Custom message type master -> worker carrying a `Plan.to_wire()`."""
 ABORT_MIN_REQUESTS = 20
 RESEND_S = 5.0
+START_LEAD_S = 0.5
+"""Arrival time 0 of a new sequence is this long after the plan is made (the plan reaches the workers first)."""
+REASSIGN_LEAD_S = 2.0
+"""A new assignment starts with the first arrival due this long ahead: no process has sent it when the plan
+arrives (plans reach workers in milliseconds; a worker's users hold no ticket past its due time)."""
 _LOCAL = "local"
 
 
 class LoadController:
     """See the module docstring. `pacer` is the local runner's own (None on a master)."""
 
-    def __init__(self, environment: Any, settings: Settings, pacer: Pacer | None) -> None:
+    def __init__(
+        self, environment: Any, settings: Settings, pacer: Pacer | None, trace_due_s: Sequence[float] = ()
+    ) -> None:
         self.environment = environment
         self.settings = settings
         self.pacer = pacer
+        self.trace_due_s = trace_due_s
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
         self._sent: dict[str, Plan] = {}
         self._resent_s = time.monotonic()
+        self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
+        self._due: DueTimes | None = None
+        self._assignment: Assignment | None = None
+        self._assigned: set[str] = set()  # every process some arrival may still be assigned to
+        self._low_water: dict[str, int] = {}
+        self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
+
+    @property
+    def arrivals_limit(self) -> int | None:
+        """Open loop: how many arrivals the sequence has in all (None: unbounded or closed loop)."""
+        return None if self._due is None else self._due.limit
+
+    def note_low_water(self, process: str, index: int) -> None:
+        """A process reported the first arrival of its share it has not handed out yet."""
+        self._low_water[process] = index
 
     @property
     def step(self) -> Step | None:
@@ -72,9 +103,6 @@ class LoadController:
         messages that arrive before it registered their handler; a repeated plan is a no-op)."""
         runner = self.environment.runner
         step = self.step
-        rate_per_s = self.settings.request_rate or None
-        if step is not None:
-            rate_per_s = step.rate_per_s
         warmup_left_s = 0.0
         if step is not None:
             warmup_left_s = max(0.0, self.spans[-1].measure_from_s - time.time())
@@ -83,19 +111,15 @@ class LoadController:
         resend = now_s - self._resent_s >= RESEND_S
         if resend:
             self._resent_s = now_s
-        rates = worker_shares(rate_per_s, users) if rate_per_s else {}
-        quotas = integer_shares(self.settings.max_requests, users) if self.settings.max_requests else {}
-        seed = self.settings.seed
-        for ordinal, process in enumerate(sorted(users)):
-            plan = Plan(
-                step=step,
-                rate_per_s=rates.get(process),
-                quota=quotas.get(process),
-                warmup_left_s=warmup_left_s,
-                arrival=self.settings.arrival,
-                burstiness=self.settings.burstiness,
-                seed=None if seed is None else seed * 1000 + ordinal,
-            )
+        sequence = self._open_loop(step, users)
+        quotas = {}
+        if sequence is None and self.settings.max_requests:
+            quotas = integer_shares(self.settings.max_requests, users)
+        for process in sorted(users):
+            if sequence is None:
+                plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
+            else:
+                plan = replace(sequence, warmup_left_s=warmup_left_s, assignment=self._assignment, me=process)
             if self._same(self._sent.get(process), plan) and not resend:
                 continue
             self._sent[process] = plan
@@ -104,12 +128,58 @@ class LoadController:
             else:
                 runner.send_message(PLAN_MESSAGE, plan.to_wire(), client_id=process)
 
+    def _open_loop(self, step: Step | None, users: dict[str, int]) -> Plan | None:
+        """The sequence to follow now (None: closed loop); keeps `_assignment` up to date with the processes."""
+        settings = self.settings
+        trace = bool(self.trace_due_s)
+        rate_per_s = settings.request_rate or None
+        if step is not None:
+            rate_per_s = step.rate_per_s
+        if rate_per_s is None and not trace:
+            self._sequence = self._due = self._assignment = None
+            return None
+        members = sorted(p for p, n in users.items() if n > 0) or sorted(users)  # users can send; else all alive
+        if not members:  # no process to send: nothing to assign yet
+            return self._sequence
+        index = -1 if step is None else step.index
+        key = (index, rate_per_s)
+        current = self._sequence
+        if current is None or (-1 if current.step is None else current.step.index, current.rate_per_s) != key:
+            limit = settings.max_requests or None
+            seed = self._seed * 1000 + index + 1
+            arrival = "trace" if trace else settings.arrival
+            current = self._sequence = Plan(step=step, rate_per_s=rate_per_s, arrival=arrival,
+                                            burstiness=settings.burstiness, seed=seed,
+                                            origin_epoch_s=time.time() + START_LEAD_S, limit=limit)  # fmt: skip
+            if trace:
+                self._due = DueTimes(self.trace_due_s, limit=limit)
+            else:
+                self._due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
+            self._assignment = Assignment.of(members)
+            self._assigned = set(members)
+            self._low_water.clear()
+        elif members and (tuple(members) != self._assignment.members or self._assigned - set(users)):
+            self._reassign(members, set(users), current.origin_epoch_s)
+        return current
+
+    def _reassign(self, members: list[str], alive: set[str], origin_epoch_s: float) -> None:
+        """Processes joined, left, or have no user now: arrivals from `REASSIGN_LEAD_S` ahead go to `members`; a
+        process that left hands over its arrivals from its last low-water mark (see the module docstring)."""
+        assert self._due is not None and self._assignment is not None
+        switch = self._due.first_at(time.time() - origin_epoch_s + REASSIGN_LEAD_S)
+        assignment = self._assignment
+        for gone in sorted(self._assigned - alive):
+            assignment = assignment.without(gone, min(self._low_water.get(gone, 0), switch), members)
+            self._assigned.discard(gone)
+            logger.info("%s left: its arrivals from #%d on go to the others", gone, self._low_water.get(gone, 0))
+        self._assignment = assignment.then(switch, members)
+        self._assigned.update(members)
+        logger.info("arrivals from #%d on go to %d process(es)", switch, len(members))
+
     @staticmethod
     def _same(old: Plan | None, new: Plan) -> bool:
         """Plans equal but for the warm-up left (which only matters when the step changes)."""
-        if old is None:
-            return False
-        return old.step == new.step and old.quota == new.quota and _close(old.rate_per_s, new.rate_per_s)
+        return old is not None and old == replace(new, warmup_left_s=old.warmup_left_s)
 
     @staticmethod
     def _users_by_process(runner: Any) -> dict[str, int]:
@@ -122,6 +192,8 @@ class LoadController:
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached), or None."""
         done = total.requests_ok + total.requests_failed
+        if self.trace_due_s and done >= len(self.trace_due_s):
+            return f"the trace's {len(self.trace_due_s)} requests were sent"
         limit = self.settings.max_requests
         if limit and done >= limit:
             return f"--max-requests {limit} reached"
@@ -131,10 +203,3 @@ class LoadController:
         if abort and done >= ABORT_MIN_REQUESTS and total.requests_failed / done > abort:
             return f"error rate {total.requests_failed / done:.0%} exceeded --abort-error-rate {abort:g}"
         return None
-
-
-def _close(a: float | None, b: float | None) -> bool:
-    """Two rate shares equal within 1 % (user counts reported mid-spawn move them a little)."""
-    if a is None or b is None:
-        return a is b
-    return abs(a - b) <= 0.01 * max(a, b)

@@ -1,28 +1,44 @@
 """Each process's `Pacer`: follows the `load.pacing.Plan` it is given and blocks a user's greenlet on a gevent Event
-until its next `Ticket` is due (the pure plan and ticket live in `load/pacing.py`)."""
+until its next `Ticket` is due (the pure plan, ticket, arrival sequence and assignment live in `load/`).
+
+Open loop: the pacer walks the global arrival sequence (`load.sequence.DueTimes`) and hands out the arrivals the
+plan's assignment gives to this process, in order. When a new assignment gives it arrivals it had walked past
+(another process left before sending them), it sends those first, late. `low_water` — the first of its arrivals not
+handed out yet — goes to the master with every report, so that a process leaving hands over exactly what it had
+not sent.
+"""
 
 from __future__ import annotations
 
-import random
+import heapq
+import time
+from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
 
 from gevent.event import Event
 
-from llm_locust.load.arrivals import ArrivalProcess
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
+from llm_locust.load.sequence import DueTimes
 
 _QUOTA_WAIT_S = 60.0
 
 
 class Pacer:
-    """Hands out tickets for one process's users under the current `Plan`."""
+    """Hands out tickets for one process's users under the current `Plan`. `trace_due_s`: the due times of the
+    run's trace (seconds from its start, speed-up applied), for plans whose arrival is "trace"."""
 
-    def __init__(self) -> None:
+    def __init__(self, trace_due_s: Sequence[float] = ()) -> None:
         self.plan = Plan()
-        self._arrivals: ArrivalProcess | None = None
+        self.trace_due_s = trace_due_s
+        self._due: DueTimes | None = None
+        self._origin_s = 0.0  # perf_counter of the sequence's time 0
+        self._cursor = 0  # arrivals before it were handed out, held, queued to catch up, or not this process's
+        self._held: set[int] = set()  # handed to a waiting user, not yet due
+        self._catch_up: list[int] = []  # heap: given to this process after it had walked past them, or put back
         self._measure_from_s = 0.0
         self._changed = Event()
+        self._closed = False
         self.sent = 0
 
     def apply(self, plan: Plan) -> None:
@@ -34,39 +50,103 @@ class Pacer:
         now_s = perf_counter()
         self.plan = plan
         self._measure_from_s = now_s + plan.warmup_left_s
-        if not plan.rate_per_s:
-            self._arrivals = None
-        elif self._arrivals is None or (plan.rate_per_s, plan.arrival, plan.burstiness) != (
-            old.rate_per_s,
-            old.arrival,
-            old.burstiness,
-        ):
-            rng = random.Random(plan.seed)
-            self._arrivals = ArrivalProcess(plan.rate_per_s, plan.arrival, plan.burstiness, now_s, rng)
+        if plan.assignment is None:
+            self._due = None
+        elif self._due is None or plan.sequence() != old.sequence() or old.assignment is None:
+            if plan.arrival == "trace":
+                self._due = DueTimes(self.trace_due_s, limit=plan.limit)
+            else:
+                rate = plan.rate_per_s or 0.0
+                self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
+            self._origin_s = plan.origin_epoch_s - time.time() + perf_counter()
+            self._cursor = 0
+            self._held.clear()
+            self._catch_up.clear()
+        else:
+            start = plan.assignment.changed_from(old.assignment)
+            me, new, was = plan.me, plan.assignment, old.assignment
+            if start is not None:
+                self._catch_up += [i for i in range(start, self._cursor) if new.owner(i) == me != was.owner(i)]
+                heapq.heapify(self._catch_up)
         changed, self._changed = self._changed, Event()
         changed.set()
+
+    def close(self) -> None:
+        """Hand out no more tickets (this process is leaving: `low_water` is final)."""
+        self._closed = True
+        changed, self._changed = self._changed, Event()
+        changed.set()
+
+    @property
+    def low_water(self) -> int:
+        """Open loop: the first arrival of this process not handed out yet (every one before it was)."""
+        return min((self._cursor, *self._held, *self._catch_up))
 
     def take(self) -> Ticket:
         """Wait until this user may send its next request; return its ticket.
 
-        With a rate share of 0, or once the process's quota is used up, the user waits (the master ends the run when all
-        quotas are done); the runner stopping the user ends the wait.
+        With no arrival for this process (the sequence is over, or it sends none), once the process's quota is used
+        up, or after `close`, the user waits (the master ends the run when all are done); the runner stopping the
+        user ends the wait.
         """
         while True:
             plan, changed = self.plan, self._changed
-            if plan.idle or (plan.quota is not None and self.sent >= plan.quota):
+            if self._closed or (plan.quota is not None and self.sent >= plan.quota):
                 changed.wait(_QUOTA_WAIT_S)
                 continue
-            arrivals = self._arrivals
-            if arrivals is None:
-                return self._issue(None, plan)
-            due_s = arrivals.next_s()
-            delay_s = due_s - perf_counter()
-            if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
-                return self._issue(due_s, plan)
-            # else a new plan arrived while this ticket waited: it no longer holds
+            due = self._due
+            if due is None:
+                return self._issue(None, plan, None)
+            index = self._next_index(plan, due)
+            if index is None:
+                changed.wait(_QUOTA_WAIT_S)
+                continue
+            ticket = self._wait_for(index, due)
+            if ticket is not None:
+                return ticket
 
-    def _issue(self, t_sched: float | None, plan: Plan) -> Ticket:
+    def _next_index(self, plan: Plan, due: DueTimes) -> int | None:
+        """The next arrival this process sends (None: none left for it under this plan)."""
+        if self._catch_up:
+            return heapq.heappop(self._catch_up)
+        assignment, me = plan.assignment, plan.me
+        assert assignment is not None
+        last = assignment.epochs[-1]
+        index = self._cursor
+        while due.due_s(index) is not None:
+            if assignment.owner(index) == me:
+                self._cursor = index + 1
+                return index
+            if index >= last.from_index and me not in assignment.members:
+                break  # never this process's again under this plan
+            index += 1
+        self._cursor = index
+        return None
+
+    def _wait_for(self, index: int, due: DueTimes) -> Ticket | None:
+        """Hold arrival `index` until it is due; its ticket, or None when a new plan took it away. A user stopped
+        while it waits (fewer users, the test ending) puts the arrival back for another user of this process."""
+        t_sched = self._origin_s + (due.due_s(index) or 0.0)
+        self._held.add(index)
+        try:
+            while True:
+                plan, changed = self.plan, self._changed
+                delay_s = t_sched - perf_counter()
+                if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
+                    return self._issue(t_sched, plan, index)
+                plan = self.plan
+                if self._closed or self._due is not due or plan.assignment is None:
+                    return None
+                if plan.assignment.owner(index) != plan.me:
+                    return None
+        except BaseException:  # GreenletExit: the runner stopped this user
+            if self._due is due:
+                heapq.heappush(self._catch_up, index)
+            raise
+        finally:
+            self._held.discard(index)
+
+    def _issue(self, t_sched: float | None, plan: Plan, index: int | None) -> Ticket:
         self.sent += 1
         step = NO_STEP if plan.step is None else plan.step.index
-        return Ticket(t_sched, step, perf_counter() >= self._measure_from_s)
+        return Ticket(t_sched, step, perf_counter() >= self._measure_from_s, index)

@@ -22,6 +22,8 @@ WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 IN_FLIGHT_KEY = "llm_locust_in_flight"
 """Key of the worker's number of requests in flight in its stats report."""
+LOW_WATER_KEY = "llm_locust_low_water"
+"""Key of the worker's pacer low-water mark (open loop: the first arrival of its share not handed out yet)."""
 SATURATION_KEY = "llm_locust_saturation"
 """Key of the worker's CPU / event-loop lag sample (`LoopMonitor.take`) in its stats report."""
 

@@ -43,6 +43,7 @@ from llm_locust.runtime.results_writer import ResultsWriter, RunSources
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
+    LOW_WATER_KEY,
     SATURATION_KEY,
     WIRE_KEY,
     collect_last_reports,
@@ -53,6 +54,7 @@ from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
 from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
+from llm_locust.workload.traces import Trace, load_trace
 
 logger = logging.getLogger("llm_locust")
 
@@ -99,7 +101,8 @@ class RunState:
             if runner is not None:
                 redact_exceptions(runner)
         self._model_lock = gevent.lock.Semaphore()
-        self.pacer = Pacer()
+        self.trace = self._load_trace()
+        self.pacer = Pacer(self.trace.due_s if self.trace is not None else ())
         self.control: LoadController | None = None  # master / local: steps, plans, limits
         self._results: ResultsWriter | None = None
         self.watchdog: TimeoutWatchdog | None = None
@@ -137,7 +140,14 @@ class RunState:
                 environment.host = options.host = host
             self._host = environment.host
         try:
-            self.settings = Settings.from_options(environment.parsed_options)
+            old, self.settings = self.settings, Settings.from_options(environment.parsed_options)
+            if (old.trace, old.trace_format, old.trace_window()) != (
+                self.settings.trace,
+                self.settings.trace_format,
+                self.settings.trace_window(),
+            ):
+                self.trace = self._load_trace()
+                self.pacer.trace_due_s = self.trace.due_s if self.trace is not None else ()
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
         self._reset()
@@ -148,7 +158,9 @@ class RunState:
         else:
             freeze_heap()
         if not self.is_worker:
-            self.control = LoadController(environment, self.settings, None if self.is_master else self.pacer)
+            self.control = LoadController(
+                environment, self.settings, None if self.is_master else self.pacer, self.pacer.trace_due_s
+            )
             steps = self.settings.steps
             if steps and environment.shape_class is not None:  # the sweep starts now
                 self.control.enter_step(steps[0])
@@ -187,6 +199,18 @@ class RunState:
         self.watchdog = TimeoutWatchdog(
             settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
         )
+
+    def _load_trace(self) -> Trace | None:
+        """`--trace` read and selected (every process reads the same file: workers build the requests of their
+        share, the master the due times it assigns); None without a trace."""
+        settings = self.settings
+        if not settings.trace:
+            return None
+        trace = load_trace(settings.trace, settings.trace_format, settings.trace_window())
+        if not self.is_worker:
+            logger.info("trace %s: %d requests over %.1f s (speed-up %g)", redact.redact(settings.trace),
+                        len(trace.requests), trace.due_s[-1], settings.trace_speedup)  # fmt: skip
+        return trace
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
         """The model to request: `fetch()` it once per process; on failure stop the user."""
@@ -248,6 +272,8 @@ class RunState:
             delta.release()
         if self.watchdog is not None:
             data[IN_FLIGHT_KEY] = self.watchdog.in_flight
+        if self.pacer.plan.open_loop:
+            data[LOW_WATER_KEY] = self.pacer.low_water
         if self.monitor is not None:
             data[SATURATION_KEY] = self.monitor.take()
 
@@ -263,6 +289,7 @@ class RunState:
         """
         runner = environment.runner
         if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            self.pacer.close()  # its low-water mark is final: the master hands the rest of its share over
             try:
                 runner._send_stats()  # fires report_to_master: our delta rides along
                 runner.send_message(INTERRUPTED_MESSAGE)
@@ -278,6 +305,8 @@ class RunState:
             self.requests_by_worker[str(client_id)] += delta.requests
             self.run.merge_delta(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
+        if LOW_WATER_KEY in data and self.control is not None:
+            self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:

@@ -62,7 +62,9 @@ class _StreamingUser(FastHttpUser):
             **dict(settings.header),
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
-        self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.workload = Workload(
+            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace
+        )
         self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
         self.sdk = None
         if settings.client == "openai-sdk":
@@ -109,13 +111,14 @@ class _StreamingUser(FastHttpUser):
         if not self.model:
             self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
         ticket = self.llm.pacer.take()
-        request = self.workload.next_request(self.model)
+        request = self.workload.next_request(self.model, ticket.index)
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return
         watchdog = self.llm.watchdog
         stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
-                          request.expected_prompt_tokens, ticket, self.output_counter)  # fmt: skip
+                          request.expected_prompt_tokens, ticket, self.output_counter,
+                          request.prefix_blocks)  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):

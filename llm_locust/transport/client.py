@@ -53,17 +53,19 @@ def stream_completion(
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
     counter: TokenCounter | None = None,
+    prefix_blocks: tuple[int, int] = (0, 0),
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
     raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
     count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
-    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
+    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts;
+    `prefix_blocks` its shared prompt blocks (whole, seen before).
     `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
     the end (`record.local_output_tokens`, checked against the server's usage).
     """
-    record = new_record(endpoint, expected_prompt_tokens, ticket)
+    record = new_record(endpoint, expected_prompt_tokens, ticket, prefix_blocks)
     kept = None if counter is None else StreamText()
     watch = watchdog.start(record)
     try:
@@ -89,11 +91,15 @@ def stream_completion(
     return record
 
 
-def new_record(endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None) -> RequestRecord:
-    """The record of a request being sent now (perf_counter), with what the pacer's ticket says."""
+def new_record(
+    endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None, prefix_blocks: tuple[int, int] = (0, 0)
+) -> RequestRecord:
+    """The record of a request being sent now (perf_counter), with what the pacer's ticket says and its shared
+    prompt blocks (whole blocks, of which seen before)."""
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
+    record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
     if ticket is not None:
-        record.t_sched, record.step, record.measured = ticket
+        record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record
 
 

@@ -69,7 +69,7 @@ class SdkClient:
         arguments = {key: body.pop(key) for key in _SDK_ARGUMENTS[endpoint]}
         create = self.sdk.chat.completions.create if endpoint == "chat" else self.sdk.completions.create
         watchdog = user.llm.watchdog
-        record = new_record(endpoint, request.expected_prompt_tokens, ticket)
+        record = new_record(endpoint, request.expected_prompt_tokens, ticket, request.prefix_blocks)
         watch = watchdog.start(record)
         texts: list[str] | None = None if self.counter is None else []
         try:

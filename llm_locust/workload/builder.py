@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import count
 from typing import Any
 
@@ -21,9 +22,11 @@ import orjson
 from llm_locust.config.settings import Settings
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
+from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
 from llm_locust.workload.prompts import PromptMaker, shared_prefix
 from llm_locust.workload.providers import length_fields
 from llm_locust.workload.tokens import token_counter
+from llm_locust.workload.traces import Trace, TraceRequest
 
 _user_numbers = count()
 """Numbers the users of this process: each `Workload` seeds its RNG with (--seed, worker, n), so that users differ
@@ -32,17 +35,26 @@ and a seeded run repeats (a counter per process, as the users are created one by
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request to send: its JSON body and the prompt tokens the client expects the server to count."""
+    """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
+    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`)."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
+    prefix_blocks: tuple[int, int] = (0, 0)
+
+
+@lru_cache(maxsize=2)
+def _block_texts(tokenizer: str, seed: int | None) -> BlockTexts:
+    """The run's block texts, one per process (its cache is shared by the users)."""
+    return BlockTexts(token_counter(tokenizer), seed)
 
 
 class Workload:
     """The request stream of one user; `endpoint` is 'chat' or 'completions'."""
 
-    def __init__(self, settings: Settings, endpoint: str, worker_index: int = 0) -> None:
+    def __init__(self, settings: Settings, endpoint: str, worker_index: int = 0, trace: Trace | None = None) -> None:
         self.settings = settings
+        self.trace = trace
         self.endpoint = endpoint
         seed = settings.seed
         self.rng = random.Random(None if seed is None else f"{seed}/{worker_index}/{next(_user_numbers)}")
@@ -55,14 +67,23 @@ class Workload:
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
-    def next_request(self, model: str) -> RequestSpec:
-        """The next request of this user for `model`."""
+    def next_request(self, model: str, index: int | None = None) -> RequestSpec:
+        """The next request of this user for `model` (with a trace: the trace's request `index`)."""
+        if self.trace is not None and index is not None:
+            return self._trace_request(model, self.trace.requests[index])
         fields, expected = self._next_fields()
         body = self._body(fields, model)
         if self.endpoint == "chat" and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
         return RequestSpec(orjson.dumps(body), expected)
+
+    def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
+        """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length."""
+        blocks = _block_texts(self.settings.tokenizer, self.settings.seed)
+        text, tokens = prompt_from_blocks(blocks, request.hash_ids, request.input_tokens, self.rng)
+        body = self._body({"prompt": text, "max_tokens": request.output_tokens}, model)
+        return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen))
 
     def _next_fields(self) -> tuple[dict[str, Any], int | None]:
         """Body fields with the prompt (or messages), and the expected prompt tokens."""
