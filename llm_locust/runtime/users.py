@@ -63,9 +63,11 @@ class _StreamingUser(FastHttpUser):
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
         self.workload = Workload(
-            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace
-        )
+            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
+            self.llm.prefix_pool,
+        )  # fmt: skip
         self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
+        self.session_header = settings.session_header
         self.sdk = None
         if settings.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
@@ -116,7 +118,10 @@ class _StreamingUser(FastHttpUser):
             self.sdk.stream(request, ticket)
             return
         watchdog = self.llm.watchdog
-        stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
+        headers = self.headers
+        if self.session_header:
+            headers = {**headers, self.session_header: request.session}
+        stream_completion(self.client, self.path, request.body, headers, self.endpoint, watchdog,
                           request.expected_prompt_tokens, ticket, self.output_counter,
                           request.prefix_blocks)  # fmt: skip
 

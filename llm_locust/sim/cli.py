@@ -85,6 +85,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="extra decode step time per running sequence, ms",
     )
     parser.add_argument(
+        "--session-header",
+        default=d.session_header,
+        help="record this request header's value per request in GET /sim/trace (session), as an affinity router "
+        "reads it",
+    )
+    parser.add_argument(
         "--prefix-cache-blocks",
         type=int,
         default=d.prefix_cache_blocks,

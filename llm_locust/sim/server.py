@@ -137,6 +137,8 @@ class SimApp:
         number = next(self._request_numbers)
         response_id = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{number}"
         record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        if self.config.session_header:
+            record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
             record.prefix_blocks, record.prefix_blocks_hit = self.prefix_cache.lookup(spec.prompt_text.split())
             self.metrics.looked_up(spec.prompt_tokens, record.prefix_blocks_hit * BLOCK_TOKENS)

@@ -22,7 +22,7 @@ import orjson
 
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
@@ -95,9 +95,11 @@ def new_record(
     endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None, prefix_blocks: tuple[int, int] = (0, 0)
 ) -> RequestRecord:
     """The record of a request being sent now (perf_counter), with what the pacer's ticket says and its shared
-    prompt blocks (whole blocks, of which seen before)."""
+    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too)."""
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
     record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
+    if prefix_blocks[0]:
+        record.groups += (reuse_group(*prefix_blocks),)
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record
