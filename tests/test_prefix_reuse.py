@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 
+from llm_locust.report.build import build_report
 from llm_locust.sim import run_sim
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 
@@ -28,7 +29,8 @@ def test_expected_reuse_equals_the_cold_caches_and_ttft_falls_with_reuse(tmp_pat
     with run_sim(*sim_args) as sim:
         opts = options("--host", sim.url, "--prefix-tokens", "1024", "--prefix-pool", "8", "--prefix-zipf", "1.0",
                        "--prompt-tokens", "512", "--max-tokens", "4", "--ignore-eos", "--seed", "3",
-                       "--session-header", "X-Session-Id", "--results-dir", str(tmp_path))  # fmt: skip
+                       "--session-header", "X-Session-Id", "--metrics-url", f"{sim.url}/metrics",
+                       "--metrics-interval-s", "0.5", "--results-dir", str(tmp_path))  # fmt: skip
         # users 0.5 s apart: each has connected before the next one draws, so requests reach the server in the
         # order they drew their prefix (totals agree in any order; the per-request reuse labels need the order)
         run_local(opts, users=4, seconds=4, stop_timeout_s=10, spawn_rate=2)  # every request sent ends
@@ -50,6 +52,10 @@ def test_expected_reuse_equals_the_cold_caches_and_ttft_falls_with_reuse(tmp_pat
     halfway_ms = (SIM_TTFT_MS + SIM_TTFT_MS / 3) / 2
     assert by_reuse["0%"]["metrics"]["ttft_ms"]["p50"] > halfway_ms
     assert by_reuse["50-74%"]["metrics"]["ttft_ms"]["p50"] < halfway_ms
+    (server,) = summary["server"]["urls"]  # the scraped hit rate: hit / looked-up tokens between two scrapes
+    assert server["prefix_cache_queries"] > 0 and 0.3 < server["prefix_cache_hit_rate"] <= 2 / 3
+    page = build_report([tmp_path], tmp_path / "report.html", png=False).html_path.read_text()
+    assert "Prefix reuse" in page and "50-74%" in page and "server prefix-cache hit rate" in page
 
 
 def _conversations(count: int, turns: int) -> list[dict]:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, server, telemetry_charts, timeline
+from llm_locust.report import charts, distributions, reuse, server, telemetry_charts, timeline
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
@@ -135,6 +135,9 @@ def _sections(
     server_part = server.server_section(runs)
     if server_part is not None:
         sections.append(server_part)
+    reuse_part = reuse.reuse_section(runs)
+    if reuse_part is not None:
+        sections.append(reuse_part)
     telemetry_part = telemetry_charts.telemetry_section(runs)
     if telemetry_part is not None:
         sections.append(telemetry_part)

@@ -111,6 +111,8 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
                 "running_max": entry.get("running_max"),
                 "waiting_max": entry.get("waiting_max"),
                 "kv_cache_usage_mean": entry.get("kv_cache_usage_mean"),
+                "server_prefix_cache_hit_rate": entry.get("prefix_cache_hit_rate"),
+                "client_expected_reuse": (summary.get("prefix_reuse") or {}).get("expected_reuse"),
                 "last_error": entry.get("last_error"),
             }
         )
@@ -124,6 +126,7 @@ _HEADERS = {
     "server_ttft_mean_ms": "server TTFT mean ms", "client_ttft_mean_ms": "client TTFT mean ms",
     "ttft_overhead_ms": "client − server TTFT ms", "queue_share_of_ttft": "queue share of server TTFT",
     "running_max": "peak running", "waiting_max": "peak waiting", "kv_cache_usage_mean": "mean KV-cache use",
+    "server_prefix_cache_hit_rate": "server prefix-cache hit rate", "client_expected_reuse": "client expected reuse",
     "last_error": "last scrape error",
 }  # fmt: skip
 
@@ -141,7 +144,9 @@ def server_section(runs: list[RunData]) -> Section | None:
                 "Server numbers from its Prometheus metrics between the first and last scrape of the run "
                 "(requests still in flight at the end count on the server, not the client). Client − server "
                 "TTFT is the network and client overhead; the queue share is the part of the server's TTFT "
-                "spent waiting for a batch slot."
+                "spent waiting for a batch slot. The prefix-cache hit rate is hit / looked-up prompt tokens; the "
+                "client's expected reuse is the share of its shared 512-token blocks sent before (what a cache "
+                "of unbounded capacity would hit)."
             ),
         ],
     )
