@@ -96,3 +96,29 @@ def test_sessions_stay_whole_and_in_order_through_master_and_three_workers(tmp_p
         assert seen == lengths[conversation][: len(seen)], session  # whole history, in order, never twice
         for before, after in itertools.pairwise(records):
             assert after["t_recv"] >= before["t_done"], session  # one turn at a time: one user
+
+
+def test_a_traces_expected_reuse_equals_the_cold_caches(tmp_path):
+    """Mooncake hash_ids built the way production traces are (a request's ids are a prefix chain: 4 roots of 1 to 3
+    blocks, then blocks of its own): the client's expected reuse of the replay equals the simulator's cache hits."""
+    rows, t_ms, own = [], 0, 10_000
+    for i in range(120):
+        t_ms += 20
+        shared = 1 + i % 3
+        root = [100 * (i % 4) + j for j in range(shared)]
+        ids = [*root, own, own + 1]
+        own += 2
+        length = (len(ids) - 1) * BLOCK_TOKENS + 7 + i  # the last block cut short: never cached
+        rows.append({"timestamp": t_ms, "input_length": length, "output_length": 2, "hash_ids": ids})
+    trace_file = tmp_path / "trace.jsonl"
+    trace_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--prefix-cache-blocks", "100000") as sim:
+        result = run_locust(LOCUSTFILE.parent / "trace.py", "--host", sim.url, "-u", "8", "-r", "8", "-t", "30s",
+                            "--trace", str(trace_file), "--trace-speedup", "4", "--seed", "2",
+                            "--results-dir", str(tmp_path / "r"))  # fmt: skip
+        trace = sim.trace()
+    assert result.returncode == 0, result.stderr[-2000:]
+    reuse = read_summary(tmp_path / "r")["prefix_reuse"]
+    assert len(trace) == len(rows)
+    assert reuse["blocks"] == _sum(trace, "prefix_blocks") == sum(len(r["hash_ids"]) - 1 for r in rows)
+    assert reuse["blocks_seen"] == _sum(trace, "prefix_blocks_hit") > 0
