@@ -58,13 +58,17 @@ def test_expected_reuse_equals_the_cold_caches_and_ttft_falls_with_reuse(tmp_pat
     assert "Prefix reuse" in page and "50-74%" in page and "server prefix-cache hit rate" in page
 
 
+TURN_WORDS = BLOCK_TOKENS + 88  # a user turn fills the first block: the next turn's history hits it
+
+
 def _conversations(count: int, turns: int) -> list[dict]:
-    """ShareGPT conversations; conversation c's user turns have c + 1 words, its replies 2: lengths tell them apart."""
+    """ShareGPT conversations; conversation c's user turns have TURN_WORDS + c words, its replies 2: lengths tell
+    them apart."""
     result = []
     for c in range(count):
         messages = []
         for t in range(turns):
-            messages.append({"from": "human", "value": " ".join(f"c{c}t{t}" for _ in range(c + 1))})
+            messages.append({"from": "human", "value": " ".join(f"c{c}t{t}" for _ in range(TURN_WORDS + c))})
             messages.append({"from": "gpt", "value": "ok ok"})
         result.append({"conversations": messages})
     return result
@@ -72,12 +76,14 @@ def _conversations(count: int, turns: int) -> list[dict]:
 
 def test_sessions_stay_whole_and_in_order_through_master_and_three_workers(tmp_path):
     """Each conversation is played by one user: its turns reach the server one after the other (each sent after
-    the previous answer ended), each with the whole history, and no session repeats or skips a turn."""
+    the previous answer ended), each with the whole history (so the server's prefix cache hits it), and no session
+    repeats or skips a turn."""
     count, turns = 5, 3
     dataset = tmp_path / "chat.json"
     dataset.write_text(json.dumps(_conversations(count, turns)))
-    lengths = {c: [(t + 1) * (c + 1) + 2 * t for t in range(turns)] for c in range(count)}  # prompt words per turn
-    with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--session-header", "X-Session-Id") as sim:
+    lengths = {c: [(t + 1) * (TURN_WORDS + c) + 2 * t for t in range(turns)] for c in range(count)}  # words per turn
+    sim_args = ("--ttft-ms", "20", "--itl-ms", "5", "--session-header", "X-Session-Id", "--prefix-cache-blocks", "1000")
+    with run_sim(*sim_args) as sim:
         result = run_locust(LOCUSTFILE, "--host", sim.url, "--dataset", str(dataset), "--max-tokens", "4",
                             "--session-header", "X-Session-Id", "--processes", "3", "-u", "9", "-r", "9",
                             "--run-time", "4s", "--stop-timeout", "10",
@@ -96,6 +102,7 @@ def test_sessions_stay_whole_and_in_order_through_master_and_three_workers(tmp_p
         assert seen == lengths[conversation][: len(seen)], session  # whole history, in order, never twice
         for before, after in itertools.pairwise(records):
             assert after["t_recv"] >= before["t_done"], session  # one turn at a time: one user
+            assert after["prefix_blocks_hit"] >= before["prefix_blocks"] >= 1, session  # its history was cached
 
 
 def test_a_traces_expected_reuse_equals_the_cold_caches(tmp_path):
