@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_right
+from functools import lru_cache
 from itertools import accumulate
 
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS, BlockTexts, ReuseTracker, prompt_from_blocks
 
 _IDS_PER_PREFIX = 1 << 20  # block ids of prefix k: k * _IDS_PER_PREFIX + j (j < ceil(T / 512))
+_CACHED_PREFIXES = 256  # prefix texts kept (a large pool is rebuilt from BlockTexts' own cache of blocks)
 
 
 class PrefixPool:
@@ -32,15 +34,14 @@ class PrefixPool:
         self.size = size
         self.tokens = tokens
         self._cum_weights = list(accumulate(1.0 / (k + 1) ** zipf_s for k in range(size)))
-        self._texts: dict[int, tuple[str, int]] = {}
+        self.prefix = lru_cache(maxsize=_CACHED_PREFIXES)(self._prefix)
         self._reuse = ReuseTracker()
         self.counts = [0] * size  # draws of each prefix in this process
 
-    def prefix(self, k: int) -> tuple[str, int]:
-        """Prefix `k`'s (text, counted tokens): `tokens` words of its blocks (exact with the word approximation)."""
-        if k not in self._texts:
-            self._texts[k] = prompt_from_blocks(self.blocks, self._ids(k), self.tokens, random.Random(0))
-        return self._texts[k]
+    def _prefix(self, k: int) -> tuple[str, int]:
+        """Prefix `k`'s (text, counted tokens): `tokens` words of its blocks (exact with the word approximation);
+        use `prefix` (cached)."""
+        return prompt_from_blocks(self.blocks, self._ids(k), self.tokens, random.Random(0))
 
     def draw(self, rng: random.Random, rest_tokens: int) -> tuple[str, int, tuple[int, int]]:
         """Pick a prefix for a prompt of `rest_tokens` more tokens; return (its text, its tokens, (whole blocks of
