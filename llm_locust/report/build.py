@@ -11,7 +11,7 @@ import pandas as pd
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, reuse, server, telemetry_charts, timeline
+from llm_locust.report import charts, distributions, reuse, server, telemetry_charts, timeline, trace_replay
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
@@ -78,6 +78,7 @@ def build_report(
         charts.capacity_chart(runs, capacities),
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
+        trace_replay.trace_chart(runs),
         server.server_timeline(runs),
         telemetry_charts.telemetry_timeline(runs),
         timeline.locust_timeline(runs),

@@ -33,6 +33,7 @@ from llm_locust.metrics.vocabulary import (
     TIMESERIES_FILE,
 )
 from llm_locust.results.files import FAILURE_COLUMNS, TIMESERIES_COLUMNS
+from llm_locust.results.trace_offered import TRACE_OFFERED_COLUMNS, TRACE_OFFERED_FILE
 from llm_locust.scrape.hardware import TELEMETRY_COLUMNS
 from llm_locust.scrape.server_maps import SERVER_COLUMNS
 
@@ -70,6 +71,8 @@ class RunData:
     """server_metrics.csv (--metrics-url): one row per good scrape of a server's metrics URL."""
     telemetry: pd.DataFrame | None = None
     """telemetry.csv (--metrics-url of a DCGM- or node-exporter): one row per device, metric and scrape."""
+    trace_offered: pd.DataFrame | None = None
+    """trace_offered.csv (a trace replay): what the trace offered per interval."""
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -115,6 +118,9 @@ def load_run(path: Path) -> RunData:
         frame = read_csv(telemetry_path, tuple(c for c in TELEMETRY_COLUMNS if c != "time"), allow_empty=True)
         frame["device"] = frame["device"].astype(str)  # GPU indexes read as numbers
         run.telemetry = frame
+    offered_path = path / TRACE_OFFERED_FILE
+    if offered_path.exists():
+        run.trace_offered = read_csv(offered_path, TRACE_OFFERED_COLUMNS, allow_empty=True)
     if run.summary is None:
         run.missing.insert(
             0, f"{SUMMARY_FILE}: a plain Locust run -- no TTFT, TPOT, ITL, tokens/s (run an llm-locust locustfile)"

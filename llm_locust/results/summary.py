@@ -69,6 +69,7 @@ class RunView:
     server: Mapping[str, Any] | None
     telemetry: Mapping[str, Any] | None
     health: ProcessHealth | None  # set on the final document only
+    trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
 
 
 def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -126,6 +127,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             "rate_per_s": s.request_rate or None,
             "arrival": s.arrival if s.load_model.startswith("rate") else None,
             "burstiness": s.burstiness if s.arrival == "gamma" else None,
+            "trace": None if view.trace is None else dict(view.trace),
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),

@@ -33,6 +33,7 @@ from llm_locust.load.sequence import Assignment, DueTimes
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.runtime.pacer import Pacer
+from llm_locust.workload.traces import Trace
 
 logger = logging.getLogger("llm_locust")
 
@@ -51,13 +52,12 @@ _LOCAL = "local"
 class LoadController:
     """See the module docstring. `pacer` is the local runner's own (None on a master)."""
 
-    def __init__(
-        self, environment: Any, settings: Settings, pacer: Pacer | None, trace_due_s: Sequence[float] = ()
-    ) -> None:
+    def __init__(self, environment: Any, settings: Settings, pacer: Pacer | None, trace: Trace | None = None) -> None:
         self.environment = environment
         self.settings = settings
         self.pacer = pacer
-        self.trace_due_s = trace_due_s
+        self.trace = trace
+        self.trace_due_s: Sequence[float] = trace.due_s if trace is not None else ()
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
         self._sent: dict[str, Plan] = {}
@@ -70,9 +70,9 @@ class LoadController:
         self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
 
     @property
-    def arrivals_limit(self) -> int | None:
-        """Open loop: how many arrivals the sequence has in all (None: unbounded or closed loop)."""
-        return None if self._due is None else self._due.limit
+    def origin_epoch_s(self) -> float | None:
+        """Open loop: wall-clock time of the running sequence's time 0 (None in closed loop)."""
+        return None if self._sequence is None else self._sequence.origin_epoch_s
 
     def note_low_water(self, process: str, index: int) -> None:
         """A process reported the first arrival of its share it has not handed out yet."""

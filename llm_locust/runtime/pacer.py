@@ -16,12 +16,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
 
+import gevent
 from gevent.event import Event
 
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
 from llm_locust.load.sequence import DueTimes
 
 _QUOTA_WAIT_S = 60.0
+EARLY_WAKE_S = 0.0015
+"""Open loop: a user's timer wakes it this long before its request is due, then it yields until the due time: the
+event loop's timers fire up to ~1 ms late (epoll waits in whole milliseconds)."""
 
 
 class Pacer:
@@ -31,6 +35,7 @@ class Pacer:
     def __init__(self, trace_due_s: Sequence[float] = ()) -> None:
         self.plan = Plan()
         self.trace_due_s = trace_due_s
+        self.open_loop = False  # the run's settings ask for an open loop: wait for the plan that says how
         self._due: DueTimes | None = None
         self._origin_s = 0.0  # perf_counter of the sequence's time 0
         self._cursor = 0  # arrivals before it were handed out, held, queued to catch up, or not this process's
@@ -53,15 +58,7 @@ class Pacer:
         if plan.assignment is None:
             self._due = None
         elif self._due is None or plan.sequence() != old.sequence() or old.assignment is None:
-            if plan.arrival == "trace":
-                self._due = DueTimes(self.trace_due_s, limit=plan.limit)
-            else:
-                rate = plan.rate_per_s or 0.0
-                self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
-            self._origin_s = plan.origin_epoch_s - time.time() + perf_counter()
-            self._cursor = 0
-            self._held.clear()
-            self._catch_up.clear()
+            self._start_sequence(plan)
         else:
             start = plan.assignment.changed_from(old.assignment)
             me, new, was = plan.me, plan.assignment, old.assignment
@@ -70,6 +67,27 @@ class Pacer:
                 heapq.heapify(self._catch_up)
         changed, self._changed = self._changed, Event()
         changed.set()
+
+    def use_trace(self, trace_due_s: Sequence[float], open_loop: bool) -> None:
+        """The test's settings (a worker learns them from the master when the test starts, maybe after its first
+        plan): the trace's due times, and whether the run is open loop."""
+        self.open_loop = open_loop
+        if trace_due_s != self.trace_due_s:
+            self.trace_due_s = trace_due_s
+            if self.plan.arrival == "trace" and self.plan.assignment is not None:
+                self._start_sequence(self.plan)
+
+    def _start_sequence(self, plan: Plan) -> None:
+        """Walk `plan`'s arrival sequence from its start."""
+        if plan.arrival == "trace":
+            self._due = DueTimes(self.trace_due_s, limit=plan.limit)
+        else:
+            rate = plan.rate_per_s or 0.0
+            self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
+        self._origin_s = plan.origin_epoch_s - time.time() + perf_counter()
+        self._cursor = 0
+        self._held.clear()
+        self._catch_up.clear()
 
     def close(self) -> None:
         """Hand out no more tickets (this process is leaving: `low_water` is final)."""
@@ -85,13 +103,14 @@ class Pacer:
     def take(self) -> Ticket:
         """Wait until this user may send its next request; return its ticket.
 
-        With no arrival for this process (the sequence is over, or it sends none), once the process's quota is used
-        up, or after `close`, the user waits (the master ends the run when all are done); the runner stopping the
-        user ends the wait.
+        With no arrival for this process (the sequence is over, or it sends none), before the first plan of an open
+        loop, once the process's quota is used up, or after `close`, the user waits (the master ends the run when all
+        are done); the runner stopping the user ends the wait.
         """
         while True:
             plan, changed = self.plan, self._changed
-            if self._closed or (plan.quota is not None and self.sent >= plan.quota):
+            waiting_for_plan = self.open_loop and plan.assignment is None
+            if self._closed or waiting_for_plan or (plan.quota is not None and self.sent >= plan.quota):
                 changed.wait(_QUOTA_WAIT_S)
                 continue
             due = self._due
@@ -131,11 +150,17 @@ class Pacer:
         try:
             while True:
                 plan, changed = self.plan, self._changed
-                delay_s = t_sched - perf_counter()
+                delay_s = t_sched - perf_counter() - EARLY_WAKE_S
                 if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
-                    return self._issue(t_sched, plan, index)
+                    while perf_counter() < t_sched and self.plan is plan:
+                        gevent.sleep(0)  # the last stretch: let other greenlets run, but wake on time
+                    if self.plan is plan and not self._closed:
+                        return self._issue(t_sched, plan, index)
                 plan = self.plan
-                if self._closed or self._due is not due or plan.assignment is None:
+                if self._closed:  # still this process's to send (or to hand over: `low_water` counts it)
+                    heapq.heappush(self._catch_up, index)
+                    return None
+                if self._due is not due or plan.assignment is None:
                     return None
                 if plan.assignment.owner(index) != plan.me:
                     return None

@@ -31,6 +31,7 @@ from llm_locust.results.files import (
     write_summary,
 )
 from llm_locust.results.summary import RunView, build_summary
+from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
 from llm_locust.runtime.runner_ops import stop_test, top_error
 from llm_locust.runtime.scrape_loop import ScrapeLoop
@@ -95,6 +96,7 @@ class ResultsWriter:
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
+        self.trace = self._write_trace_offered()
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
         self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
         self.monitor = RunMonitor(results_dir, self.settings, self.t_start, sources.is_master)
@@ -106,6 +108,25 @@ class ResultsWriter:
         self._finalizer: gevent.Greenlet | None = None
         self._final = False
         logger.info("LLM results will be written to %s", results_dir)
+
+    def _write_trace_offered(self) -> dict[str, Any] | None:
+        """A trace replay: write what it offers per window (trace_offered.csv); its summary.json `load.trace`."""
+        control = self.sources.control
+        trace = None if control is None else control.trace
+        origin_epoch_s = None if control is None else control.origin_epoch_s
+        if trace is None or origin_epoch_s is None:
+            return None
+        rows = offered_rows(trace, origin_epoch_s, self.settings.interval_s, self.t_start)
+        path = write_offered(self.results_dir, rows)
+        settings = self.settings
+        return {
+            "file": Path(trace.path).name,
+            "format": settings.trace_format,
+            "speedup": settings.trace_speedup,
+            "requests": len(trace.requests),
+            "replay_s": round(trace.due_s[-1], 3),
+            "offered_file": path.name,
+        }
 
     def _tick_forever(self) -> None:
         while True:
@@ -283,4 +304,5 @@ class ResultsWriter:
             server=self.scraper.summary() if self.scraper is not None else None,
             telemetry=self.scraper.telemetry_summary() if self.scraper is not None else None,
             health=self.monitor.health(t_end_s) if final else None,
+            trace=self.trace,
         )

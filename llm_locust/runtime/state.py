@@ -103,7 +103,7 @@ class RunState:
                 redact_exceptions(runner)
         self._model_lock = gevent.lock.Semaphore()
         self.trace = self._load_trace()
-        self.pacer = Pacer(self.trace.due_s if self.trace is not None else ())
+        self.pacer = Pacer()
         self.control: LoadController | None = None  # master / local: steps, plans, limits
         self._results: ResultsWriter | None = None
         self.watchdog: TimeoutWatchdog | None = None
@@ -142,13 +142,8 @@ class RunState:
             self._host = environment.host
         try:
             old, self.settings = self.settings, Settings.from_options(environment.parsed_options)
-            if (old.trace, old.trace_format, old.trace_window()) != (
-                self.settings.trace,
-                self.settings.trace_format,
-                self.settings.trace_window(),
-            ):
+            if _trace_of(old) != _trace_of(self.settings):  # a worker learns the options from the master now
                 self.trace = self._load_trace()
-                self.pacer.trace_due_s = self.trace.due_s if self.trace is not None else ()
         except ConfigError as e:  # options changed in the web UI: keep the old ones, say why
             logger.error("%s (keeping the previous settings)", e)
         self._reset()
@@ -160,7 +155,7 @@ class RunState:
             freeze_heap()
         if not self.is_worker:
             self.control = LoadController(
-                environment, self.settings, None if self.is_master else self.pacer, self.pacer.trace_due_s
+                environment, self.settings, None if self.is_master else self.pacer, self.trace
             )
             steps = self.settings.steps
             if steps and environment.shape_class is not None:  # the sweep starts now
@@ -186,7 +181,11 @@ class RunState:
             self.collector.stop()
 
     def _reset(self) -> None:
-        """Fresh per-test state from the current settings."""
+        """Fresh per-test state from the current settings (a worker may create its state after the test started:
+        the pacer learns of an open loop here, before any user asks it for a ticket)."""
+        settings = self.settings
+        open_loop = bool(settings.trace or settings.request_rate or settings.sweep_rates)
+        self.pacer.use_trace(self.trace.due_s if self.trace is not None else (), open_loop)
         self.model = self.settings.model
         self._model_error: str | None = None
         self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
@@ -197,7 +196,6 @@ class RunState:
         self.saturation = SaturationTracker()
         if self.watchdog is not None:
             self.watchdog.stop()
-        settings = self.settings
         self.watchdog = TimeoutWatchdog(
             settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
         )
@@ -358,3 +356,8 @@ class RunState:
             self._results.close()
             self._results = None
         self.signals.stop()
+
+
+def _trace_of(settings: Settings) -> tuple[object, ...]:
+    """What decides the trace's requests and times."""
+    return settings.trace, settings.trace_format, settings.trace_window()
