@@ -13,7 +13,8 @@ sweep step (`GroupKey`), merged like the steps: warm-up requests of a step are l
 Latency histograms hold integer microseconds (HdrHistogram, 3 significant digits: <= 0.1 %
 error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count in
 `failures` by kind; their latencies never enter the successes' distributions (only their TTFT,
-in its own `ttft_failed` histogram).
+in its own `ttft_failed` histogram). Cancelled requests (closed early by the client on purpose) count in
+`requests_cancelled`: their TTFT with the successes', their E2E and output tokens in histograms of their own.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ class WindowMetrics:
     hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in HISTOGRAM_METRICS})
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(HISTOGRAM_METRICS, 0))
     requests_ok: int = 0
+    requests_cancelled: int = 0  # closed early by the client on purpose (--cancel-rate): neither ok nor failed
     requests_good: int = 0  # successful requests that met every --slo (goodput)
     output_tokens: int = 0
     prompt_tokens: int = 0
@@ -127,6 +129,9 @@ class WindowMetrics:
         queue_delay_s = record.queue_delay_s
         if queue_delay_s is not None:  # how late it left is known even when it failed
             self._record("queue_delay", _us(queue_delay_s))
+        if record.cancelled:
+            self._add_cancelled(record)
+            return
         if not record.ok:
             self.failures[str(record.error_kind)] += 1
             if record.t_first is not None:
@@ -164,6 +169,14 @@ class WindowMetrics:
             record_values(hist["itl"], gaps_us)
             self.sums["itl"] += int(gaps_us.sum())
 
+    def _add_cancelled(self, record: RequestRecord) -> None:
+        """Count a cancelled request: its TTFT with the others', its E2E and output tokens apart."""
+        self.requests_cancelled += 1
+        if record.t_first is not None:
+            self._record("ttft", _us(record.ttft_s))
+            self._record("e2e_cancelled", _us(record.e2e_s))
+        self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
+
     def _check_output(self, diff: int) -> None:
         """Count one request whose local output-token count is `diff` tokens above the server's."""
         self.output_checks += 1
@@ -188,6 +201,7 @@ class WindowMetrics:
                 self.hist[name].add(h)
                 self.sums[name] += other.sums[name]
         self.requests_ok += other.requests_ok
+        self.requests_cancelled += other.requests_cancelled
         self.requests_good += other.requests_good
         self.output_tokens += other.output_tokens
         self.prompt_tokens += other.prompt_tokens
@@ -217,12 +231,18 @@ class WindowMetrics:
         """Failed requests, all kinds."""
         return sum(self.failures.values())
 
+    @property
+    def requests_finished(self) -> int:
+        """Requests that ended: successful, failed or cancelled."""
+        return self.requests_ok + self.requests_failed + self.requests_cancelled
+
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-able dict (what a worker sends); `from_wire` reverses it."""
         return {
             "hist": {n: h.encode() for n, h in self.hist.items() if h.get_total_count()},
             "sums": {n: self.sums[n] for n, h in self.hist.items() if h.get_total_count()},
             "requests_ok": self.requests_ok,
+            "requests_cancelled": self.requests_cancelled,
             "requests_good": self.requests_good,
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
@@ -251,6 +271,7 @@ class WindowMetrics:
             release_histogram(decoded)
             window.sums[name] = data["sums"][name]
         window.requests_ok = data["requests_ok"]
+        window.requests_cancelled = data["requests_cancelled"]
         window.requests_good = data["requests_good"]
         window.output_tokens = data["output_tokens"]
         window.prompt_tokens = data["prompt_tokens"]
@@ -302,8 +323,8 @@ class Delta:
 
     @property
     def requests(self) -> int:
-        """Requests in the delta, successful or failed (each once)."""
-        return sum(w.requests_ok + w.requests_failed for w in self.windows.values())
+        """Requests in the delta, successful, failed or cancelled (each once)."""
+        return sum(w.requests_finished for w in self.windows.values())
 
     def release(self) -> None:
         """Free every window's histograms (the delta was sent)."""
@@ -405,7 +426,7 @@ class RunMetrics:
                 if key.measured:
                     _merge_into(self.steps, key.step, window)
                 else:
-                    self.warmup_requests[key.step] += window.requests_ok + window.requests_failed
+                    self.warmup_requests[key.step] += window.requests_finished
             _merge_into(self._windows, key.start, window)
             window.release()  # copied into every total it counts for
         self.deltas_merged += 1

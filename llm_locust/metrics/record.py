@@ -13,6 +13,8 @@ the moment never happened (e.g. no token arrived).
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
+- cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
+  its E2E (to its last token) and output tokens are kept apart.
 - N     = output tokens: usage.completion_tokens when the server sent usage, else the local
   tokenizer's count of the streamed text (--tokenizer), else the number of token-bearing events;
   `token_source` says which. Reasoning tokens (part of N) come from
@@ -79,6 +81,7 @@ class RequestRecord:
     status_code: int = 0
     error_kind: ErrorKind | None = None
     error_message: str = ""
+    cancelled: bool = False  # the client closed the stream early on purpose (--cancel-rate): neither ok nor failed
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
 
@@ -90,8 +93,9 @@ class RequestRecord:
 
     @property
     def ok(self) -> bool:
-        """True when the request succeeded and its latencies count."""
-        return self.error_kind is None
+        """True when the request succeeded and its latencies count (a cancelled request did not: it is neither ok
+        nor failed)."""
+        return self.error_kind is None and not self.cancelled
 
     @property
     def output_tokens(self) -> int:

@@ -91,6 +91,8 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
     server = summary.get("server") or {}
     client_ttft = ((summary.get("metrics") or {}).get("ttft_ms") or {}).get("mean")
     client = summary.get("throughput") or {}
+    cancelled = (summary.get("metrics") or {}).get("output_tokens_cancelled") or {}
+    cancelled_tokens = round(cancelled["mean"] * cancelled["count"]) if cancelled.get("count") else 0
     rows = []
     for entry in server.get("urls") or []:
         ttft, queue = entry.get("ttft_mean_ms"), entry.get("queue_time_mean_ms")
@@ -102,6 +104,7 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
                 "scrapes_failed": entry.get("scrapes_failed"),
                 "server_generation_tokens": entry.get("generation_tokens"),
                 "client_output_tokens": client.get("output_tokens"),
+                "client_cancelled_tokens": cancelled_tokens,
                 "server_generation_tokens_per_s": entry.get("generation_tokens_per_s"),
                 "client_output_tokens_per_s": client.get("output_tokens_per_s"),
                 "server_ttft_mean_ms": ttft,
@@ -111,8 +114,6 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
                 "running_max": entry.get("running_max"),
                 "waiting_max": entry.get("waiting_max"),
                 "kv_cache_usage_mean": entry.get("kv_cache_usage_mean"),
-                "server_prefix_cache_hit_rate": entry.get("prefix_cache_hit_rate"),
-                "client_expected_reuse": (summary.get("prefix_reuse") or {}).get("expected_reuse"),
                 "last_error": entry.get("last_error"),
             }
         )
@@ -122,11 +123,11 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
 _HEADERS = {
     "url": "metrics URL", "family": "server", "scrapes_ok": "scrapes ok", "scrapes_failed": "failed",
     "server_generation_tokens": "server gen tokens", "client_output_tokens": "client output tokens",
+    "client_cancelled_tokens": "client tokens of cancelled streams",
     "server_generation_tokens_per_s": "server gen tok/s", "client_output_tokens_per_s": "client tok/s",
     "server_ttft_mean_ms": "server TTFT mean ms", "client_ttft_mean_ms": "client TTFT mean ms",
     "ttft_overhead_ms": "client − server TTFT ms", "queue_share_of_ttft": "queue share of server TTFT",
     "running_max": "peak running", "waiting_max": "peak waiting", "kv_cache_usage_mean": "mean KV-cache use",
-    "server_prefix_cache_hit_rate": "server prefix-cache hit rate", "client_expected_reuse": "client expected reuse",
     "last_error": "last scrape error",
 }  # fmt: skip
 
@@ -142,11 +143,10 @@ def server_section(runs: list[RunData]) -> Section | None:
             table(["run", *_HEADERS.values()], body),
             note(
                 "Server numbers from its Prometheus metrics between the first and last scrape of the run "
-                "(requests still in flight at the end count on the server, not the client). Client − server "
+                "(requests still in flight at the end count on the server, not the client; so do the tokens a server "
+                "decodes after a cancelled stream's client left). Client − server "
                 "TTFT is the network and client overhead; the queue share is the part of the server's TTFT "
-                "spent waiting for a batch slot. The prefix-cache hit rate is hit / looked-up prompt tokens; the "
-                "client's expected reuse is the share of its shared 512-token blocks sent before (what a cache "
-                "of unbounded capacity would hit)."
+                "spent waiting for a batch slot."
             ),
         ],
     )

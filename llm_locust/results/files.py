@@ -20,6 +20,7 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.vocabulary import (
+    COUNT_METRICS,
     HISTOGRAMS_FILE,
     LATENCY_METRICS,
     SERIES_LATENCIES,
@@ -50,22 +51,23 @@ TIMESERIES_COLUMNS += FAILURE_COLUMNS
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
     stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
-    stats["output_tokens"] = window.distribution("output_tokens")
+    stats.update((m, window.distribution(m)) for m in COUNT_METRICS)
     return stats
 
 
 def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
     """Token and request rates of `window` over `duration_s` seconds; failures never count."""
-    finished = window.requests_ok + window.requests_failed
+    finished = window.requests_ok + window.requests_failed  # judged against the SLOs (cancelled: not)
     return {
         "duration_s": round(duration_s, 3),
         "requests_ok": window.requests_ok,
         "requests_failed": window.requests_failed,
+        "requests_cancelled": window.requests_cancelled,
         "requests_good": window.requests_good,
         "output_tokens": window.output_tokens,
         "prompt_tokens": window.prompt_tokens,
         "requests_per_s": per_s(window.requests_ok, duration_s),
-        "achieved_rate_per_s": per_s(finished, duration_s),
+        "achieved_rate_per_s": per_s(window.requests_finished, duration_s),
         "goodput_per_s": per_s(window.requests_good, duration_s),
         "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
         "output_tokens_per_s": per_s(window.output_tokens, duration_s),
@@ -110,6 +112,7 @@ def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) 
                 "step": key.step if key.step >= 0 else None,
                 "requests_ok": window.requests_ok,
                 "requests_failed": window.requests_failed,
+                "requests_cancelled": window.requests_cancelled,
                 "metrics": metric_stats(window),
                 "throughput": throughput(window, measure_s.get(key.step, duration_s)),
                 "failures": dict(window.failures),
@@ -327,7 +330,8 @@ def summary_table(summary: dict[str, Any]) -> str:
     t = summary["throughput"]
     lines.append(
         f"Throughput: {t['output_tokens_per_s']:.1f} output tok/s, {t['requests_per_s']:.2f} req/s "
-        f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed)"
+        f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
+        + (f", {t['requests_cancelled']} cancelled)" if t.get("requests_cancelled") else ")")
     )
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))

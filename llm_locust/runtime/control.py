@@ -191,7 +191,7 @@ class LoadController:
 
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached), or None."""
-        done = total.requests_ok + total.requests_failed
+        done = total.requests_finished
         if self.trace_due_s and done >= len(self.trace_due_s):
             return f"the trace's {len(self.trace_due_s)} requests were sent"
         limit = self.settings.max_requests

@@ -86,7 +86,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
         _states[environment] = state
     except ConfigError as e:
-        logger.error("%s", e)
+        for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)
+            logger.error("%s", line)
         sys.exit(2)
     if web_ui is not None:
         from llm_locust.runtime.webui import attach  # Flask and the page only where a web UI runs

@@ -29,7 +29,7 @@ from locust.runners import (
 )
 
 from llm_locust import redact
-from llm_locust.config.settings import Settings, check_host, keep_secrets, secret_options
+from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.pacing import Plan
@@ -52,6 +52,7 @@ from llm_locust.runtime.runner_ops import (
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
 from llm_locust.transport.client import RECORD_KEY
+from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
 from llm_locust.workload.builder import prefix_pool
@@ -85,7 +86,6 @@ class RunState:
         self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
         self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
         self._host = environment.host  # of the last test (or given at start-up), credentials included
-        check_host(environment.host)
         proxy = check_connection(environment.host, self.settings)
         redact.install_log_filter()
         runner = environment.runner
@@ -199,6 +199,15 @@ class RunState:
         self.watchdog = TimeoutWatchdog(
             settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
         )
+        self._replica_sets: dict[str, ReplicaSet] = {}
+
+    def replicas(self, host: str) -> ReplicaSet:
+        """The replicas of `host` (a user's --host) and this process's pick among them, shared by its users."""
+        replica_set = self._replica_sets.get(host)
+        if replica_set is None:
+            start = getattr(self.environment.runner, "worker_index", 0)
+            replica_set = self._replica_sets[host] = ReplicaSet(host, self.settings.balance, start)
+        return replica_set
 
     def _load_trace(self) -> Trace | None:
         """`--trace` read and selected (every process reads the same file: workers build the requests of their

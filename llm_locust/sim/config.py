@@ -18,6 +18,9 @@ class SimConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
+    replicas: int = 1
+    """Independent servers (own batch, queue, trace, metrics) in this process, on `port`, `port` + 1, ... (each on
+    a free port of its own when `port` is 0)."""
     model: str = "llm-locust-sim"
     timing: TimingName = "fixed"
     ttft_ms: float = 200.0

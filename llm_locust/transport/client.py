@@ -26,7 +26,10 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
+from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.patches import ProxyError
+from llm_locust.transport.pump import BodyCallback
+from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
 from llm_locust.workload.tokens import TokenCounter
@@ -53,6 +56,8 @@ def stream_completion(
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
     counter: TokenCounter | None = None,
+    replica: Replica | None = None,
+    cancel: Cancel | None = None,
     prefix_blocks: tuple[int, int] = (0, 0),
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
@@ -63,32 +68,50 @@ def stream_completion(
     `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts;
     `prefix_blocks` its shared prompt blocks (whole, seen before).
     `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
-    the end (`record.local_output_tokens`, checked against the server's usage).
+    the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
+    --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
+    this request is to be closed early, and when.
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket, prefix_blocks)
     kept = None if counter is None else StreamText()
+    url, auth = path, None
+    if replica is not None:
+        url, auth = replica.url + path, replica.auth
+        record.groups += replica.groups
     watch = watchdog.start(record)
+    if cancel is not None:
+        cancel.start()
     try:
-        with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
+        with session.post(url, data=body, headers=headers, stream=True, catch_response=True, name=path,
+                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
             record.status_code = resp.status_code or 0
             if _check_response(resp, record):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, watch, kept)
+                    _read_events(raw, record, watch, kept, cancel)
+                except StreamCancelled:  # closing the connection below tells the server
+                    record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
                     record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
                 finally:
                     raw.release()  # closes the connection unless the body was read to its end
-            watchdog.end(watch)  # from here on no timeout may land in the reporting listeners
+            _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
             finish(record, perf_counter())
             if kept is not None and record.ok:
                 record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
             _report(resp, record)
     finally:
-        watchdog.end(watch)  # also when the user is stopped mid-request
+        _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
     return record
+
+
+def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
+    """End the request's timeouts and cancellation timer."""
+    watchdog.end(watch)
+    if cancel is not None:
+        cancel.stop()
 
 
 def new_record(
@@ -109,6 +132,9 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
     """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
     error = getattr(resp, "error", None)
     if error is not None and not resp.status_code:
+        if isinstance(getattr(error, "original", None) or error, StreamCancelled):  # before the response head
+            record.cancelled = True
+            return False
         record.fail(*_transport_failure(error, getattr(resp.request, "url", "")))
         return False
     status = resp.status_code
@@ -129,15 +155,18 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None) -> None:
+def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None, cancel: Cancel | None) -> None:
     """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
     body also goes to `kept` unless it is None.
 
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
-    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`.
+    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
+    `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
     events = EventStream(record)
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
+    if cancel is not None and cancel.after_tokens:
+        on_body = _token_limit(on_body, record, cancel.after_tokens)
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
@@ -157,6 +186,18 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText
                         watch.t_active_s = t_rest
                 return
     events.flush(perf_counter())  # a last event without its blank line
+
+
+def _token_limit(feed: BodyCallback, record: RequestRecord, after_tokens: int) -> BodyCallback:
+    """`feed`, raising `StreamCancelled` once `record` has `after_tokens` token events and the stream goes on."""
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        done = feed(data, t)
+        if not done and record.events >= after_tokens:
+            raise StreamCancelled(f"cancelled after {record.events} token events (--cancel-after-tokens)")
+        return done
+
+    return on_body
 
 
 def _keeping(feed: Any, kept: StreamText) -> Any:
@@ -204,13 +245,14 @@ def _report(resp: Any, record: RequestRecord) -> None:
     meta = resp.request_meta
     meta["response_time"], meta["response_length"] = report_values(record)
     meta["context"] = {**meta["context"], RECORD_KEY: record}
-    if record.ok:
+    if record.ok or record.cancelled:  # cancelled: not a failure
         resp.success()
     else:
         resp.failure(RequestFailure(record.error_kind, record.error_message))
 
 
 def report_values(record: RequestRecord) -> tuple[float, int]:
-    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens)."""
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens); for a failed one
+    (time to its end, 0), for a cancelled one (time to its end, the tokens it got)."""
     t_end = record.t_last if record.ok else record.t_done
-    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok else 0
+    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok or record.cancelled else 0
