@@ -64,6 +64,7 @@ format: $(STAMP)
 
 bench: $(STAMP)  ## capacity/accuracy benchmarks (minutes); numbers, not pass/fail
 	$(BIN)/python benchmarks/client_capacity.py
+	$(BIN)/python benchmarks/trace_capacity.py
 	$(BIN)/python benchmarks/sim_throughput.py
 	$(BIN)/python benchmarks/sdk_client_cost.py
 	$(BIN)/python benchmarks/soak_memory.py

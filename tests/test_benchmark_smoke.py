@@ -1,4 +1,4 @@
-"""The capacity benchmark still runs end to end on tiny settings and prints its table (no timing asserted)."""
+"""The benchmarks still run end to end on tiny settings and print their tables (no timing asserted)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -35,3 +36,16 @@ def test_capacity_benchmark_prints_its_table(tmp_path):
             "in_bound",
             "rss_growth_mb",
         } <= row.keys()
+
+
+@pytest.mark.slow
+def test_trace_capacity_benchmark_prints_its_table(tmp_path):
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "trace_capacity.py"), "--rates", "20", "--run-time-s", "4",
+               "--warmup-s", "1", "--users", "20", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(line.split()[:3] == ["req/s", "events/s", "send"] for line in done.stdout.splitlines())
+    (row,) = json.loads(out.read_text())["rows"]
+    sent, traced = (int(n) for n in row["sent"].split("/"))
+    assert sent == traced > 40 and row["events_per_s"] > 0 and row["err_p50_ms"] >= 0

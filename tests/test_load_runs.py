@@ -38,7 +38,13 @@ def test_request_rate_is_split_across_two_worker_processes(fast_sim, tmp_path):
     gaps = np.diff(steady)
     assert ks_exponential(gaps, 1 / gaps.mean()) < 1.63 / math.sqrt(len(gaps))  # Poisson: exponential gaps
     summary = read_summary(tmp_path)
-    assert summary["load"] == {"model": "rate", "rate_per_s": rate, "arrival": "poisson", "burstiness": None}
+    assert summary["load"] == {
+        "model": "rate",
+        "rate_per_s": rate,
+        "arrival": "poisson",
+        "burstiness": None,
+        "trace": None,
+    }
     assert summary["run"]["workers_max"] == 2
     delay = summary["metrics"]["queue_delay_ms"]
     assert delay["count"] == summary["throughput"]["requests_ok"] + summary["throughput"]["requests_failed"]
