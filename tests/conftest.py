@@ -50,16 +50,22 @@ def new_env(opts: Any, user_classes: list | None = None) -> Environment:
 
 
 def run_local(
-    opts: Any, users: int, seconds: float, user_classes: list | None = None, stop_timeout_s: float | None = None
+    opts: Any,
+    users: int,
+    seconds: float,
+    user_classes: list | None = None,
+    stop_timeout_s: float | None = None,
+    spawn_rate: float | None = None,
 ) -> Environment:
     """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does (`stop_timeout_s`:
-    Locust's --stop-timeout, users finish their request in flight)."""
+    Locust's --stop-timeout, users finish their request in flight; `spawn_rate`: users started per second, default
+    all at once)."""
     env = new_env(opts, user_classes)
     if stop_timeout_s is not None:
         env.stop_timeout = stop_timeout_s
     runner = env.create_local_runner()
     env.events.init.fire(environment=env, runner=runner, web_ui=None)
-    runner.start(users, spawn_rate=users)
+    runner.start(users, spawn_rate=spawn_rate or users)
     gevent.sleep(seconds)
     runner.quit()
     env.events.quitting.fire(environment=env, reverse=True)

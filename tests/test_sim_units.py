@@ -13,8 +13,8 @@ from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, S
 def test_fixed_timing_due_times_are_absolute() -> None:
     timing = FixedTiming(ttft_s=0.2, itl_s=0.02)
     seq = Sequence(prompt_tokens=1, output_tokens=5, t_recv_s=100.0)
-    assert timing.due_s(100.0, 0) == pytest.approx(100.2)
-    assert timing.due_s(100.0, 4) == pytest.approx(100.28)
+    assert timing.due_s(seq, 0) == pytest.approx(100.2)
+    assert timing.due_s(seq, 4) == pytest.approx(100.28)
     assert timing.tokens_due(seq, 100.19) == 0
     assert timing.tokens_due(seq, 100.2401) == 3
     seq.emitted = 3

@@ -14,7 +14,9 @@ from llm_locust.errors import ConfigError
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import generated_pool, parse_size, png_bytes
 from llm_locust.workload.lengths import parse_length
-from llm_locust.workload.prompts import VOCABULARY, PromptMaker, shared_prefix
+from llm_locust.workload.prefix_blocks import BlockTexts
+from llm_locust.workload.prefix_pool import PrefixPool
+from llm_locust.workload.prompts import VOCABULARY, PromptMaker
 from llm_locust.workload.providers import (
     check_length_control,
     completion_path,
@@ -84,12 +86,12 @@ def test_invalid_distributions_are_one_line_errors_naming_the_option(text, why):
 # -- prompts -----------------------------------------------------------------------------------
 def test_word_prompts_are_exact_varied_and_share_the_prefix():
     counter = WordCounter()
-    prefix, prefix_tokens = shared_prefix(counter, 20, seed=5)
-    assert prefix_tokens == 20 and shared_prefix(counter, 20, seed=5)[0] == prefix
-    a = PromptMaker(counter, random.Random(1), prefix, prefix_tokens)
-    b = PromptMaker(counter, random.Random(2), prefix, prefix_tokens)
-    text_a, n_a = a.prompt(300)
-    text_b, _ = b.prompt(300)
+    prefix, prefix_tokens = PrefixPool(BlockTexts(counter, seed=5), 1, 20).prefix(0)
+    assert prefix_tokens == 20 and PrefixPool(BlockTexts(counter, seed=5), 1, 20).prefix(0)[0] == prefix
+    a = PromptMaker(counter, random.Random(1))
+    b = PromptMaker(counter, random.Random(2))
+    text_a, n_a = a.prompt(300, prefix, prefix_tokens)
+    text_b, _ = b.prompt(300, prefix, prefix_tokens)
     assert n_a == 320 == counter.count(text_a)
     assert text_a.startswith(prefix + " ") and text_b.startswith(prefix + " ") and text_a != text_b
     words = text_a.split()[20:]
@@ -98,10 +100,10 @@ def test_word_prompts_are_exact_varied_and_share_the_prefix():
 
 def test_tokenizer_prompts_have_exact_token_lengths(tmp_path):
     counter = token_counter(str(build_tokenizer(tmp_path / "tokenizer.json")))
-    prefix, prefix_tokens = shared_prefix(counter, 64, seed=None)
-    maker = PromptMaker(counter, random.Random(3), prefix, prefix_tokens)
+    prefix, prefix_tokens = PrefixPool(BlockTexts(counter, seed=None), 1, 64).prefix(0)
+    maker = PromptMaker(counter, random.Random(3))
     for n in (1, 17, 256, 2000):
-        text, tokens = maker.prompt(n)
+        text, tokens = maker.prompt(n, prefix, prefix_tokens)
         assert tokens == counter.count(text) == 64 + n
 
 

@@ -116,6 +116,25 @@ def add_workload_arguments(group: Any) -> None:
         "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
     )
     group.add_argument(
+        "--prefix-pool",
+        type=int,
+        default=1,
+        help="Number of distinct --prefix-tokens prefixes (system prompts, templates); each request draws one",
+    )
+    group.add_argument(
+        "--prefix-zipf",
+        type=float,
+        default=0.0,
+        help="Draw the --prefix-pool prefixes Zipf-distributed with this exponent S (prefix k with weight "
+        "1/(k+1)^S); 0: uniformly",
+    )
+    group.add_argument(
+        "--session-header",
+        default="",
+        help="Send each conversation's session id in this HTTP header (routers with session affinity); a "
+        "conversation's turns always go from one user, in order",
+    )
+    group.add_argument(
         "--tokenizer",
         default="",
         help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "

@@ -75,6 +75,9 @@ class Settings:
     ignore_eos: bool = False
     seed: int | None = None
     prefix_tokens: int = 0
+    prefix_pool: int = 1
+    prefix_zipf: float = 0.0
+    session_header: str = ""
     tokenizer: str = ""
     dataset: str = ""
     dataset_format: str = ""
@@ -311,6 +314,15 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
     check_length_control(family, options.ignore_eos)
     if options.prefix_tokens < 0:
         raise ConfigError(f"--prefix-tokens must be >= 0, got {options.prefix_tokens}")
+    if options.prefix_pool < 1:
+        raise ConfigError(f"--prefix-pool must be >= 1, got {options.prefix_pool}")
+    if options.prefix_pool > 1 and not options.prefix_tokens:
+        raise ConfigError(f"--prefix-pool {options.prefix_pool} needs --prefix-tokens T (the length of each prefix)")
+    if not options.prefix_zipf >= 0:
+        raise ConfigError(f"--prefix-zipf must be >= 0, got {options.prefix_zipf}")
+    name = options.session_header
+    if ":" in name or any(c.isspace() for c in name):
+        raise ConfigError(f"--session-header {name!r}: expected a header name, without ':' or spaces")
     if options.tokenizer:
         token_counter(options.tokenizer)  # a bad file fails now, with its name
     if options.dataset:

@@ -141,3 +141,23 @@ class RequestRecord:
         if n < 2 or self.t_first is None or self.t_last is None:
             return None
         return (self.t_last - self.t_first) / (n - 1)
+
+
+REUSE_BUCKETS_PCT = (25, 50, 75)
+"""Upper bounds (exclusive, %) of the partial-reuse buckets of the "reuse" breakdown, between "0%" and "100%"."""
+
+
+def reuse_group(blocks: int, seen: int) -> tuple[str, str]:
+    """The ("reuse", label) breakdown pair of a request with `blocks` shared prompt blocks, `seen` of them seen
+    before: "0%", "1-24%", "25-49%", "50-74%", "75-99%" or "100%" (the share of its whole blocks seen before)."""
+    if seen <= 0:
+        return ("reuse", "0%")
+    if seen >= blocks:
+        return ("reuse", "100%")
+    pct = 100 * seen // blocks
+    low = 1
+    for high in REUSE_BUCKETS_PCT:
+        if pct < high:
+            return ("reuse", f"{low}-{high - 1}%")
+        low = high
+    return ("reuse", f"{low}-99%")

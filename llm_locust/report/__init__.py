@@ -10,6 +10,7 @@
     timeline    plotly figures over time (LLM time series, Locust history, failures)
     distributions  histogram / CDF figures (histograms.json, or the summary's percentiles)
     server      the server's perspective (server_metrics.csv, summary "server")
+    reuse       prefix reuse: expected reuse beside the server's hit rate (summary "prefix_reuse", "server")
     telemetry_charts  GPU and host telemetry (telemetry.csv, summary "telemetry")
     html        the HTML page (plotly.js inline: works offline)
     images      PNG export of the figures (kaleido + a Chromium browser)

@@ -12,7 +12,7 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, lengths, server, telemetry_charts, timeline, trace_replay
+from llm_locust.report import charts, distributions, lengths, reuse, server, telemetry_charts, timeline, trace_replay
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, StepCheck, capacity
 from llm_locust.report.chart import Chart
@@ -149,6 +149,9 @@ def _sections(
     server_part = server.server_section(runs)
     if server_part is not None:
         sections.append(server_part)
+    reuse_part = reuse.reuse_section(runs)
+    if reuse_part is not None:
+        sections.append(reuse_part)
     telemetry_part = telemetry_charts.telemetry_section(runs)
     if telemetry_part is not None:
         sections.append(telemetry_part)

@@ -226,8 +226,9 @@ def compare(
     return Comparison(list(baseline), list(candidate), windows, results, confidence, min_change, resamples, seed, notes)
 
 
-_SAME_LOAD = ("model", "prompt_tokens", "max_tokens", "ignore_eos", "prefix_tokens", "dataset", "request_rate",
-              "arrival", "burstiness", "sweep_users", "sweep_rates", "interval_s")  # fmt: skip
+_SAME_LOAD = ("model", "prompt_tokens", "max_tokens", "ignore_eos", "prefix_tokens", "prefix_pool", "prefix_zipf",
+              "dataset", "request_rate", "arrival", "burstiness", "sweep_users", "sweep_rates",
+              "interval_s")  # fmt: skip
 """Settings that make a different load: compared runs should share them."""
 
 

@@ -56,6 +56,7 @@ from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
+from llm_locust.workload.builder import prefix_pool
 from llm_locust.workload.traces import Trace, load_trace
 
 logger = logging.getLogger("llm_locust")
@@ -189,6 +190,7 @@ class RunState:
         self.model = self.settings.model
         self._model_error: str | None = None
         self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
+        self.prefix_pool = prefix_pool(self.settings)  # the users of this test share it (and its reuse count)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
         self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported

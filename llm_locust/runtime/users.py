@@ -67,9 +67,11 @@ class _StreamingUser(FastHttpUser):
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
         self.workload = Workload(
-            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace
-        )
+            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
+            self.llm.prefix_pool,
+        )  # fmt: skip
         self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
+        self.session_header = settings.session_header
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
         self.canceller = Canceller(settings, self.workload.rng.getrandbits(64) if settings.cancel_rate else 0)
         self.sdk = None
@@ -124,8 +126,11 @@ class _StreamingUser(FastHttpUser):
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return
+        headers = self.headers
+        if self.session_header:
+            headers = {**headers, self.session_header: request.session}
         with self.replicas.use() as replica:
-            stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, self.llm.watchdog,
+            stream_completion(self.client, self.path, request.body, headers, self.endpoint, self.llm.watchdog,
                               request.expected_prompt_tokens, ticket, self.output_counter, replica,
                               self.canceller.draw(), request.prefix_blocks)  # fmt: skip
 

@@ -37,6 +37,7 @@ from llm_locust.scrape.server_maps import (
     HISTOGRAM_FIELDS,
     HISTOGRAMS,
     SERVER_COLUMNS,
+    TOKEN_COUNTERS,
     NameMap,
     all_maps,
     load_maps,
@@ -88,14 +89,18 @@ class UrlState:
 
     def summary(self) -> dict[str, Any]:
         """This URL's entry of summary.json's "server": token counts over the run (first to last
-        good scrape), peaks, mean KV-cache usage (0..1), latency means in ms over the run."""
+        good scrape), peaks, mean KV-cache usage (0..1), the prefix cache's hit rate (0..1: hit / queried
+        tokens over the run; None without those counters), latency means in ms over the run."""
         first, last = self.first, self.last
         span_s = (last.epoch_s - first.epoch_s) if first and last else 0.0
         entry: dict[str, Any] = {**self.scrapes(), "span_s": round(span_s, 3)}
         for column in COUNTERS:
             delta = _counter_delta(first, last, column)
             entry[column] = delta
-            entry[f"{column}_per_s"] = round(delta / span_s, 3) if delta is not None and span_s > 0 else None
+            if column in TOKEN_COUNTERS:
+                entry[f"{column}_per_s"] = round(delta / span_s, 3) if delta is not None and span_s > 0 else None
+        queries, hits = entry["prefix_cache_queries"], entry["prefix_cache_hits"]
+        entry["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries and hits is not None else None
         entry["running_max"] = self.peaks.get("running")
         entry["waiting_max"] = self.peaks.get("waiting")
         entry["kv_cache_usage_mean"] = round(self.kv_usage_sum / self.kv_usage_n, 4) if self.kv_usage_n else None

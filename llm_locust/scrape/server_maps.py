@@ -7,6 +7,8 @@ used). Columns:
   `kv_cache_usage` (0..1);
 - token counters: `prompt_tokens`, `generation_tokens` (a counter, or a histogram whose _sum
   counts tokens, as TGI's);
+- prefix-cache counters, in tokens: `prefix_cache_queries` (prompt tokens looked up), `prefix_cache_hits` (of
+  those, found in the cache): the server's hit rate over the run;
 - latency histograms in seconds: `ttft`, `tpot`, `e2e`, `queue_time`.
 
 A server's family is detected from the names present in its first good scrape: the map with the
@@ -16,7 +18,9 @@ may be a GPU or host exporter (`llm_locust.scrape.hardware`).
 Where the built-in names come from (each checked against the server's own source):
 
 - vLLM: vllm/v1/metrics/loggers.py (`vllm:kv_cache_usage_perc`; `vllm:gpu_cache_usage_perc` is
-  the older name; `vllm:inter_token_latency_seconds` is used when a version exports no
+  the older name; counters `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits`, exported with `_total`, in
+  tokens; `vllm:gpu_prefix_cache_queries` / `_hits` are their deprecated names;
+  `vllm:inter_token_latency_seconds` is used when a version exports no
   `vllm:time_per_output_token_seconds`).
 - SGLang: python/sglang/srt/metrics/collector.py (gauges `sglang:num_running_reqs`,
   `sglang:num_queue_reqs`, `sglang:token_usage`; counters `sglang:prompt_tokens_total`,
@@ -44,7 +48,9 @@ import orjson
 from llm_locust.errors import ConfigError
 
 GAUGES = ("running", "waiting", "kv_cache_usage")
-COUNTERS = ("prompt_tokens", "generation_tokens")
+TOKEN_COUNTERS = ("prompt_tokens", "generation_tokens")
+PREFIX_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits")
+COUNTERS = TOKEN_COUNTERS + PREFIX_COUNTERS
 HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
 COLUMNS = GAUGES + COUNTERS + HISTOGRAMS
 
@@ -72,6 +78,8 @@ BUILTIN_MAPS: dict[str, NameMap] = {
         "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         "prompt_tokens": ("vllm:prompt_tokens_total",),
         "generation_tokens": ("vllm:generation_tokens_total",),
+        "prefix_cache_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         "ttft": ("vllm:time_to_first_token_seconds",),
         "tpot": ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
         "e2e": ("vllm:e2e_request_latency_seconds",),

@@ -2,7 +2,8 @@
 
 Modules: `config` (settings), `engine` (timing models, no I/O), `timeline` (absolute-time
 scheduling on the event loop), `drivers` (engine + timeline glue), `http` (request parsing,
-framing), `openai` (wire format), `stream` (one response being written), `trace` (ground truth),
+framing), `openai` (wire format), `stream` (one response being written), `prefix_cache` (the LRU of
+512-token blocks), `trace` (ground truth),
 `metrics` (/metrics), `exporters` (/gpu-metrics, /node-metrics), `connection` (one client
 connection, kernel-stamped reads), `server` (routes and serving), `cli` (the `sim` sub-command)
 and `process` (`run_sim`: the simulator as a subprocess, for tests and benchmarks).

@@ -93,6 +93,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="extra decode step time per running sequence, ms",
     )
     parser.add_argument(
+        "--session-header",
+        default=d.session_header,
+        help="record this request header's value per request in GET /sim/trace (session), as an affinity router "
+        "reads it",
+    )
+    parser.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=d.prefix_cache_blocks,
+        help="prefix cache capacity in 512-token blocks (LRU; 0 = no cache): cached prompt tokens cost no prefill, "
+        "so TTFT (fixed) or the step's prefill (batching) shrinks by the cached share; hits on /metrics and /sim/trace",
+    )
+    parser.add_argument(
         "--gpus", type=int, default=d.gpus, help="simulated GPUs on GET /gpu-metrics (DCGM-exporter format)"
     )
     parser.add_argument(
@@ -184,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if config.tokens_per_chunk < 1:
         print(f"llm-locust sim: error: --tokens-per-chunk must be at least 1, got {config.tokens_per_chunk}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if config.prefix_cache_blocks < 0:
+        print(f"llm-locust sim: error: --prefix-cache-blocks must be >= 0, got {config.prefix_cache_blocks}",
               file=sys.stderr)  # fmt: skip
         return 2
     if config.gpus < 1:

@@ -33,6 +33,12 @@ class SimConfig:
     prefill_us_per_token: float = 50.0
     decode_step_ms: float = 10.0
     decode_step_ms_per_seq: float = 0.2
+    session_header: str = ""
+    """A request header whose value GET /sim/trace records per request (`session`), as a router with session
+    affinity would read it; empty: none."""
+    prefix_cache_blocks: int = 0
+    """Capacity of the prefix cache (`llm_locust.sim.prefix_cache`) in 512-token blocks; 0: no cache. Cached tokens
+    cost no prefill: the fixed model's TTFT and the batching model's prefill shrink by the cached share."""
     trace_limit: int = 100_000
     gpus: int = 1
     """Simulated GPUs on GET /gpu-metrics (DCGM-exporter format)."""

@@ -39,7 +39,7 @@ class FixedDriver:
         seq = generation.seq
         seq.t_admit_s = seq.t_recv_s
         self.running += 1
-        self._timeline.at(self._timing.due_s(seq.t_recv_s, 0), partial(self._fire, generation))
+        self._timeline.at(self._timing.due_s(seq, 0), partial(self._fire, generation))
 
     def cancel(self, generation: Generation) -> None:
         """Stop producing tokens for `generation` (its timeline entry lapses on its next wake)."""
@@ -61,7 +61,7 @@ class FixedDriver:
             generation.emit(count)
         if seq.cancelled:
             return None
-        return self._timing.due_s(seq.t_recv_s, seq.emitted)
+        return self._timing.due_s(seq, seq.emitted)
 
 
 class BatchingDriver:

@@ -4,7 +4,8 @@
 - `BatchingEngine`: continuous batching with a FIFO waiting queue and a running batch of at most
   `max_batch` sequences. Steps run back-to-back while there is work. At the start of a step,
   waiting sequences are admitted into free slots; the step lasts
-  decode_step_s + decode_step_s_per_seq * running + prefill_s_per_token * (prompt tokens admitted),
+  decode_step_s + decode_step_s_per_seq * running + prefill_s_per_token * (prompt tokens admitted, less those
+  the prefix cache held),
   where `running` counts the batch after admission. At the end of a step every running sequence
   produces its next token (a newly admitted one produces its first: that is its TTFT) and finished
   sequences leave. Step ends are absolute times: the next step ends at this step's end plus the next
@@ -24,14 +25,25 @@ class Sequence:
     """One request's generation state inside a timing model.
 
     `emitted` counts tokens produced so far (of `output_tokens`); `t_admit_s` is when it entered
-    the running batch (the batching model) or `t_recv_s` (the fixed model); `sink` is whatever the
+    the running batch (the batching model) or `t_recv_s` (the fixed model); `cached_tokens` of the prompt cost no
+    prefill (prefix-cache hits); `sink` is whatever the
     caller wants back with the sequence (the engine never touches it).
     """
 
-    __slots__ = ("cancelled", "emitted", "output_tokens", "prompt_tokens", "sink", "t_admit_s", "t_recv_s")
+    __slots__ = (
+        "cached_tokens",
+        "cancelled",
+        "emitted",
+        "output_tokens",
+        "prompt_tokens",
+        "sink",
+        "t_admit_s",
+        "t_recv_s",
+    )
 
     def __init__(self, prompt_tokens: int, output_tokens: int, t_recv_s: float, sink: Any = None) -> None:
         self.prompt_tokens = prompt_tokens
+        self.cached_tokens = 0  # prompt tokens the prefix cache held: no prefill for them
         self.output_tokens = output_tokens
         self.t_recv_s = t_recv_s
         self.t_admit_s: float | None = None
@@ -45,6 +57,11 @@ class Sequence:
         return self.emitted >= self.output_tokens
 
     @property
+    def prefill_share(self) -> float:
+        """The share (0..1] of the prompt that must be prefilled: the rest was cached."""
+        return 1.0 - self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 1.0
+
+    @property
     def queue_s(self) -> float:
         """Seconds spent waiting before admission (0 until admitted)."""
         return 0.0 if self.t_admit_s is None else self.t_admit_s - self.t_recv_s
@@ -52,18 +69,19 @@ class Sequence:
 
 @dataclass(frozen=True, slots=True)
 class FixedTiming:
-    """Constant time to first token `ttft_s` and inter-token latency `itl_s` (seconds)."""
+    """Constant time to first token `ttft_s` (all prefill: a prefix-cache hit cuts it by the cached share) and
+    inter-token latency `itl_s` (seconds)."""
 
     ttft_s: float
     itl_s: float
 
-    def due_s(self, t_recv_s: float, index: int) -> float:
-        """Return the absolute due time (perf_counter s) of token `index` (0-based)."""
-        return t_recv_s + self.ttft_s + index * self.itl_s
+    def due_s(self, seq: Sequence, index: int) -> float:
+        """Return the absolute due time (perf_counter s) of `seq`'s token `index` (0-based)."""
+        return seq.t_recv_s + self.ttft_s * seq.prefill_share + index * self.itl_s
 
     def tokens_due(self, seq: Sequence, now_s: float) -> int:
         """Return how many of `seq`'s not-yet-emitted tokens are due at `now_s`."""
-        first_s = seq.t_recv_s + self.ttft_s
+        first_s = seq.t_recv_s + self.ttft_s * seq.prefill_share
         itl_s = self.itl_s
         total = seq.output_tokens
         index = seq.emitted
@@ -144,6 +162,6 @@ class BatchingEngine:
             if seq.cancelled:
                 continue
             seq.t_admit_s = start_s
-            admitted_prompt_tokens += seq.prompt_tokens
+            admitted_prompt_tokens += seq.prompt_tokens - seq.cached_tokens
             self.running.append(seq)
         self.step_end_s = start_s + self.params.step_s(len(self.running), admitted_prompt_tokens)

@@ -3,7 +3,8 @@
 Everything comes from the simulator's real state: the running batch and the waiting queue of
 the timing driver, the token counters of finished requests, and one histogram observation per
 finished request (time to first token, time per output token, end-to-end latency, queue time),
-taken from its trace record. Nothing is recorded per token.
+taken from its trace record. Nothing is recorded per token. The prefix cache's counters are vLLM v1's
+(`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache).
 """
 
 from __future__ import annotations
@@ -72,11 +73,18 @@ class SimMetrics:
     def __init__(self) -> None:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.prefix_cache_queries_total = 0  # prompt tokens looked up in the prefix cache (vLLM: queried tokens)
+        self.prefix_cache_hits_total = 0  # ... of which cached (whole 512-token blocks)
         self.requests_by_reason: Counter[str] = Counter()
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.e2e = Histogram()
         self.queue = Histogram()
+
+    def looked_up(self, prompt_tokens: int, hit_tokens: int) -> None:
+        """Count one prefix-cache lookup of `prompt_tokens` tokens, `hit_tokens` of them cached."""
+        self.prefix_cache_queries_total += prompt_tokens
+        self.prefix_cache_hits_total += hit_tokens
 
     def finished(self, record: TraceRecord) -> None:
         """Count one finished (or cancelled: reason "abort") request; a request that ran to its
@@ -110,6 +118,10 @@ class SimMetrics:
             f"vllm:prompt_tokens_total{{{label}}} {self.prompt_tokens_total}",
             "# TYPE vllm:generation_tokens_total counter",
             f"vllm:generation_tokens_total{{{label}}} {self.generation_tokens_total}",
+            "# TYPE vllm:prefix_cache_queries_total counter",
+            f"vllm:prefix_cache_queries_total{{{label}}} {self.prefix_cache_queries_total}",
+            "# TYPE vllm:prefix_cache_hits_total counter",
+            f"vllm:prefix_cache_hits_total{{{label}}} {self.prefix_cache_hits_total}",
             "# TYPE vllm:request_success_total counter",
         ]
         for reason, count in sorted(self.requests_by_reason.items()):

@@ -49,6 +49,8 @@ class CompletionSpec:
     prompt_tokens: int
     output_tokens: int
     finish_reason: str
+    prompt_text: str = ""
+    """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
 
 
 def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens: int) -> CompletionSpec:
@@ -67,10 +69,12 @@ def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens
         if not isinstance(messages, list) or not messages:
             raise bad_request("'messages' must be a non-empty list")
         prompt_tokens = sum(_message_words(message) for message in messages)
+        prompt_text = " ".join(_message_text(message) for message in messages)
     else:
         if "prompt" not in data:
             raise bad_request("'prompt' is required")
         prompt_tokens = _prompt_words(data["prompt"])
+        prompt_text = data["prompt"] if isinstance(data["prompt"], str) else ""
     max_tokens = _optional_int(data, "max_tokens")
     if endpoint == "chat" and max_tokens is None:
         max_tokens = _optional_int(data, "max_completion_tokens")
@@ -92,6 +96,7 @@ def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens
         prompt_tokens=max(prompt_tokens, 1),
         output_tokens=n,
         finish_reason="length" if n == max_tokens else "stop",
+        prompt_text=prompt_text,
     )
 
 
@@ -117,6 +122,14 @@ def _message_words(message: Any) -> int:
             if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
     return 0
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    """The text of a (validated) chat message: its string content or its text parts joined by spaces."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return content if isinstance(content, str) else ""
 
 
 def _prompt_words(prompt: Any) -> int:

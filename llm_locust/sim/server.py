@@ -26,11 +26,13 @@ from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.metrics import SimMetrics
+from llm_locust.sim.prefix_cache import PrefixCache
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import Trace, TraceRecord
 from llm_locust.sim.words import WORDS
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
+from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 
 _COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
     "/v1/chat/completions": "chat",
@@ -63,6 +65,7 @@ class SimApp:
         self.metrics = SimMetrics()
         self.connections: set[SimConnection] = set()
         self.faults = FaultPicker(config.faults, config.fault_seed)
+        self.prefix_cache = PrefixCache(config.prefix_cache_blocks) if config.prefix_cache_blocks > 0 else None
         self._request_numbers = count(1)
         self._started_s = int(time.time())
 
@@ -134,6 +137,11 @@ class SimApp:
         number = next(self._request_numbers)
         response_id = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{number}"
         record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        if self.config.session_header:
+            record.session = request.headers.get(self.config.session_header.lower())
+        if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
+            record.prefix_blocks, record.prefix_blocks_hit = self.prefix_cache.lookup(spec.prompt_text.split())
+            self.metrics.looked_up(spec.prompt_tokens, record.prefix_blocks_hit * BLOCK_TOKENS)
         fault = self.faults.pick() if self.faults.active else None
         if fault in faults.PRE_RESPONSE:
             self._pre_response_fault(fault, request, conn, spec, record)  # type: ignore[arg-type]
@@ -182,6 +190,7 @@ class SimApp:
             )
         else:
             generation = Generation(*args, **kwargs, tokens_per_chunk=self.config.tokens_per_chunk)
+        generation.seq.cached_tokens = min(spec.prompt_tokens, record.prefix_blocks_hit * BLOCK_TOKENS)
         if late:
             generation.seq.t_recv_s = perf_counter()
         conn.generation = generation

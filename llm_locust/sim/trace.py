@@ -13,6 +13,9 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
 - `queue_s`: seconds waiting for a batch slot (batching model; 0 for the fixed model);
 - `cancelled`: the client disconnected before the end; `completion_tokens` then counts what was
   produced and `finish_reason` is None;
+- `prefix_blocks`, `prefix_blocks_hit`: whole 512-token blocks of the prompt and, of those, the leading ones the
+  prefix cache held (`llm_locust.sim.prefix_cache`; both 0 without a cache);
+- `session`: the value of the `--session-header` request header, else None;
 - `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
   response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
   written before it.
@@ -35,8 +38,11 @@ class TraceRecord:
         "fault",
         "finish_reason",
         "id",
+        "prefix_blocks",
+        "prefix_blocks_hit",
         "prompt_tokens",
         "queue_s",
+        "session",
         "stream",
         "t_done",
         "t_recv",
@@ -56,6 +62,9 @@ class TraceRecord:
         self.queue_s = 0.0
         self.cancelled = False
         self.fault: str | None = None
+        self.prefix_blocks = 0
+        self.session: str | None = None
+        self.prefix_blocks_hit = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
@@ -72,6 +81,9 @@ class TraceRecord:
             "queue_s": self.queue_s,
             "cancelled": self.cancelled,
             "fault": self.fault,
+            "prefix_blocks": self.prefix_blocks,
+            "session": self.session,
+            "prefix_blocks_hit": self.prefix_blocks_hit,
         }
 
 

@@ -22,7 +22,7 @@ import orjson
 
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
@@ -65,7 +65,8 @@ def stream_completion(
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
     raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
     count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
-    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
+    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts;
+    `prefix_blocks` its shared prompt blocks (whole, seen before).
     `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
     the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
     --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
@@ -75,7 +76,8 @@ def stream_completion(
     kept = None if counter is None else StreamText()
     url, auth = path, None
     if replica is not None:
-        url, auth, record.groups = replica.url + path, replica.auth, replica.groups
+        url, auth = replica.url + path, replica.auth
+        record.groups += replica.groups
     watch = watchdog.start(record)
     if cancel is not None:
         cancel.start()
@@ -116,9 +118,11 @@ def new_record(
     endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None, prefix_blocks: tuple[int, int] = (0, 0)
 ) -> RequestRecord:
     """The record of a request being sent now (perf_counter), with what the pacer's ticket says and its shared
-    prompt blocks (whole blocks, of which seen before)."""
+    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too)."""
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
     record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
+    if prefix_blocks[0]:
+        record.groups += (reuse_group(*prefix_blocks),)
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record

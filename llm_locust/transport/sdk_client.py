@@ -59,6 +59,7 @@ class SdkClient:
             self.sdk = openai.OpenAI(base_url=host + base, **common)
         self.name = user.path  # the same Locust row as the fast client's
         self.counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # counts the streamed text
+        self.session_header = settings.session_header
 
     def stream(self, request: RequestSpec, ticket: Ticket | None = None) -> RequestRecord:
         """Send `request` with the SDK, read its stream to the end, report it; return its record
@@ -67,6 +68,8 @@ class SdkClient:
         endpoint = user.endpoint
         body = orjson.loads(request.body)
         arguments = {key: body.pop(key) for key in _SDK_ARGUMENTS[endpoint]}
+        if self.session_header:
+            arguments["extra_headers"] = {self.session_header: request.session}
         create = self.sdk.chat.completions.create if endpoint == "chat" else self.sdk.completions.create
         watchdog = user.llm.watchdog
         record = new_record(endpoint, request.expected_prompt_tokens, ticket, request.prefix_blocks)

@@ -2,8 +2,10 @@
 
 One `Workload` per user (its own seeded RNG): `next_request()` returns the next `RequestSpec`.
 Prompts come from the dataset (`--dataset`; a multi-turn conversation is played turn by turn,
-each turn carrying the history) or are synthetic (`prompts.PromptMaker`, `--prompt-tokens`,
-`--prefix-tokens`); `max_tokens` comes from the dataset entry or `--max-tokens`; the length
+each turn carrying the history, by this one user: a session is never split or shared) or are synthetic
+(`prompts.PromptMaker`, `--prompt-tokens`, behind a shared prefix of `prefix_pool.PrefixPool`: `--prefix-tokens`,
+`--prefix-pool`, `--prefix-zipf`); each conversation (each synthetic request) has its own session id, sent in
+`--session-header` when given; `max_tokens` comes from the dataset entry or `--max-tokens`; the length
 fields from the server family (`providers.length_fields`); images are attached to chat
 messages. Every request streams with `stream_options.include_usage`; `--extra-body` wins on
 conflicts.
@@ -12,6 +14,7 @@ conflicts.
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import count
@@ -24,7 +27,8 @@ from llm_locust.load.arrivals import Step
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
-from llm_locust.workload.prompts import PromptMaker, shared_prefix
+from llm_locust.workload.prefix_pool import PrefixPool
+from llm_locust.workload.prompts import PromptMaker
 from llm_locust.workload.providers import length_fields
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.traces import Trace, TraceRequest
@@ -37,11 +41,12 @@ and a seeded run repeats (a counter per process, as the users are created one by
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
-    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`)."""
+    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`) and its session id."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
     prefix_blocks: tuple[int, int] = (0, 0)
+    session: str = ""  # the conversation's id (a synthetic request is its own conversation)
 
 
 @lru_cache(maxsize=2)
@@ -50,10 +55,25 @@ def _block_texts(tokenizer: str, seed: int | None) -> BlockTexts:
     return BlockTexts(token_counter(tokenizer), seed)
 
 
+def prefix_pool(settings: Settings) -> PrefixPool | None:
+    """A fresh pool of the run's shared prefixes (None without --prefix-tokens): one per process and test."""
+    if settings.prefix_tokens <= 0:
+        return None
+    blocks = _block_texts(settings.tokenizer, settings.seed)
+    return PrefixPool(blocks, settings.prefix_pool, settings.prefix_tokens, settings.prefix_zipf)
+
+
 class Workload:
     """The request stream of one user; `endpoint` is 'chat' or 'completions'."""
 
-    def __init__(self, settings: Settings, endpoint: str, worker_index: int = 0, trace: Trace | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint: str,
+        worker_index: int = 0,
+        trace: Trace | None = None,
+        prefixes: PrefixPool | None = None,
+    ) -> None:
         self.settings = settings
         self.trace = trace
         self.endpoint = endpoint
@@ -63,8 +83,11 @@ class Workload:
         self.dataset = load_dataset(settings.dataset, settings.dataset_format) if settings.dataset else ()
         self._turns: Conversation = ()
         self._turn = 0
-        prefix, prefix_tokens = shared_prefix(self.counter, settings.prefix_tokens, seed)
-        self.prompts = PromptMaker(self.counter, self.rng, prefix, prefix_tokens)
+        self._user_id = uuid.UUID(int=self.rng.getrandbits(128)).hex[:12]
+        self._sessions = count(1)
+        self.session = ""
+        self.prefixes = prefixes
+        self.prompts = PromptMaker(self.counter, self.rng)
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
@@ -73,12 +96,12 @@ class Workload:
         that sets lengths sets them."""
         if self.trace is not None and index is not None:
             return self._trace_request(model, self.trace.requests[index])
-        fields, expected = self._next_fields(step.prompt_tokens if step is not None else None)
+        fields, expected, blocks = self._next_fields(step.prompt_tokens if step is not None else None)
         body = self._body(fields, model, step.max_tokens if step is not None else None)
         if self.endpoint == "chat" and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
-        return RequestSpec(orjson.dumps(body), expected)
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session)
 
     def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
         """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length."""
@@ -87,21 +110,26 @@ class Workload:
         body = self._body({"prompt": text}, model, request.output_tokens)
         return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen))
 
-    def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None]:
-        """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), and
-        the expected prompt tokens."""
+    def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
+        """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the
+        expected prompt tokens, and the shared prefix blocks (whole, seen before); starts a new session with each
+        conversation (each synthetic request)."""
         if not self.dataset:
-            text, tokens = self.prompts.prompt(prompt_tokens or self.settings.prompt_tokens.sample(self.rng))
-            return {"prompt": text}, tokens
+            self.session = f"{self._user_id}-{next(self._sessions)}"
+            tokens = prompt_tokens or self.settings.prompt_tokens.sample(self.rng)
+            prefix, prefix_tokens, blocks = self.prefixes.draw(self.rng, tokens) if self.prefixes else ("", 0, (0, 0))
+            text, counted = self.prompts.prompt(tokens, prefix, prefix_tokens)
+            return {"prompt": text}, counted, blocks
         if self._turn >= len(self._turns):
             self._turns, self._turn = self.rng.choice(self.dataset), 0
+            self.session = f"{self._user_id}-{next(self._sessions)}"
         fields = self._turns[self._turn]
         self._turn += 1
         expected = None
         if self.settings.tokenizer:
             texts = [m["content"] for m in fields["messages"]] if "messages" in fields else [fields["prompt"]]
             expected = sum(self.counter.count(t) for t in texts if isinstance(t, str))
-        return fields, expected
+        return fields, expected, (0, 0)
 
     def _body(self, fields: dict[str, Any], model: str, max_tokens: int | None) -> dict[str, Any]:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`

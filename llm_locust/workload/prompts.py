@@ -4,8 +4,8 @@ Each prompt is random words from a fixed vocabulary (no repeated pad token, so n
 prefix-cache hits), sized with the run's token counter (`tokens.py`): with the word
 approximation a prompt of n tokens is n words; with a tokenizer, only vocabulary words that are
 one token after a space are used and the whole prompt is counted and trimmed/extended until it
-has exactly n tokens. A shared prefix (`--prefix-tokens`) is the same text for every user of
-every worker (it depends only on `--seed`), followed by a space and the varied part.
+has exactly n tokens. A shared prefix (`--prefix-tokens`, `prefix_pool.py`) goes in front, followed by a space
+and the varied part.
 """
 
 from __future__ import annotations
@@ -36,40 +36,25 @@ _FIX_ROUNDS = 64
 class PromptMaker:
     """Makes prompts of an exact token length (as counted by `counter`); one per user, seeded."""
 
-    def __init__(self, counter: TokenCounter, rng: random.Random, prefix: str = "", prefix_tokens: int = 0) -> None:
+    def __init__(self, counter: TokenCounter, rng: random.Random) -> None:
         self.counter = counter
         self.rng = rng
-        self.prefix = prefix
-        self.prefix_tokens = prefix_tokens
         self.words = single_token_words(counter)
         self.lead_words = leading_words(counter, self.words)
 
-    def prompt(self, tokens: int) -> tuple[str, int]:
-        """A prompt of `tokens` tokens after the shared prefix; returns (text, its counted tokens).
+    def prompt(self, tokens: int, prefix: str = "", prefix_tokens: int = 0) -> tuple[str, int]:
+        """A prompt of `tokens` tokens after `prefix` (of `prefix_tokens` tokens); returns (text, its counted tokens).
 
         The count is the tokenizer's verdict on the final text (prefix included): equal to
         prefix_tokens + `tokens` except with tokenizers that merge across spaces.
         """
         words = self.rng.choices(self.words, k=tokens)
-        head = self.prefix + " " if self.prefix else ""
+        head = prefix + " " if prefix else ""
         if not head:
             words[0] = self.rng.choice(self.lead_words)
         if self.counter.exact_words:
-            return head + " ".join(words), self.prefix_tokens + tokens
-        return fit(self.counter, head, words, self.prefix_tokens + tokens, self.rng, self.words)
-
-
-def shared_prefix(counter: TokenCounter, tokens: int, seed: int | None) -> tuple[str, int]:
-    """The prefix every user shares: (text, counted tokens); ('', 0) when `tokens` is 0."""
-    if tokens <= 0:
-        return "", 0
-    rng = random.Random(f"prefix/{seed or 0}")
-    words = single_token_words(counter)
-    picked = rng.choices(words, k=tokens)
-    picked[0] = rng.choice(leading_words(counter, words))
-    if counter.exact_words:
-        return " ".join(picked), tokens
-    return fit(counter, "", picked, tokens, rng, words)
+            return head + " ".join(words), prefix_tokens + tokens
+        return fit(self.counter, head, words, prefix_tokens + tokens, self.rng, self.words)
 
 
 def fit(

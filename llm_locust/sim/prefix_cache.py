@@ -1,0 +1,40 @@
+"""The simulator's prefix cache: an LRU of 512-token KV-cache blocks, as vLLM's automatic prefix caching counts them.
+
+A prompt (its words: the simulator counts one token per word) is cut into whole blocks of `BLOCK_TOKENS`; block i is
+named by a hash chained over blocks 0..i, so a block hits only when the whole prefix up to it was seen before. A
+request's hits are its leading blocks found in the cache; then every whole block of it is stored (most recent last)
+and the least recently used blocks beyond `capacity_blocks` are dropped. A cut last block is never cached.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
+
+
+class PrefixCache:
+    """LRU of at most `capacity_blocks` blocks; `lookup` answers and updates it in request-arrival order."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity_blocks = capacity_blocks
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+
+    def lookup(self, words: list[str]) -> tuple[int, int]:
+        """Count one prompt of `words` (one token each); return (its whole blocks, of which leading cache hits)."""
+        blocks = self._blocks
+        hits = 0
+        leading = True
+        key = 0
+        whole = len(words) // BLOCK_TOKENS
+        for index in range(whole):
+            key = hash((key, " ".join(words[index * BLOCK_TOKENS : (index + 1) * BLOCK_TOKENS])))
+            if key in blocks:
+                blocks.move_to_end(key)
+                hits += leading
+            else:
+                leading = False
+                blocks[key] = None
+        while len(blocks) > self.capacity_blocks:
+            blocks.popitem(last=False)
+        return whole, hits
