@@ -21,6 +21,7 @@ from llm_locust.sim import run_sim
 from llm_locust.transport.replicas import ReplicaSet, check_hosts, replica, split_hosts
 
 SECRET = "s3cr3t-replica-pass"
+USER = "replica-user-x7"  # a URL user name is registered as a secret process-wide: never a common word here
 
 
 def test_split_and_check_every_url():
@@ -40,8 +41,8 @@ def test_split_and_check_every_url():
 
 
 def test_replica_credentials_become_auth_never_the_label():
-    r = replica(f"http://user:{SECRET}@127.0.0.1:8001/", several=True)
-    assert r.url == "http://127.0.0.1:8001" and r.auth == ("user", SECRET)
+    r = replica(f"http://{USER}:{SECRET}@127.0.0.1:8001/", several=True)
+    assert r.url == "http://127.0.0.1:8001" and r.auth == (USER, SECRET)
     assert r.groups == (("replica", "http://127.0.0.1:8001"),)
     assert SECRET not in repr(r)
     assert replica("http://127.0.0.1:8001", several=False).groups == ()  # one replica: no breakdown
@@ -162,10 +163,10 @@ def test_live_view_shows_each_replica(tmp_path, monkeypatch):
 def test_replica_credentials_go_to_that_replica_only_and_never_into_files(tmp_path):
     """Credentials in one replica's URL: Basic auth on that replica's requests only, never in the results."""
     with RecordingServer() as plain, RecordingServer() as guarded:
-        guarded_url = guarded.url.replace("http://", f"http://user:{SECRET}@")
+        guarded_url = guarded.url.replace("http://", f"http://{USER}:{SECRET}@")
         opts = options("--host", f"{plain.url},{guarded_url}", "--max-tokens", "4", "--results-dir", str(tmp_path))
         run_local(opts, users=2, seconds=1)
-    basic = "Basic " + base64.b64encode(f"user:{SECRET}".encode()).decode()
+    basic = "Basic " + base64.b64encode(f"{USER}:{SECRET}".encode()).decode()
     plain_posts = [r for r in plain.requests if r["method"] == "POST"]
     guarded_posts = [r for r in guarded.requests if r["method"] == "POST"]
     assert plain_posts and guarded_posts

@@ -114,7 +114,7 @@ def test_verified_connection_with_the_test_ca(tmp_path, pki, good_sim, clean_env
     else:
         clean_env.setenv(trust, str(pki / "ca.pem"))
     summary = local_run(tmp_path, good_sim.url, *extra)
-    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] == 4
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
     settings = summary["settings"]
     assert settings["insecure"] is False and settings["ca_bundle"] == (extra[-1] if trust == "--ca-bundle" else "")
 
@@ -197,7 +197,7 @@ def test_insecure_skips_verification_warns_once_and_is_recorded(tmp_path, pki, c
     assert output.count("--insecure: TLS certificates and host names are not verified") == 1
     summary = read_summary(tmp_path)
     assert summary["settings"]["insecure"] is True
-    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] == 4
 
 
 # -- unusable trust stores -------------------------------------------------------------------------------------------
