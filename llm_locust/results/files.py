@@ -69,6 +69,8 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
         "output_tokens_per_s": per_s(window.output_tokens, duration_s),
         "total_tokens_per_s": per_s(window.output_tokens + window.prompt_tokens, duration_s),
+        "inputs_per_s": per_s(window.inputs, duration_s),
+        "input_tokens_per_s": per_s(window.prompt_tokens, duration_s),
     }
 
 

@@ -5,8 +5,13 @@ Prompts come from the dataset (`--dataset`; a multi-turn conversation is played 
 each turn carrying the history) or are synthetic (`prompts.PromptMaker`, `--prompt-tokens`,
 `--prefix-tokens`); `max_tokens` comes from the dataset entry or `--max-tokens`; the length
 fields from the server family (`providers.length_fields`); images are attached to chat
-messages. Every request streams with `stream_options.include_usage`; `--extra-body` wins on
-conflicts.
+messages. Every request streams (chat and text completions with `stream_options.include_usage`;
+the Responses and Messages APIs send usage anyway); `--extra-body` wins on conflicts.
+
+Each API's shape of the prompt is one function in `_SHAPES`: chat `messages`, text completions
+`prompt`, Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with
+the system messages moved to its `system` field. An embeddings request carries
+`--embedding-batch` prompts as its `input` list and is not streamed.
 """
 
 from __future__ import annotations
@@ -36,10 +41,11 @@ class RequestSpec:
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
+    inputs: int = 1  # embeddings: the inputs in the request's `input` list
 
 
 class Workload:
-    """The request stream of one user; `endpoint` is 'chat' or 'completions'."""
+    """The request stream of one user; `endpoint` is one of `metrics.apis.ENDPOINTS`."""
 
     def __init__(self, settings: Settings, endpoint: str, worker_index: int = 0) -> None:
         self.settings = settings
@@ -57,12 +63,24 @@ class Workload:
 
     def next_request(self, model: str) -> RequestSpec:
         """The next request of this user for `model`."""
+        if self.endpoint == "embeddings":
+            return self._embeddings_request(model)
         fields, expected = self._next_fields()
         body = self._body(fields, model)
         if self.endpoint == "chat" and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
         return RequestSpec(orjson.dumps(body), expected)
+
+    def _embeddings_request(self, model: str) -> RequestSpec:
+        """The next embeddings request: `--embedding-batch` prompts (a dataset entry's messages joined) as `input`."""
+        texts, expected = [], 0
+        for _ in range(self.settings.embedding_batch):
+            fields, tokens = self._next_fields()
+            texts.append(fields["prompt"] if "prompt" in fields else _joined(fields["messages"]))
+            expected = None if tokens is None or expected is None else expected + tokens
+        body = {"model": model, "input": texts, **self.settings.extra_body}
+        return RequestSpec(orjson.dumps(body), expected, len(texts))
 
     def _next_fields(self) -> tuple[dict[str, Any], int | None]:
         """Body fields with the prompt (or messages), and the expected prompt tokens."""
@@ -84,15 +102,11 @@ class Workload:
         settings = self.settings
         body = dict(fields)
         max_tokens = body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
-        if self.endpoint == "chat":
-            if "prompt" in body:
-                body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
-        elif "messages" in body:
-            body["prompt"] = "\n".join(m["content"] for m in body.pop("messages") if isinstance(m["content"], str))
+        _SHAPES[self.endpoint](body)
         body.update(
             model=model,
             stream=True,
-            stream_options={"include_usage": True},
+            **({"stream_options": {"include_usage": True}} if self.endpoint in ("chat", "completions") else {}),
             **length_fields(settings.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
         body.update(settings.extra_body)
@@ -101,6 +115,43 @@ class Workload:
     def _images(self) -> list[str]:
         """Data URLs to attach to this request: the --image files, then one generated image."""
         return self.images + ([self.rng.choice(self.image_pool)] if self.image_pool else [])
+
+
+def _chat_shape(body: dict[str, Any]) -> None:
+    """Chat: the prompt as one user message."""
+    if "prompt" in body:
+        body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
+
+
+def _completions_shape(body: dict[str, Any]) -> None:
+    """Text completions: the messages' texts joined into one prompt."""
+    if "messages" in body:
+        body["prompt"] = _joined(body.pop("messages"))
+
+
+def _responses_shape(body: dict[str, Any]) -> None:
+    """Responses API: the prompt text, or the messages, as `input`."""
+    body["input"] = body.pop("prompt") if "prompt" in body else body.pop("messages")
+
+
+def _messages_shape(body: dict[str, Any]) -> None:
+    """Anthropic Messages: user/assistant messages; the system messages' texts go to the `system` field."""
+    _chat_shape(body)
+    messages = body["messages"]
+    system = [m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str)]
+    body["messages"] = [m for m in messages if m.get("role") != "system"]
+    if system:
+        body["system"] = "\n".join(system)
+
+
+_SHAPES = {"chat": _chat_shape, "completions": _completions_shape, "responses": _responses_shape,
+           "messages": _messages_shape}  # fmt: skip
+"""Each streamed API's prompt fields, made from the prompt or the messages (in place)."""
+
+
+def _joined(messages: list[dict[str, Any]]) -> str:
+    """The texts of `messages` joined by newlines (parts that are not text left out)."""
+    return "\n".join(m["content"] for m in messages if isinstance(m["content"], str))
 
 
 def _attach_images(body: dict[str, Any], urls: list[str]) -> None:
