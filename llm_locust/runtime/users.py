@@ -1,12 +1,12 @@
 """Locust User classes, one per API: they send requests to an LLM endpoint and measure them.
 
-`ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions),
-`ResponsesUser` (POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream;
-`EmbeddingsUser` (POST /v1/embeddings) does not. They send when the process's pacer hands them
-a ticket: in closed loop as soon as their last request ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
-sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them
-in a locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the
-plugin supplies the settings (command-line options) and collects the metrics.
+`ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
+(POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
+/v1/embeddings) does not. They send when the process's pacer hands them a ticket: in closed loop as soon as
+their last request ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
+sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them in a
+locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the plugin supplies the
+settings (command-line options) and collects the metrics.
 """
 
 from __future__ import annotations
