@@ -1,4 +1,4 @@
-"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `report`, `options`."""
+"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `report`, `compare`, `options`."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from llm_locust.demo import add_parser as add_demo_parser
     from llm_locust.report.cli import add_parser as add_report_parser
+    from llm_locust.report.compare_cli import add_parser as add_compare_parser
     from llm_locust.sim.cli import add_parser as add_sim_parser
 
     add_sim_parser(commands)
     add_demo_parser(commands)
     add_report_parser(commands)
+    add_compare_parser(commands)
     options = commands.add_parser(
         "options",
         help="List the options llm-locust adds to `locust` (Locust's own --help is printed before "
@@ -41,8 +43,10 @@ def _print_locust_options(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the process exit code."""
+    from llm_locust.report.compare_cli import split_sides
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(split_sides(sys.argv[1:] if argv is None else list(argv)))
     return int(args.run(args) or 0)
 
 

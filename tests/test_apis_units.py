@@ -174,3 +174,23 @@ def test_impossible_combinations_are_refused(args, needle):
     with pytest.raises(ConfigError, match=needle):
         check_api(*args)
     check_api("openai-compatible", "vllm", "responses", True, "fast")  # vLLM's fields, as in chat
+
+
+def test_tokenizer_text_of_typed_events():
+    """--tokenizer counts the text of the same events the parsers count as tokens."""
+    from llm_locust.metrics.stream_text import StreamText
+
+    kept = StreamText()
+    for data in (
+        typed("response.created", response=RESPONSE),
+        typed("response.reasoning_text.delta", delta="think "),
+        typed("response.output_text.delta", delta="Hi"),
+        typed("response.output_text.done", text="Hi"),
+        typed("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "hmm "}),
+        typed("content_block_delta", index=1, delta={"type": "text_delta", "text": "there"}),
+        typed("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": "{}"}),
+        typed("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "sig"}),
+        typed("message_stop"),
+    ):
+        kept.add(data)
+    assert kept.text() == "think Hihmm there{}"

@@ -65,6 +65,7 @@ def test_sub_command_docs_are_exactly_their_help():
         ("sim", "docs/simulator.md", "## Options"),
         ("demo", "docs/options.md", "## `llm-locust demo`"),
         ("report", "docs/options.md", "## `llm-locust report`"),
+        ("compare", "docs/options.md", "## `llm-locust compare`"),
     ):
         listed = help_options(llm_locust(command, "--help"))
         assert len(listed) >= 4, command

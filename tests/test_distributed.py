@@ -31,7 +31,7 @@ def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     sent_by_worker: Counter[str] = Counter()
 
     def count_sent(client_id, data):
-        for window in delta_from_wire(data.get(WIRE_KEY, {})).values():
+        for window in delta_from_wire(data[WIRE_KEY]).windows.values() if WIRE_KEY in data else ():
             sent_by_worker[client_id] += window.requests_ok + window.requests_failed
             sent["requests_ok"] += window.requests_ok
             sent["output_tokens"] += window.output_tokens
@@ -118,7 +118,7 @@ def test_a_worker_that_dies_is_reported_and_its_data_kept(fast_sim, tmp_path):
         worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
 
         def count(client_id, data, i=i):
-            windows = delta_from_wire(data.get(WIRE_KEY, {})).values()
+            windows = delta_from_wire(data[WIRE_KEY]).windows.values() if WIRE_KEY in data else ()
             sent[i] = sent.get(i, 0) + sum(w.requests_ok for w in windows)
 
         worker_env.events.report_to_master.add_listener(count)

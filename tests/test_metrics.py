@@ -3,6 +3,7 @@
 import random
 from collections import Counter
 
+from llm_locust.load.arrivals import Step, StepSpan
 from llm_locust.metrics.histograms import (
     MetricsRecorder,
     RunMetrics,
@@ -11,7 +12,7 @@ from llm_locust.metrics.histograms import (
     delta_to_wire,
 )
 from llm_locust.metrics.record import ErrorKind, RequestRecord
-from llm_locust.results.files import USER_ERROR_CAUSES, diagnose, metric_stats
+from llm_locust.results.files import USER_ERROR_CAUSES, breakdowns, diagnose, metric_stats
 
 
 def make_record(rng, ok=True):
@@ -59,13 +60,46 @@ def test_merge_of_wire_deltas_equals_the_union():
         union.add(r)
     for rec in recorders:
         run.merge_delta(delta_from_wire(delta_to_wire(rec.take_delta())))
-        assert rec.take_delta() == {}
+        assert not rec.take_delta()
     assert metric_stats(run.total) == metric_stats(union)
     assert run.total.failures == union.failures and run.total.output_tokens == union.output_tokens
     windows = run.pop_windows(float("inf"))
     assert [start for start, _ in windows] == [1000, 1001, 1002]
     assert sum(w.requests_ok + w.requests_failed for _, w in windows) == 300
     assert run.pop_windows(float("inf")) == []
+
+
+def test_breakdowns_travel_with_the_delta_and_leave_warmup_out():
+    rng = random.Random(3)
+    recorders = [MetricsRecorder(1.0) for _ in range(2)]
+    expected: dict[tuple[str, str, int], WindowMetrics] = {}
+    run = RunMetrics()
+    for i in range(400):
+        r = make_record(rng, ok=i % 7 != 0)
+        r.step, r.measured = (i % 3) - 1, i % 5 != 0  # steps -1, 0, 1; a fifth in warm-up
+        replica = f"http://10.0.0.{i % 11}:8000"  # labels may hold ":"; 11 sorts after 2 naturally
+        r.groups = (("replica", replica), ("prompt_tokens", ("8-15", "16-31", "512-1023")[i % 3]))
+        recorders[i % 2].record(r, 1000.0 + i * 0.01)
+        if r.step < 0 or r.measured:
+            for dimension, label in r.groups:
+                expected.setdefault((dimension, label, r.step), WindowMetrics()).add(r)
+    for rec in recorders:
+        delta = delta_from_wire(delta_to_wire(rec.take_delta()))
+        assert delta.requests == 200
+        run.merge_delta(delta)
+    assert run.total.requests_ok + run.total.requests_failed == 400  # groups never count twice
+    assert {tuple(k): metric_stats(w) for k, w in run.groups.items()} == {
+        k: metric_stats(w) for k, w in expected.items()
+    }
+    spans = tuple(StepSpan(Step(i, 1, None, 10.0, 2.0), 0.0, 2.0, 12.0) for i in range(2))
+    document = breakdowns(run, 60.0, spans)
+    replicas = [(e["step"], e["label"]) for e in document["replica"]]
+    assert replicas == [(step, f"http://10.0.0.{n}:8000") for step in (None, 0, 1) for n in range(11)]
+    assert [e["label"] for e in document["prompt_tokens"]] == ["8-15", "16-31", "512-1023"]  # one per step here
+    for entry in document["prompt_tokens"]:
+        window = expected[("prompt_tokens", entry["label"], -1 if entry["step"] is None else entry["step"])]
+        assert entry["requests_ok"] == window.requests_ok and entry["failures"] == dict(window.failures)
+        assert entry["throughput"]["duration_s"] == (60.0 if entry["step"] is None else 10.0)
 
 
 def test_empty_distribution_is_none_not_zero():

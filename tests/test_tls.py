@@ -114,7 +114,7 @@ def test_verified_connection_with_the_test_ca(tmp_path, pki, good_sim, clean_env
     else:
         clean_env.setenv(trust, str(pki / "ca.pem"))
     summary = local_run(tmp_path, good_sim.url, *extra)
-    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 2
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] == 4
     settings = summary["settings"]
     assert settings["insecure"] is False and settings["ca_bundle"] == (extra[-1] if trust == "--ca-bundle" else "")
 
@@ -189,8 +189,8 @@ def test_no_byte_of_a_request_reaches_an_unverified_server(tmp_path, pki, clean_
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_insecure_skips_verification_warns_once_and_is_recorded(tmp_path, pki, client):
     with tls_sim(pki, "unknown_issuer") as sim:
-        proc = run_locust(LOCUSTFILE, "-u", "2", "-r", "2", "-t", "2s", "--host", sim.url, "--insecure",
-                          "--client", client, "--max-tokens", "8", "--results-dir", str(tmp_path),
+        proc = run_locust(LOCUSTFILE, "-u", "2", "-r", "2", "-t", "60s", "--max-requests", "4", "--host", sim.url,
+                          "--insecure", "--client", client, "--max-tokens", "8", "--results-dir", str(tmp_path),
                           env=subprocess_env())  # fmt: skip
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_locust.load.arrivals import ARRIVAL_KINDS
+from llm_locust.transport.replicas import BALANCES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
     FAMILIES,
@@ -87,6 +88,7 @@ def add_arguments(parser: Any) -> None:
     add_provider_arguments(group)
     add_server_metrics_arguments(parser)
     _add_gate_arguments(group)
+    add_replica_and_cancel_arguments(parser)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -113,7 +115,10 @@ def add_workload_arguments(group: Any) -> None:
         "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
     )
     group.add_argument(
-        "--tokenizer", default="", help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly"
+        "--tokenizer",
+        default="",
+        help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "
+        "streamed text (checked against the server's usage)",
     )
     group.add_argument(
         "--embedding-batch", type=int, default=1, help="Embeddings (locustfiles/embeddings.py): inputs per request"
@@ -280,6 +285,43 @@ def _add_gate_arguments(group: Any) -> None:
         type=float,
         default=60.0,
         help="Time after the start left out of the early drift window (ramp-up, caches), seconds",
+    )
+
+
+def add_replica_and_cancel_arguments(parser: Any) -> None:
+    """Several replicas behind --host (`llm_locust.transport.replicas`) and streams closed early by the client
+    (`llm_locust.transport.cancel`)."""
+    group = _WebUIGroup(
+        parser.add_argument_group(
+            "llm-locust replicas and cancellation",
+            "--host URL1,URL2,... spreads the requests over several replicas; cancelled streams",
+        )
+    )
+    group.add_argument(
+        "--balance",
+        default="round-robin",
+        choices=BALANCES,
+        help="How each process spreads requests over the replicas of a comma-separated --host: round-robin "
+        "(default) or least-in-flight",
+    )
+    group.add_argument(
+        "--cancel-rate",
+        type=float,
+        default=0.0,
+        help="Share of streams the client closes early (0..1), with --cancel-after-tokens or --cancel-after-ms; "
+        "counted as cancelled, not failed",
+    )
+    group.add_argument(
+        "--cancel-after-tokens",
+        type=int,
+        default=0,
+        help="A cancelled stream is closed once this many token events have arrived",
+    )
+    group.add_argument(
+        "--cancel-after-ms",
+        type=float,
+        default=0.0,
+        help="A cancelled stream is closed this many ms after its request was sent",
     )
 
 

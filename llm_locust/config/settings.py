@@ -21,6 +21,7 @@ from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.scrape.server_maps import load_maps
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.proxy import proxy_urls
+from llm_locust.transport.replicas import split_hosts
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
@@ -87,6 +88,11 @@ class Settings:
     max_drift_pct: float | None = None
     drift_window_s: float = 300.0
     drift_warmup_s: float = 60.0
+    # replicas and cancellation (add_replica_and_cancel_arguments)
+    balance: str = "round-robin"
+    cancel_rate: float = 0.0
+    cancel_after_tokens: int = 0
+    cancel_after_ms: float = 0.0
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:
@@ -107,6 +113,7 @@ class Settings:
         _check_load(options)
         gates = {name: _optional_float(options, name) for name in ("max_error_rate", "max_drift_pct")}
         _check_gates(options, **gates)
+        _check_cancel(options)
         api_key_env = options.api_key_env or API_KEY_ENV[options.provider]
         derived = {
             **gates,
@@ -168,7 +175,8 @@ def register_secrets(options: Any) -> None:
     redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
     for text in _as_list(options.header):
         redact.register(text.partition(":")[2].strip())
-    for url in (getattr(options, "host", None), *_as_list(getattr(options, "metrics_url", None)), *proxy_urls()):
+    hosts = split_hosts(getattr(options, "host", None))
+    for url in (*hosts, *_as_list(getattr(options, "metrics_url", None)), *proxy_urls()):
         redact.register_url(url)
 
 
@@ -280,18 +288,21 @@ def _as_list(value: Any) -> list[str]:
     return [item for item in value or [] if not isinstance(item, str) or item.strip()]
 
 
-def check_host(host: str | None) -> None:
-    """Raise ConfigError unless `host` (Locust's --host) is empty or an http(s) URL with an address."""
-    if not host:
-        return  # given later (web UI form) or on the master
-    scheme, sep, rest = host.partition("://")
-    example = "e.g. --host http://127.0.0.1:8000"
-    if not sep:
-        raise ConfigError(f"--host {host!r} has no URL scheme: start it with http:// or https://, {example}")
-    if scheme.lower() not in ("http", "https"):
-        raise ConfigError(f"--host {host!r}: unknown URL scheme {scheme!r}; use http:// or https://, {example}")
-    if not rest.split("/", 1)[0].rpartition("@")[2]:
-        raise ConfigError(f"--host {host!r} names no server address, {example}")
+def _check_cancel(options: Any) -> None:
+    """Raise ConfigError naming a cancellation option out of its range or missing its partner."""
+    rate, tokens, after_ms = options.cancel_rate, options.cancel_after_tokens, options.cancel_after_ms
+    if not 0 <= rate <= 1:
+        raise ConfigError(f"--cancel-rate must be a fraction in [0, 1], e.g. 0.2, got {rate:g}")
+    if tokens < 0 or after_ms < 0:
+        raise ConfigError("--cancel-after-tokens and --cancel-after-ms must be >= 0")
+    if tokens and after_ms:
+        raise ConfigError("--cancel-after-tokens and --cancel-after-ms exclude each other: give one")
+    if rate and not (tokens or after_ms):
+        raise ConfigError("--cancel-rate needs --cancel-after-tokens N or --cancel-after-ms T (when to close)")
+    if (tokens or after_ms) and not rate:
+        raise ConfigError("--cancel-after-tokens / --cancel-after-ms need --cancel-rate P (the share to close)")
+    if rate and options.client != "fast":
+        raise ConfigError("--cancel-rate needs the fast client (--client fast): the openai-sdk client cannot cancel")
 
 
 def _optional_float(options: Any, name: str) -> float | None:

@@ -6,10 +6,15 @@ wide). A worker ships the windows it filled since its last report as a delta (`t
 the master (or a local runner, in process) merges deltas into `RunMetrics`, which keeps the
 run totals plus the windows not yet written to the time series.
 
+Breakdowns: a request whose record names `groups` — (dimension, label) pairs such as
+("replica", "2") or ("prompt_tokens", "512-1023") — also counts in one window per pair and
+sweep step (`GroupKey`), merged like the steps: warm-up requests of a step are left out.
+
 Latency histograms hold integer microseconds (HdrHistogram, 3 significant digits: <= 0.1 %
 error, 1 µs .. 1 h); the output-token histogram holds tokens. Failed requests count in
 `failures` by kind; their latencies never enter the successes' distributions (only their TTFT,
-in its own `ttft_failed` histogram).
+in its own `ttft_failed` histogram). Cancelled requests (closed early by the client on purpose) count in
+`requests_cancelled`: their TTFT with the successes', their E2E and output tokens in histograms of their own.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ class WindowMetrics:
     hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in HISTOGRAM_METRICS})
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(HISTOGRAM_METRICS, 0))
     requests_ok: int = 0
+    requests_cancelled: int = 0  # closed early by the client on purpose (--cancel-rate): neither ok nor failed
     requests_good: int = 0  # successful requests that met every --slo (goodput)
     output_tokens: int = 0
     prompt_tokens: int = 0
@@ -109,12 +115,20 @@ class WindowMetrics:
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
     inputs: int = 0  # embeddings: inputs embedded by successful requests
+    output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
+    output_mismatches: int = 0  # ... of which the counts differ
+    output_diff_sum: int = 0  # sum of (client - server) output-token differences
+    output_abs_diff_sum: int = 0  # sum of |client - server|
+    output_max_abs_diff: int = 0  # largest |client - server|
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
         queue_delay_s = record.queue_delay_s
         if queue_delay_s is not None:  # how late it left is known even when it failed
             self._record("queue_delay", _us(queue_delay_s))
+        if record.cancelled:
+            self._add_cancelled(record)
+            return
         if not record.ok:
             self.failures[str(record.error_kind)] += 1
             if record.t_first is not None:
@@ -138,6 +152,8 @@ class WindowMetrics:
             if diff:
                 self.prompt_mismatches += 1
                 self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
+        if record.local_output_tokens is not None and record.usage_completion_tokens is not None:
+            self._check_output(record.local_output_tokens - record.usage_completion_tokens)
         self._record("e2e", _us(record.e2e_s))
         if record.t_first is None:  # an embeddings request: its latency (E2E) is all there is
             return
@@ -152,6 +168,23 @@ class WindowMetrics:
             gaps_us = np.minimum(np.frombuffer(record.itl_us, dtype=np.int64), _HIGHEST_US)
             record_values(hist["itl"], gaps_us)
             self.sums["itl"] += int(gaps_us.sum())
+
+    def _add_cancelled(self, record: RequestRecord) -> None:
+        """Count a cancelled request: its TTFT with the others', its E2E and output tokens apart."""
+        self.requests_cancelled += 1
+        if record.t_first is not None:
+            self._record("ttft", _us(record.ttft_s))
+            self._record("e2e_cancelled", _us(record.e2e_s))
+        self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
+
+    def _check_output(self, diff: int) -> None:
+        """Count one request whose local output-token count is `diff` tokens above the server's."""
+        self.output_checks += 1
+        if diff:
+            self.output_mismatches += 1
+            self.output_diff_sum += diff
+            self.output_abs_diff_sum += abs(diff)
+            self.output_max_abs_diff = max(self.output_max_abs_diff, abs(diff))
 
     def _record(self, metric: str, value: int) -> None:
         self.hist[metric].record_value(value)
@@ -168,6 +201,7 @@ class WindowMetrics:
                 self.hist[name].add(h)
                 self.sums[name] += other.sums[name]
         self.requests_ok += other.requests_ok
+        self.requests_cancelled += other.requests_cancelled
         self.requests_good += other.requests_good
         self.output_tokens += other.output_tokens
         self.prompt_tokens += other.prompt_tokens
@@ -180,6 +214,11 @@ class WindowMetrics:
         self.prompt_checks += other.prompt_checks
         self.prompt_mismatches += other.prompt_mismatches
         self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
+        self.output_checks += other.output_checks
+        self.output_mismatches += other.output_mismatches
+        self.output_diff_sum += other.output_diff_sum
+        self.output_abs_diff_sum += other.output_abs_diff_sum
+        self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -191,12 +230,18 @@ class WindowMetrics:
         """Failed requests, all kinds."""
         return sum(self.failures.values())
 
+    @property
+    def requests_finished(self) -> int:
+        """Requests that ended: successful, failed or cancelled."""
+        return self.requests_ok + self.requests_failed + self.requests_cancelled
+
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-able dict (what a worker sends); `from_wire` reverses it."""
         return {
             "hist": {n: h.encode() for n, h in self.hist.items() if h.get_total_count()},
             "sums": {n: self.sums[n] for n, h in self.hist.items() if h.get_total_count()},
             "requests_ok": self.requests_ok,
+            "requests_cancelled": self.requests_cancelled,
             "requests_good": self.requests_good,
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
@@ -206,6 +251,13 @@ class WindowMetrics:
             "token_sources": dict(self.token_sources),
             "usage_event_mismatches": self.usage_event_mismatches,
             "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
+            "output": [
+                self.output_checks,
+                self.output_mismatches,
+                self.output_diff_sum,
+                self.output_abs_diff_sum,
+                self.output_max_abs_diff,
+            ],
         }
 
     @classmethod
@@ -218,6 +270,7 @@ class WindowMetrics:
             release_histogram(decoded)
             window.sums[name] = data["sums"][name]
         window.requests_ok = data["requests_ok"]
+        window.requests_cancelled = data["requests_cancelled"]
         window.requests_good = data["requests_good"]
         window.output_tokens = data["output_tokens"]
         window.prompt_tokens = data["prompt_tokens"]
@@ -228,6 +281,8 @@ class WindowMetrics:
         window.usage_event_mismatches = data["usage_event_mismatches"]
         (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
          window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
+        (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
+         window.output_max_abs_diff) = data["output"]  # fmt: skip
         return window
 
 
@@ -245,8 +300,35 @@ class WindowKey(NamedTuple):
     measured: bool
 
 
-Delta = dict[WindowKey, WindowMetrics]
-"""What one process measured since its last report."""
+class GroupKey(NamedTuple):
+    """One breakdown of the run: the requests of `label` along `dimension` sent in sweep step
+    `step` (-1: none)."""
+
+    dimension: str
+    label: str
+    step: int
+
+
+@dataclass
+class Delta:
+    """What one process measured since its last report: its time windows and its breakdowns
+    (the same requests again, by group)."""
+
+    windows: dict[WindowKey, WindowMetrics] = field(default_factory=dict)
+    groups: dict[GroupKey, WindowMetrics] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.windows)
+
+    @property
+    def requests(self) -> int:
+        """Requests in the delta, successful, failed or cancelled (each once)."""
+        return sum(w.requests_finished for w in self.windows.values())
+
+    def release(self) -> None:
+        """Free every window's histograms (the delta was sent)."""
+        for window in (*self.windows.values(), *self.groups.values()):
+            window.release()
 
 
 class MetricsRecorder:
@@ -261,7 +343,7 @@ class MetricsRecorder:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
         self.slos = slos
-        self._pending: Delta = {}
+        self._pending = Delta()
 
     def window_start(self, t_wall_s: float) -> int:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
@@ -269,11 +351,13 @@ class MetricsRecorder:
 
     def record(self, record: RequestRecord, t_wall_s: float) -> None:
         """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""
-        key = WindowKey(self.window_start(t_wall_s), record.step, record.measured)
-        window = self._pending.get(key)
-        if window is None:
-            window = self._pending[key] = WindowMetrics()
-        window.add(record, self._good(record))
+        good = self._good(record)
+        _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), record.step, record.measured)).add(
+            record, good
+        )
+        if record.groups and (record.step < 0 or record.measured):
+            for dimension, label in record.groups:
+                _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
 
     def _good(self, record: RequestRecord) -> bool:
         if not self.slos or not record.ok:
@@ -285,44 +369,63 @@ class MetricsRecorder:
 
     def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""
-        delta, self._pending = self._pending, {}
+        delta, self._pending = self._pending, Delta()
         return delta
 
 
+def _window(windows: dict[Any, WindowMetrics], key: Any) -> WindowMetrics:
+    """`windows[key]`, created empty when missing."""
+    window = windows.get(key)
+    if window is None:
+        window = windows[key] = WindowMetrics()
+    return window
+
+
 def delta_to_wire(delta: Delta) -> dict[str, Any]:
-    """A recorder delta as a msgpack-able dict with string keys ("start:step:measured")."""
-    return {f"{k.start}:{k.step}:{int(k.measured)}": window.to_wire() for k, window in delta.items()}
+    """A recorder delta as a msgpack-able dict with string keys: windows as "start:step:measured",
+    groups as "step:dimension:label" (a label may hold ":", a dimension may not)."""
+    return {
+        "windows": {f"{k.start}:{k.step}:{int(k.measured)}": w.to_wire() for k, w in delta.windows.items()},
+        "groups": {f"{k.step}:{k.dimension}:{k.label}": w.to_wire() for k, w in delta.groups.items()},
+    }
 
 
 def delta_from_wire(data: dict[str, Any]) -> Delta:
     """Reverse of `delta_to_wire`."""
-    delta = {}
-    for key, window in data.items():
+    delta = Delta()
+    for key, window in data["windows"].items():
         start, step, measured = key.split(":")
-        delta[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+        delta.windows[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
+    for key, window in data["groups"].items():
+        step, dimension, label = key.split(":", 2)
+        delta.groups[GroupKey(dimension, label, int(step))] = WindowMetrics.from_wire(window)
     return delta
 
 
 class RunMetrics:
-    """The merged metrics of a run: totals, per sweep step (warm-up excluded), and the time
-    windows until the time series takes them."""
+    """The merged metrics of a run: totals, per sweep step (warm-up excluded), per breakdown
+    group, and the time windows until the time series takes them."""
 
     def __init__(self) -> None:
         self.total = WindowMetrics()
         self.steps: dict[int, WindowMetrics] = {}
+        self.groups: dict[GroupKey, WindowMetrics] = {}
         self.warmup_requests: Counter[int] = Counter()  # per step: requests sent during its warm-up
         self._windows: dict[int, WindowMetrics] = {}
         self.deltas_merged = 0
 
     def merge_delta(self, delta: Delta) -> None:
-        """Merge one process's delta into the totals, its step and its time window."""
-        for key, window in delta.items():
+        """Merge one process's delta into the totals, its step, its time window and its groups."""
+        for key, window in delta.groups.items():
+            _merge_into(self.groups, key, window)
+            window.release()
+        for key, window in delta.windows.items():
             self.total.merge(window)
             if key.step >= 0:
                 if key.measured:
                     _merge_into(self.steps, key.step, window)
                 else:
-                    self.warmup_requests[key.step] += window.requests_ok + window.requests_failed
+                    self.warmup_requests[key.step] += window.requests_finished
             _merge_into(self._windows, key.start, window)
             window.release()  # copied into every total it counts for
         self.deltas_merged += 1
@@ -337,9 +440,6 @@ class RunMetrics:
         return [(start, self._windows.pop(start)) for start in ready]
 
 
-def _merge_into(windows: dict[int, WindowMetrics], key: int, window: WindowMetrics) -> None:
+def _merge_into(windows: dict[Any, WindowMetrics], key: Any, window: WindowMetrics) -> None:
     """Add `window` to `windows[key]` (a copy of it when the key is new: `window` is shared)."""
-    mine = windows.get(key)
-    if mine is None:
-        mine = windows[key] = WindowMetrics()
-    mine.merge(window)
+    _window(windows, key).merge(window)

@@ -21,6 +21,8 @@ from llm_locust.metrics.protocol import TokenChunks, apply_token, decode_object,
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 _PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_DELTA_TEXT = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+"""The token-bearing deltas of a content block, and the field holding their text."""
 
 
 def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
@@ -36,14 +38,9 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
     if kind == "content_block_delta":
         delta = event["delta"]
         delta_type = delta.get("type")
-        if delta_type == "text_delta":
-            if delta["text"]:
-                apply_token(record, t)
-        elif delta_type == "thinking_delta":
-            if delta["thinking"]:
-                token_event(record, t)
-        elif delta_type == "input_json_delta" and delta["partial_json"]:
-            apply_token(record, t)
+        field = _DELTA_TEXT.get(delta_type)
+        if field is not None and delta[field]:
+            (token_event if delta_type == "thinking_delta" else apply_token)(record, t)
         return False
     if kind == "message_start":
         _usage(record, event["message"].get("usage"), output=False)  # its output_tokens is a placeholder
@@ -64,6 +61,16 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         record.fail(kind_failed, f"error event {error_type or 'without a type'}: {error_text(error)}")
         return True
     return False
+
+
+def event_text(event: dict) -> str | None:
+    """The generated text an event carries (a text, thinking or tool-input delta), else None: what `--tokenizer`
+    counts."""
+    delta = event.get("delta")
+    if event.get("type") != "content_block_delta" or type(delta) is not dict:
+        return None
+    text = delta.get(_DELTA_TEXT.get(delta.get("type"), ""))
+    return text if type(text) is str else None
 
 
 def _usage(record: RequestRecord, usage: dict | None, output: bool = True) -> None:

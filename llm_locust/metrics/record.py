@@ -12,8 +12,11 @@ the moment never happened (e.g. no token arrived).
 - ITL   = every gap between consecutive token-bearing events (vLLM's ITL), in `itl_us`.
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
-- N     = output tokens: usage.completion_tokens when the server sent usage, else the number
-  of token-bearing events; `token_source` says which. Reasoning tokens (part of N) come from
+- cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
+  its E2E (to its last token) and output tokens are kept apart.
+- N     = output tokens: usage.completion_tokens when the server sent usage, else the local
+  tokenizer's count of the streamed text (--tokenizer), else the number of token-bearing events;
+  `token_source` says which. Reasoning tokens (part of N) come from
   usage.completion_tokens_details.reasoning_tokens when the server sends it.
 """
 
@@ -49,6 +52,7 @@ class TokenSource(StrEnum):
     """Where a request's output-token count came from."""
 
     USAGE = "usage"  # usage.completion_tokens sent by the server
+    TOKENIZER = "tokenizer"  # the local tokenizer's count of the streamed text (--tokenizer)
     EVENTS = "events"  # fallback: the number of token-bearing events
 
 
@@ -68,6 +72,7 @@ class RequestRecord:
     events: int = 0  # token-bearing events received
     itl_us: array = field(default_factory=lambda: array("q"))  # gaps between token events, µs
     usage_completion_tokens: int | None = None
+    local_output_tokens: int | None = None  # --tokenizer: the client's count of the streamed text
     prompt_tokens: int | None = None  # usage.prompt_tokens (the server's count)
     expected_prompt_tokens: int | None = None  # the client's count of the prompt it sent, when known
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
@@ -77,6 +82,9 @@ class RequestRecord:
     status_code: int = 0
     error_kind: ErrorKind | None = None
     error_message: str = ""
+    cancelled: bool = False  # the client closed the stream early on purpose (--cancel-rate): neither ok nor failed
+    # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
+    groups: tuple[tuple[str, str], ...] = ()
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
@@ -86,20 +94,26 @@ class RequestRecord:
 
     @property
     def ok(self) -> bool:
-        """True when the request succeeded and its latencies count."""
-        return self.error_kind is None
+        """True when the request succeeded and its latencies count (a cancelled request did not: it is neither ok
+        nor failed)."""
+        return self.error_kind is None and not self.cancelled
 
     @property
     def output_tokens(self) -> int:
-        """Output tokens N: the server's usage count if it sent one, else token events."""
+        """Output tokens N: the server's usage count if it sent one, else the local tokenizer's count, else
+        token events."""
         if self.usage_completion_tokens is not None:
             return self.usage_completion_tokens
+        if self.local_output_tokens is not None:
+            return self.local_output_tokens
         return self.events
 
     @property
     def token_source(self) -> TokenSource:
         """Which source `output_tokens` came from."""
-        return TokenSource.USAGE if self.usage_completion_tokens is not None else TokenSource.EVENTS
+        if self.usage_completion_tokens is not None:
+            return TokenSource.USAGE
+        return TokenSource.EVENTS if self.local_output_tokens is None else TokenSource.TOKENIZER
 
     @property
     def ttft_s(self) -> float | None:

@@ -23,6 +23,7 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 _CONTENT = frozenset(("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"))
 _REASONING = frozenset(("response.reasoning_text.delta", "response.reasoning_summary_text.delta"))
+_TOKEN_BEARING = _CONTENT | _REASONING
 
 
 def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
@@ -67,6 +68,12 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         record.fail(ErrorKind.STREAM_ERROR, f"error event{f' {code}' if code else ''}: {error_text(event)}")
         return True
     return False
+
+
+def event_text(event: dict) -> str | None:
+    """The generated text an event carries (a content or reasoning delta), else None: what `--tokenizer` counts."""
+    delta = event.get("delta")
+    return delta if event.get("type") in _TOKEN_BEARING and type(delta) is str else None
 
 
 def _usage(record: RequestRecord, usage: dict | None) -> None:

@@ -7,14 +7,15 @@ two formulas (no Locust, no gevent, no numpy), so the report and the simulator c
 
 from __future__ import annotations
 
-LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed")
+LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed", "e2e_cancelled")
 """Latency histograms (integer µs inside, ms in every file: `ttft_ms`): time to first token / first output, time per
 output token, inter-token latency (every gap between token events), end-to-end latency — of successful requests
 —, the client queue delay (open loop: how late each request was sent, failed or not), and the TTFT of failed
 requests that got a first token before failing (e.g. a stream cut later), kept apart so that it never mixes into
-the successes' distributions."""
-COUNT_METRICS = ("output_tokens",)
-"""Count histograms (no unit suffix): output tokens per successful request."""
+the successes' distributions, and the E2E of cancelled requests (--cancel-rate: to the last token before the client
+closed the stream; their TTFT counts in `ttft`)."""
+COUNT_METRICS = ("output_tokens", "output_tokens_cancelled")
+"""Count histograms (no unit suffix): output tokens per successful request, and per cancelled request."""
 HISTOGRAM_METRICS = LATENCY_METRICS + COUNT_METRICS
 """Every histogram a time window keeps, and histograms.json holds."""
 REQUEST_LATENCIES = ("ttft", "ttfo", "tpot", "itl", "e2e")
@@ -26,6 +27,7 @@ DRIFT_LATENCIES = ("ttft", "tpot")
 LATENCY_LABELS = {
     "ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
     "queue_delay": "client queue delay", "ttft_failed": "TTFT of failed requests",
+    "e2e_cancelled": "E2E of cancelled requests",
 }  # fmt: skip
 """The short name of each latency in tables and charts (the unit, ms, added where shown)."""
 

@@ -15,6 +15,10 @@
     images      PNG export of the figures (kaleido + a Chromium browser)
     build       everything above, in order: `build_report`
     cli         the `llm-locust report` sub-command
+    bootstrap   the two-level bootstrap (windows within a run, runs within a side) behind `compare`
+    compare     baseline vs candidate folders: per metric the change, its interval, the verdict, the gate
+    compare_page  the HTML page of a comparison, with the chart of every change and its interval
+    compare_cli the `llm-locust compare` sub-command (exit 3 on a regression beyond its limit)
 
 Never imports Locust, nor anything that does (Locust monkey-patches the standard library).
 """

@@ -12,6 +12,7 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.report import charts, distributions, server, telemetry_charts, timeline
+from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, capacity
 from llm_locust.report.chart import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
@@ -167,6 +168,9 @@ def _sections(
                     line.append(None if value is None else 100 * value)
             steps.parts += [heading(run.name) if len(runs) > 1 else "", table(headers, body)]
         sections.append(steps)
+    split = breakdown_section(runs)
+    if split is not None:
+        sections.append(split)
     locust = Section("Locust's statistics")
     for run in runs:
         if run.locust_stats is None:

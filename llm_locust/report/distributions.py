@@ -13,11 +13,11 @@ from hdrh.histogram import HdrHistogram
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from llm_locust.metrics.vocabulary import COUNT_METRICS, SERIES_LATENCIES
+from llm_locust.metrics.vocabulary import SERIES_LATENCIES
 from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color
 from llm_locust.report.run_data import RunData
 
-METRICS = SERIES_LATENCIES + COUNT_METRICS
+METRICS = (*SERIES_LATENCIES, "output_tokens")
 HISTOGRAM_BINS = 60
 MAX_CDF_POINTS = 1000
 _PERCENTILE_POINTS = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99_9", 0.999),

@@ -91,6 +91,8 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
     server = summary.get("server") or {}
     client_ttft = ((summary.get("metrics") or {}).get("ttft_ms") or {}).get("mean")
     client = summary.get("throughput") or {}
+    cancelled = (summary.get("metrics") or {}).get("output_tokens_cancelled") or {}
+    cancelled_tokens = round(cancelled["mean"] * cancelled["count"]) if cancelled.get("count") else 0
     rows = []
     for entry in server.get("urls") or []:
         ttft, queue = entry.get("ttft_mean_ms"), entry.get("queue_time_mean_ms")
@@ -102,6 +104,7 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
                 "scrapes_failed": entry.get("scrapes_failed"),
                 "server_generation_tokens": entry.get("generation_tokens"),
                 "client_output_tokens": client.get("output_tokens"),
+                "client_cancelled_tokens": cancelled_tokens,
                 "server_generation_tokens_per_s": entry.get("generation_tokens_per_s"),
                 "client_output_tokens_per_s": client.get("output_tokens_per_s"),
                 "server_ttft_mean_ms": ttft,
@@ -120,6 +123,7 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
 _HEADERS = {
     "url": "metrics URL", "family": "server", "scrapes_ok": "scrapes ok", "scrapes_failed": "failed",
     "server_generation_tokens": "server gen tokens", "client_output_tokens": "client output tokens",
+    "client_cancelled_tokens": "client tokens of cancelled streams",
     "server_generation_tokens_per_s": "server gen tok/s", "client_output_tokens_per_s": "client tok/s",
     "server_ttft_mean_ms": "server TTFT mean ms", "client_ttft_mean_ms": "client TTFT mean ms",
     "ttft_overhead_ms": "client − server TTFT ms", "queue_share_of_ttft": "queue share of server TTFT",
@@ -139,7 +143,8 @@ def server_section(runs: list[RunData]) -> Section | None:
             table(["run", *_HEADERS.values()], body),
             note(
                 "Server numbers from its Prometheus metrics between the first and last scrape of the run "
-                "(requests still in flight at the end count on the server, not the client). Client − server "
+                "(requests still in flight at the end count on the server, not the client; so do the tokens a server "
+                "decodes after a cancelled stream's client left). Client − server "
                 "TTFT is the network and client overhead; the queue share is the part of the server's TTFT "
                 "spent waiting for a batch slot."
             ),

@@ -116,6 +116,8 @@ def run_facts(run: RunData) -> dict[str, Any]:
     )
     arrival = ", ".join(f"{key} {load[key]}" for key in ("rate_per_s", "arrival", "burstiness") if load.get(key))
     model = load.get("model") or ("concurrency" if summary else None)
+    tokens = summary.get("tokens") or {}
+    checked = tokens.get("output_tokens_checked")
     facts: dict[str, Any] = {
         "folder": str(run.path),
         "target": meta.get("host"),
@@ -133,6 +135,10 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "stopped by": meta.get("stop_reason"),
         "versions": _versions(summary),
         "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
+        "tokens per event": tokens.get("tokens_per_event"),
+        "output tokens, --tokenizer vs usage": f"{tokens.get('output_token_mismatches')} of {checked} requests differ"
+        if checked
+        else None,
     }
     if run.summary is None and run.locust_history is not None:
         facts["users max"] = int(run.locust_history["User Count"].max())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.vocabulary import (
+    COUNT_METRICS,
     HISTOGRAMS_FILE,
     LATENCY_METRICS,
     SERIES_LATENCIES,
@@ -51,22 +53,23 @@ TIMESERIES_COLUMNS += FAILURE_COLUMNS + EMBEDDING_COLUMNS
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
     stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
-    stats["output_tokens"] = window.distribution("output_tokens")
+    stats.update((m, window.distribution(m)) for m in COUNT_METRICS)
     return stats
 
 
 def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
     """Token and request rates of `window` over `duration_s` seconds; failures never count."""
-    finished = window.requests_ok + window.requests_failed
+    finished = window.requests_ok + window.requests_failed  # judged against the SLOs (cancelled: not)
     return {
         "duration_s": round(duration_s, 3),
         "requests_ok": window.requests_ok,
         "requests_failed": window.requests_failed,
+        "requests_cancelled": window.requests_cancelled,
         "requests_good": window.requests_good,
         "output_tokens": window.output_tokens,
         "prompt_tokens": window.prompt_tokens,
         "requests_per_s": per_s(window.requests_ok, duration_s),
-        "achieved_rate_per_s": per_s(finished, duration_s),
+        "achieved_rate_per_s": per_s(window.requests_finished, duration_s),
         "goodput_per_s": per_s(window.requests_good, duration_s),
         "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
         "output_tokens_per_s": per_s(window.output_tokens, duration_s),
@@ -101,23 +104,89 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
     }
 
 
+def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) -> dict[str, list[dict[str, Any]]]:
+    """summary.json's "breakdowns": per dimension, one entry per (step, label) group in step then natural label
+    order ("8-15" before "16-31"); rates divide by the step's measurement window, or the run's outside sweeps."""
+    measure_s = {span.step.index: span.measure_s for span in spans}
+    document: dict[str, list[dict[str, Any]]] = {}
+    for key in sorted(run.groups, key=lambda k: (k.dimension, k.step, _natural(k.label))):
+        window = run.groups[key]
+        document.setdefault(key.dimension, []).append(
+            {
+                "label": key.label,
+                "step": key.step if key.step >= 0 else None,
+                "requests_ok": window.requests_ok,
+                "requests_failed": window.requests_failed,
+                "requests_cancelled": window.requests_cancelled,
+                "metrics": metric_stats(window),
+                "throughput": throughput(window, measure_s.get(key.step, duration_s)),
+                "failures": dict(window.failures),
+            }
+        )
+    return document
+
+
+def _natural(label: str) -> tuple[tuple[int, float | str], ...]:
+    """Sort key putting numbers in numeric order inside labels: "8-15" < "16-31" < "r10" > "r9"."""
+    return tuple((0, float(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part)
+
+
+MULTI_TOKEN_EVENTS = 1.1
+"""Output tokens per token event above which ITL is said to be per event (coalesced chunks, speculative decoding)."""
+
+
 def token_accounting(window: WindowMetrics) -> dict[str, Any]:
-    """Where output-token counts came from, how server and client counts agree, reasoning tokens.
+    """Where output-token counts came from, how server and client counts agree, tokens per event, reasoning tokens.
 
     `prompt_tokens_checked` counts successful requests whose prompt length the client knew
     (synthetic prompts, or --tokenizer) and the server reported; `prompt_token_mismatches` those
     where usage.prompt_tokens differed (chat templates and BOS tokens add a constant on real servers).
+    `output_tokens_checked` counts successful requests whose streamed text the client counted (--tokenizer) and
+    whose usage.completion_tokens the server sent; `output_token_mismatches` those that differ, their share
+    (0..1), the mean difference (client - server) and mean and largest absolute differences, in tokens per
+    mismatching request. `itl_per_event`: events carry more than `MULTI_TOKEN_EVENTS` tokens on average, so an ITL
+    gap spans `tokens_per_event` tokens.
     """
+    per_event = round(window.output_tokens / window.token_events, 4) if window.token_events else None
+    checked, mismatches = window.output_checks, window.output_mismatches
     return {
         "sources": dict(window.token_sources),
         "token_events": window.token_events,
         "usage_event_mismatches": window.usage_event_mismatches,
-        "tokens_per_event": round(window.output_tokens / window.token_events, 4) if window.token_events else None,
+        "tokens_per_event": per_event,
+        "itl_per_event": per_event is not None and per_event > MULTI_TOKEN_EVENTS,
         "reasoning_tokens": window.reasoning_tokens,
         "prompt_tokens_checked": window.prompt_checks,
         "prompt_token_mismatches": window.prompt_mismatches,
         "prompt_tokens_max_abs_diff": window.prompt_max_abs_diff,
+        "output_tokens_checked": checked,
+        "output_token_mismatches": mismatches,
+        "output_token_mismatch_share": round(mismatches / checked, 4) if checked else None,
+        "output_tokens_mean_diff": round(window.output_diff_sum / mismatches, 3) if mismatches else None,
+        "output_tokens_mean_abs_diff": round(window.output_abs_diff_sum / mismatches, 3) if mismatches else None,
+        "output_tokens_max_abs_diff": window.output_max_abs_diff,
     }
+
+
+def token_warnings(tokens: dict[str, Any]) -> list[str]:
+    """The lines a `token_accounting` result adds to the summary's warnings: ITL per event, and a local
+    tokenizer's count that disagrees with the server's usage."""
+    lines = []
+    if tokens["itl_per_event"]:
+        ratio = tokens["tokens_per_event"]
+        lines.append(
+            f"stream events carry {ratio:.2f} output tokens on average: ITL is per event (the gap between "
+            f"token-bearing events, ~{ratio:.2f} tokens), not per token; TPOT is per token"
+        )
+    if tokens["output_token_mismatches"]:
+        lines.append(
+            f"the local tokenizer's count of the streamed text differs from the server's usage.completion_tokens on "
+            f"{tokens['output_token_mismatches']} of {tokens['output_tokens_checked']} requests "
+            f"({100 * tokens['output_token_mismatch_share']:.1f} %): by {tokens['output_tokens_mean_diff']:+.2f} "
+            f"tokens on average (client - server), at most {tokens['output_tokens_max_abs_diff']}; output tokens "
+            "come from the server's usage"
+        )
+    return lines
 
 
 def throttling(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
@@ -269,7 +338,8 @@ def summary_table(summary: dict[str, Any]) -> str:
     )
     lines.append(
         f"Throughput: {rates}, {t['requests_per_s']:.2f} req/s "
-        f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed)"
+        f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
+        + (f", {t['requests_cancelled']} cancelled)" if t.get("requests_cancelled") else ")")
     )
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))

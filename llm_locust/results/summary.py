@@ -18,12 +18,14 @@ from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
+    breakdowns,
     iso_time,
     metric_stats,
     step_summary,
     throttling,
     throughput,
     token_accounting,
+    token_warnings,
 )
 
 
@@ -94,6 +96,8 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
     if view.behind_schedule:
         warnings.append(view.behind_schedule)
     warnings.extend(view.other_warnings)
+    tokens = token_accounting(run.total)
+    warnings.extend(token_warnings(tokens))
     complete = final and not view.interrupted and not lost
     stats = metric_stats(run.total)
     summary: dict[str, Any] = {
@@ -129,10 +133,11 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
             for span in view.spans
         ],
+        "breakdowns": breakdowns(run, duration_s, view.spans),
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
         "diagnosis": diagnosis[1] if diagnosis else None,
-        "tokens": token_accounting(run.total),
+        "tokens": tokens,
         "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
         "client": _client(view),
         "server": view.server,

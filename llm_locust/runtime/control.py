@@ -121,7 +121,7 @@ class LoadController:
 
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached), or None."""
-        done = total.requests_ok + total.requests_failed
+        done = total.requests_finished
         limit = self.settings.max_requests
         if limit and done >= limit:
             return f"--max-requests {limit} reached"

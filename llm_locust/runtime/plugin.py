@@ -90,7 +90,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             check_api(settings.provider, settings.server_family, endpoint, settings.ignore_eos, settings.client)
         _states[environment] = state
     except ConfigError as e:
-        logger.error("%s", e)
+        for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)
+            logger.error("%s", line)
         sys.exit(2)
     if web_ui is not None:
         from llm_locust.runtime.webui import attach  # Flask and the page only where a web UI runs

@@ -29,7 +29,7 @@ from locust.runners import (
 )
 
 from llm_locust import redact
-from llm_locust.config.settings import Settings, check_host, keep_secrets, secret_options
+from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.pacing import Plan
@@ -51,6 +51,7 @@ from llm_locust.runtime.runner_ops import (
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
 from llm_locust.transport.client import RECORD_KEY
+from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
 
@@ -82,7 +83,6 @@ class RunState:
         self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
         self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
         self._host = environment.host  # of the last test (or given at start-up), credentials included
-        check_host(environment.host)
         proxy = check_connection(environment.host, self.settings)
         redact.install_log_filter()
         runner = environment.runner
@@ -187,6 +187,15 @@ class RunState:
         self.watchdog = TimeoutWatchdog(
             settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
         )
+        self._replica_sets: dict[str, ReplicaSet] = {}
+
+    def replicas(self, host: str) -> ReplicaSet:
+        """The replicas of `host` (a user's --host) and this process's pick among them, shared by its users."""
+        replica_set = self._replica_sets.get(host)
+        if replica_set is None:
+            start = getattr(self.environment.runner, "worker_index", 0)
+            replica_set = self._replica_sets[host] = ReplicaSet(host, self.settings.balance, start)
+        return replica_set
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
         """The model to request: `fetch()` it once per process; on failure stop the user."""
@@ -245,8 +254,7 @@ class RunState:
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
-            for window in delta.values():
-                window.release()
+            delta.release()
         if self.watchdog is not None:
             data[IN_FLIGHT_KEY] = self.watchdog.in_flight
         if self.monitor is not None:
@@ -276,7 +284,7 @@ class RunState:
         wire = data.get(WIRE_KEY)
         if wire:
             delta = delta_from_wire(wire)
-            self.requests_by_worker[str(client_id)] += sum(w.requests_ok + w.requests_failed for w in delta.values())
+            self.requests_by_worker[str(client_id)] += delta.requests
             self.run.merge_delta(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())

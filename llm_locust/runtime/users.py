@@ -19,11 +19,13 @@ from locust import FastHttpUser, constant, task
 from llm_locust.errors import ConfigError
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
+from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import embed, stream_completion
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.providers import auth_headers, completion_path, family_headers, provider_headers
+from llm_locust.workload.tokens import token_counter
 
 
 class _StreamingUser(FastHttpUser):
@@ -42,6 +44,9 @@ class _StreamingUser(FastHttpUser):
         self.network_timeout = None
         self.insecure = settings.insecure  # FastHttpUser's default (True) verifies nothing
         self.ssl_context_factory = context_factory(settings.ca_bundle, settings.insecure)
+        self.replicas = self.llm.replicas(self.host or "")
+        if self.replicas.several:  # the session's base URL: the first replica (its credentials go per request)
+            self.host = self.replicas.first.url
         try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
             proxy = env_proxy(self.host)
         except ConfigError:  # a proxy only httpx can use: fatal for the fast client (checked at start)
@@ -64,6 +69,9 @@ class _StreamingUser(FastHttpUser):
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
         self.workload = Workload(settings, self.endpoint, getattr(environment.runner, "worker_index", 0))
+        self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
+        # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
+        self.canceller = Canceller(settings, self.workload.rng.getrandbits(64) if settings.cancel_rate else 0)
         self.sdk = None
         if settings.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
@@ -73,7 +81,8 @@ class _StreamingUser(FastHttpUser):
 
     def _first_model(self) -> str:
         """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
-        with self.client.get("/v1/models", headers=self.headers, catch_response=True) as resp:
+        auth = {"auth": self.replicas.first.auth} if self.replicas.several and self.replicas.first.auth else {}
+        with self.client.get("/v1/models", headers=self.headers, catch_response=True, **auth) as resp:
             status = resp.status_code
             if status != 200:
                 resp.failure(f"HTTP {status}")
@@ -114,12 +123,14 @@ class _StreamingUser(FastHttpUser):
             self.sdk.stream(request, ticket)
             return
         watchdog = self.llm.watchdog
-        if self.endpoint == "embeddings":
-            embed(self.client, self.path, request.body, self.headers, request.inputs, watchdog,
-                  request.expected_prompt_tokens, ticket)  # fmt: skip
-            return
-        stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
-                          request.expected_prompt_tokens, ticket)  # fmt: skip
+        with self.replicas.use() as replica:
+            if self.endpoint == "embeddings":
+                embed(self.client, self.path, request.body, self.headers, request.inputs, watchdog,
+                      request.expected_prompt_tokens, ticket, replica)  # fmt: skip
+                return
+            stream_completion(self.client, self.path, request.body, self.headers, self.endpoint, watchdog,
+                              request.expected_prompt_tokens, ticket, self.output_counter, replica,
+                              self.canceller.draw())  # fmt: skip
 
 
 class ChatCompletionsUser(_StreamingUser):

@@ -9,7 +9,8 @@ import os
 import signal
 import ssl
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--host", default=d.host, help="address to listen on")
     parser.add_argument("--port", type=int, default=d.port, help="TCP port (0 = pick a free one)")
     parser.add_argument(
+        "--replicas",
+        type=int,
+        default=d.replicas,
+        help="serve this many independent replicas (own batch, queue, trace and metrics each) on consecutive ports "
+        "from --port (each on a free port with --port 0), for a comma-separated --host",
+    )
+    parser.add_argument(
         "--model", default=d.model, help="served model name; requests naming another model get HTTP 404"
     )
     parser.add_argument(
@@ -60,6 +68,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=d.output_tokens,
         help="natural response length in tokens, when the request does not cap it (max_tokens)",
+    )
+    parser.add_argument(
+        "--tokens-per-chunk",
+        type=int,
+        default=d.tokens_per_chunk,
+        help="output tokens per streamed event after the first, sent when the chunk's last token is produced "
+        "(as with speculative decoding); usage still counts every token",
     )
     batching = parser.add_argument_group(
         "batching timing",
@@ -98,7 +113,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--ready-file",
         type=Path,
         default=None,
-        help="once listening, write the actual port number to this file",
+        help="once listening, write the actual port number to this file (one line per replica)",
     )
     parser.set_defaults(run=run)
     return parser
@@ -164,6 +179,13 @@ def run(args: argparse.Namespace) -> int:
     except faults.FaultSpecError as e:
         print(f"llm-locust sim: error: {e}", file=sys.stderr)
         return 2
+    if config.replicas < 1:
+        print(f"llm-locust sim: error: --replicas must be at least 1, got {config.replicas}", file=sys.stderr)
+        return 2
+    if config.tokens_per_chunk < 1:
+        print(f"llm-locust sim: error: --tokens-per-chunk must be at least 1, got {config.tokens_per_chunk}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2
@@ -202,16 +224,24 @@ async def _main(config: SimConfig, ready_file: Path | None, tls: ssl.SSLContext 
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(signum, stop.set)
 
-    def on_listening(port: int) -> None:
+    ports: dict[int, int] = {}  # replica index -> its port
+
+    def on_listening(index: int, port: int) -> None:
         print(
             f"llm-locust sim listening on {'https' if tls else 'http'}://{config.host}:{port} "
             f"(model {config.model}, timing {config.timing})",
             flush=True,
         )
-        if ready_file is not None:
-            partial = ready_file.with_name(ready_file.name + ".tmp")
-            partial.write_text(f"{port}\n")
-            os.replace(partial, ready_file)
+        ports[index] = port
+        if ready_file is not None and len(ports) == config.replicas:  # every replica listens: their ports in order
+            unfinished = ready_file.with_name(ready_file.name + ".tmp")
+            unfinished.write_text("".join(f"{ports[i]}\n" for i in range(config.replicas)))
+            os.replace(unfinished, ready_file)
 
-    await serve(config, stop, on_listening, tls)
+    await asyncio.gather(
+        *(
+            serve(replace(config, port=config.port + i if config.port else 0), stop, partial(on_listening, i), tls)
+            for i in range(config.replicas)
+        )
+    )
     sys.stdout.flush()

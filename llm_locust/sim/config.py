@@ -18,11 +18,17 @@ class SimConfig:
 
     host: str = "127.0.0.1"
     port: int = 8000
+    replicas: int = 1
+    """Independent servers (own batch, queue, trace, metrics) in this process, on `port`, `port` + 1, ... (each on
+    a free port of its own when `port` is 0)."""
     model: str = "llm-locust-sim"
     timing: TimingName = "fixed"
     ttft_ms: float = 200.0
     itl_ms: float = 20.0
     output_tokens: int = 128
+    tokens_per_chunk: int = 1
+    """Output tokens per streamed event after the first (which goes alone, at TTFT); a chunk leaves when its last
+    token is produced (coalescing, speculative decoding). Faulted responses keep one token per event."""
     max_batch: int = 64
     prefill_us_per_token: float = 50.0
     decode_step_ms: float = 10.0

@@ -234,6 +234,16 @@ class EventEncoder:
             return self._token_prefix, self._last_tail
         return self._token_prefix, self._tails[(self._offset + index) % len(self._tails)]
 
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one event carrying tokens `start` .. `stop - 1` (with the finish_reason when it holds the last)."""
+        offset, count = self._offset, len(WORDS)
+        text = orjson.dumps("".join(WORDS[(offset + i) % count] for i in range(start, stop)))
+        if stop - 1 == self._last_index:
+            tail = b'%b,"logprobs":null,"finish_reason":"%b"}]}\n\n' % (self._closing, self.spec.finish_reason.encode())
+        else:
+            tail = self._closing + _OPEN_CHOICE_TAIL
+        return self._token_prefix + text + tail
+
     def text_event(self, text: str) -> bytes:
         """Return a token event carrying `text` (a whole event, built per call: for rare events only)."""
         return self._token_prefix + orjson.dumps(text) + self._closing + _OPEN_CHOICE_TAIL

@@ -26,11 +26,24 @@ class SimStartError(RuntimeError):
 
 @dataclass(frozen=True)
 class SimProcess:
-    """A running simulator: `url` is "http://127.0.0.1:PORT" ("https://..." with --tls-cert)."""
+    """A running simulator: `url` is "http://127.0.0.1:PORT" ("https://..." with --tls-cert); with --replicas,
+    the first replica's, and `ports` every replica's port."""
 
     url: str
     port: int
     process: subprocess.Popen[bytes]
+    ports: tuple[int, ...] = ()
+
+    @property
+    def replicas(self) -> list[SimProcess]:
+        """One `SimProcess` per replica (--replicas N), in port order: each has its own URL and trace."""
+        scheme = self.url.partition("://")[0]
+        return [SimProcess(f"{scheme}://127.0.0.1:{port}", port, self.process, (port,)) for port in self.ports]
+
+    @property
+    def host(self) -> str:
+        """Every replica's URL, comma-separated: the --host of a load test against all of them."""
+        return ",".join(replica.url for replica in self.replicas)
 
     @property
     def pid(self) -> int:
@@ -78,20 +91,23 @@ def run_sim(*args: str, timeout_s: float = 10) -> Iterator[SimProcess]:
         with log_path.open("wb") as log:
             process = subprocess.Popen([*command, *args], stdout=log, stderr=subprocess.STDOUT)
         try:
-            port = _wait_ready(process, ready_file, log_path, timeout_s)
+            ports = _wait_ready(process, ready_file, log_path, timeout_s)
             scheme = "https" if "--tls-cert" in args else "http"
-            yield SimProcess(f"{scheme}://127.0.0.1:{port}", port, process)
+            yield SimProcess(f"{scheme}://127.0.0.1:{ports[0]}", ports[0], process, ports)
         finally:
             _stop(process)
 
 
-def _wait_ready(process: subprocess.Popen[bytes], ready_file: Path, log_path: Path, timeout_s: float) -> int:
+def _wait_ready(
+    process: subprocess.Popen[bytes], ready_file: Path, log_path: Path, timeout_s: float
+) -> tuple[int, ...]:
+    """The ports the simulator listens on (one per replica), once its ready file names them."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if ready_file.exists():
-            text = ready_file.read_text().strip()
+            text = ready_file.read_text().split()
             if text:
-                return int(text)
+                return tuple(int(port) for port in text)
         if process.poll() is not None:
             raise SimStartError(
                 f"simulator exited with code {process.returncode}:\n{log_path.read_text(errors='replace')}"

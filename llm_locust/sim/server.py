@@ -187,7 +187,7 @@ class SimApp:
                 **kwargs,
             )
         else:
-            generation = Generation(*args, **kwargs)
+            generation = Generation(*args, **kwargs, tokens_per_chunk=self.config.tokens_per_chunk)
         if late:
             generation.seq.t_recv_s = perf_counter()
         conn.generation = generation

@@ -1,9 +1,10 @@
 """One accepted completion request being answered on one connection.
 
 A `Generation` is told by its timing model how many more tokens were produced (`emit`); a
-streamed response writes one SSE event per token (each in its own HTTP chunk), a non-streamed
-one writes the whole JSON body with the last token. It records the ground truth as it goes and
-hands the finished record to the trace.
+streamed response writes one SSE event per token (each in its own HTTP chunk) — or, with
+`tokens_per_chunk` K > 1, the first token alone and then one event per K tokens, when the K-th is
+produced —, a non-streamed one writes the whole JSON body with the last token. It records the
+ground truth as it goes and hands the finished record to the trace.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ Encoder = openai.EventEncoder | ResponsesEncoder | MessagesEncoder
 class Generation:
     """See the module docstring. `on_done(generation)` runs once, when finished or cancelled."""
 
-    __slots__ = ("_body", "_chunked", "_encoder", "_on_done", "_transport", "keep_alive", "record", "seq", "spec")
+    __slots__ = (
+        "_body", "_chunked", "_encoder", "_on_done", "_per_chunk", "_sent", "_transport", "keep_alive", "record",
+        "seq", "spec",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -48,6 +52,7 @@ class Generation:
         chunked: bool,
         keep_alive: bool,
         on_done: Callable[[Generation], None],
+        tokens_per_chunk: int = 1,
     ) -> None:
         self._transport = transport
         self.spec = spec
@@ -58,6 +63,8 @@ class Generation:
         self._chunked = chunked
         self.keep_alive = keep_alive
         self._on_done = on_done
+        self._per_chunk = tokens_per_chunk
+        self._sent = 0  # tokens written (tokens_per_chunk > 1)
 
     def start(self) -> None:
         """Write the response head (and the API's start events: chat's role event, ...) right away."""
@@ -85,6 +92,9 @@ class Generation:
             return
         emitted = seq.emitted
         done = emitted >= seq.output_tokens
+        if self._per_chunk > 1:
+            self._emit_chunks(emitted, done)
+            return
         token_event = self._encoder.token_event
         if count == 1 and not done:
             prefix, tail = token_event(emitted - 1)
@@ -103,6 +113,33 @@ class Generation:
                 events.append(http.LAST_CHUNK)
         now_s = perf_counter()
         self.record.token_times.extend([now_s] * count)
+        self._transport.write(b"".join(events))
+        if done:
+            self._finish(now_s)
+
+    def _emit_chunks(self, emitted: int, done: bool) -> None:
+        """Write the multi-token events that are complete once `emitted` tokens are produced (`done`: all are):
+        the first token alone, then `tokens_per_chunk` per event, the last event with what remains."""
+        events, start = [], self._sent
+        while self._sent < emitted:
+            stop = self._sent + (1 if self._sent == 0 else self._per_chunk)
+            if stop > emitted and not done:
+                break
+            stop = min(stop, emitted)
+            events.append(self._encoder.tokens_event(self._sent, stop))
+            self._sent = stop
+        if not events:
+            return
+        if done:
+            if self.spec.include_usage:
+                events.append(self._encoder.usage_event())
+            events.append(openai.DONE_EVENT)
+        if self._chunked:
+            events = [http.chunk(event) for event in events]
+            if done:
+                events.append(http.LAST_CHUNK)
+        now_s = perf_counter()
+        self.record.token_times.extend([now_s] * (self._sent - start))
         self._transport.write(b"".join(events))
         if done:
             self._finish(now_s)

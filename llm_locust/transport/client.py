@@ -24,11 +24,16 @@ from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.apis import EVENT_APPLIERS
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
+from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.patches import ProxyError
+from llm_locust.transport.pump import BodyCallback
+from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
+from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
@@ -51,6 +56,9 @@ def stream_completion(
     watchdog: TimeoutWatchdog,
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
+    counter: TokenCounter | None = None,
+    replica: Replica | None = None,
+    cancel: Cancel | None = None,
 ) -> RequestRecord:
     """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
 
@@ -58,27 +66,42 @@ def stream_completion(
     raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
     count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
     `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts.
+    `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
+    the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
+    --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
+    this request is to be closed early, and when.
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket)
+    kept = None if counter is None else StreamText()
+    url, auth = path, None
+    if replica is not None:
+        url, auth, record.groups = replica.url + path, replica.auth, replica.groups
     watch = watchdog.start(record)
+    if cancel is not None:
+        cancel.start()
     try:
-        with session.post(path, data=body, headers=headers, stream=True, catch_response=True, name=path) as resp:
+        with session.post(url, data=body, headers=headers, stream=True, catch_response=True, name=path,
+                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
             record.status_code = resp.status_code or 0
             if _check_response(resp, record):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, watch)
+                    _read_events(raw, record, watch, kept, cancel)
+                except StreamCancelled:  # closing the connection below tells the server
+                    record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
                     record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
                 finally:
                     raw.release()  # closes the connection unless the body was read to its end
-            watchdog.end(watch)  # from here on no timeout may land in the reporting listeners
+            _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
             finish(record, perf_counter())
+            if kept is not None and record.ok:
+                record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
             _report(resp, record)
     finally:
-        watchdog.end(watch)  # also when the user is stopped mid-request
+        _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
     return record
 
 
@@ -91,17 +114,23 @@ def embed(
     watchdog: TimeoutWatchdog,
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
+    replica: Replica | None = None,
 ) -> RequestRecord:
     """POST an embeddings request of `inputs` inputs, read its JSON response, report it; return its record.
 
     Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
     token (`t_first` None: the first-token timeout does not apply); the prompt tokens are usage.prompt_tokens. It
-    fails when the response is not 2xx, not JSON, or holds another number of embeddings than `inputs`.
+    fails when the response is not 2xx, not JSON, or holds another number of embeddings than `inputs`. `replica`
+    as for `stream_completion`.
     """
     record = new_record("embeddings", expected_prompt_tokens, ticket)
+    url, auth = path, None
+    if replica is not None:
+        url, auth, record.groups = replica.url + path, replica.auth, replica.groups
     watch = watchdog.start(record, first_token=False)
     try:
-        with session.post(path, data=body, headers=headers, catch_response=True, name=path) as resp:
+        with session.post(url, data=body, headers=headers, catch_response=True, name=path,
+                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
             record.status_code = resp.status_code or 0
             if _check_status(resp, record):
                 _read_embeddings(resp.content or b"", record, inputs)
@@ -135,6 +164,13 @@ def _read_embeddings(content: bytes, record: RequestRecord, inputs: int) -> None
         record.prompt_tokens = prompt_tokens
 
 
+def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
+    """End the request's timeouts and cancellation timer."""
+    watchdog.end(watch)
+    if cancel is not None:
+        cancel.stop()
+
+
 def new_record(endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None) -> RequestRecord:
     """The record of a request being sent now (perf_counter), with what the pacer's ticket says."""
     record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
@@ -158,6 +194,9 @@ def _check_status(resp: Any, record: RequestRecord) -> bool:
     """True when `resp` came with a 2xx status; otherwise mark `record` failed and return False."""
     error = getattr(resp, "error", None)
     if error is not None and not resp.status_code:
+        if isinstance(getattr(error, "original", None) or error, StreamCancelled):  # before the response head
+            record.cancelled = True
+            return False
         record.fail(*_transport_failure(error, getattr(resp.request, "url", "")))
         return False
     status = resp.status_code
@@ -174,14 +213,18 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time.
+def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None, cancel: Cancel | None) -> None:
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
+    body also goes to `kept` unless it is None.
 
     Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
-    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`.
+    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
+    `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
     events = EventStream(record, EVENT_APPLIERS[record.endpoint])
-    on_body = events.feed
+    on_body = events.feed if kept is None else _keeping(events.feed, kept)
+    if cancel is not None and cancel.after_tokens:
+        on_body = _token_limit(on_body, record, cancel.after_tokens)
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
@@ -201,6 +244,29 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch) -> None:
                         watch.t_active_s = t_rest
                 return
     events.flush(perf_counter())  # a last event without its blank line
+
+
+def _token_limit(feed: BodyCallback, record: RequestRecord, after_tokens: int) -> BodyCallback:
+    """`feed`, raising `StreamCancelled` once `record` has `after_tokens` token events and the stream goes on."""
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        done = feed(data, t)
+        if not done and record.events >= after_tokens:
+            raise StreamCancelled(f"cancelled after {record.events} token events (--cancel-after-tokens)")
+        return done
+
+    return on_body
+
+
+def _keeping(feed: Any, kept: StreamText) -> Any:
+    """`feed` that also hands each piece of body to `kept` (the parser hands over pieces of their own)."""
+    keep = kept.add
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        keep(data)
+        return feed(data, t)
+
+    return on_body
 
 
 def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
@@ -237,7 +303,7 @@ def _report(resp: Any, record: RequestRecord) -> None:
     meta = resp.request_meta
     meta["response_time"], meta["response_length"] = report_values(record)
     meta["context"] = {**meta["context"], RECORD_KEY: record}
-    if record.ok:
+    if record.ok or record.cancelled:  # cancelled: not a failure
         resp.success()
     else:
         resp.failure(RequestFailure(record.error_kind, record.error_message))
@@ -245,9 +311,10 @@ def _report(resp: Any, record: RequestRecord) -> None:
 
 def report_values(record: RequestRecord) -> tuple[float, int]:
     """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens — for embeddings,
-    prompt tokens)."""
+    prompt tokens); for a failed one (time to its end, 0), for a cancelled one (time to its end, the tokens it
+    got)."""
     t_end = record.t_last if record.ok else record.t_done
-    if not record.ok:
+    if not (record.ok or record.cancelled):
         return (t_end - record.t_send) * 1000, 0
     length = (record.prompt_tokens or 0) if record.endpoint == "embeddings" else record.output_tokens
     return (t_end - record.t_send) * 1000, length

@@ -24,10 +24,12 @@ from llm_locust.config.settings import Settings
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import chunk_text
 from llm_locust.redact import redact
 from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
 from llm_locust.transport.tls import certificate_error, client_context, rejected_line
 from llm_locust.workload.builder import RequestSpec
+from llm_locust.workload.tokens import token_counter
 
 _SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("model", "prompt", "stream")}
 
@@ -56,6 +58,7 @@ class SdkClient:
             base = "/serving-endpoints" if settings.provider == "databricks" else "/v1"
             self.sdk = openai.OpenAI(base_url=host + base, **common)
         self.name = user.path  # the same Locust row as the fast client's
+        self.counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # counts the streamed text
 
     def stream(self, request: RequestSpec, ticket: Ticket | None = None) -> RequestRecord:
         """Send `request` with the SDK, read its stream to the end, report it; return its record
@@ -68,17 +71,23 @@ class SdkClient:
         watchdog = user.llm.watchdog
         record = new_record(endpoint, request.expected_prompt_tokens, ticket)
         watch = watchdog.start(record)
+        texts: list[str] | None = None if self.counter is None else []
         try:
             try:
                 for chunk in create(**arguments, extra_body=body):
                     t = perf_counter()
                     watch.t_active_s = t
-                    if apply_chunk(record, chunk.model_dump(exclude_unset=True), t):
+                    fields = chunk.model_dump(exclude_unset=True)
+                    if texts is not None:
+                        texts += chunk_text(fields)
+                    if apply_chunk(record, fields, t):
                         break
             except Exception as e:
                 record.fail(*_failure(e, user.host or ""))
             watchdog.end(watch)
             finish(record, perf_counter())
+            if texts and record.ok:
+                record.local_output_tokens = self.counter.count("".join(texts))  # type: ignore[union-attr]
             self._report(record)
         finally:
             watchdog.end(watch)

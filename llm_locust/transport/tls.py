@@ -21,6 +21,7 @@ import gevent.ssl
 from llm_locust.errors import ConfigError
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.proxy import Proxy, env_proxy
+from llm_locust.transport.replicas import check_hosts, split_hosts
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
@@ -65,14 +66,22 @@ def _context(ca_bundle: str, insecure: bool, trust_env: tuple[str, str, str]) ->
     return context
 
 
-def check_connection(host_url: str | None, settings: Settings) -> Proxy | None:
-    """Raise ConfigError now for what would stop the first connection to `host_url` (Locust's
-    --host): an unusable CA file of an https:// host, a proxy variable the fast client cannot use.
-    Returns the fast client's proxy
-    (None: a direct connection, or the openai-sdk client, whose httpx picks its own)."""
-    if host_url and host_url.lower().startswith("https://"):
+def check_connection(host: str | None, settings: Settings) -> Proxy | None:
+    """Raise ConfigError now for what would stop the first connection to the replicas of `host` (Locust's
+    --host, `replicas.split_hosts`): a bad URL (one line each), an unusable CA file of an https:// replica, a
+    proxy variable the fast client cannot use, several replicas with the openai-sdk client. Returns the fast
+    client's proxy of the first replica (None: a direct connection, or the openai-sdk client, whose httpx picks
+    its own)."""
+    check_hosts(host)
+    urls = split_hosts(host)
+    if len(urls) > 1 and settings.client != "fast":
+        raise ConfigError("several --host URLs need the fast client (--client fast): the openai-sdk client has one")
+    if any(url.lower().startswith("https://") for url in urls):
         client_context(settings.ca_bundle, settings.insecure)
-    return env_proxy(host_url) if settings.client == "fast" else None
+    if settings.client != "fast":
+        return None
+    proxies = [env_proxy(url) for url in urls]
+    return proxies[0] if proxies else None
 
 
 def context_factory(ca_bundle: str, insecure: bool) -> Callable[..., ssl.SSLContext]:

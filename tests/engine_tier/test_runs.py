@@ -38,6 +38,7 @@ def runs(engine, llama, tmp_path_factory) -> dict[str, EngineRun]:
         "--max-requests", str(REQUESTS), "-t", "60s", "--max-tokens", str(MAX_TOKENS), "--ignore-eos",
         "--server-family", "llamacpp", "--prompt-tokens", str(PROMPT_TOKENS),
         "--tokenizer", str(engine.tokenizer), "--seed", "1",
+        "--extra-body", '{"temperature": 0}',  # greedy: the same text each run, so the counts below never vary
     ]  # fmt: skip
     return {
         name: run_against(llama, engine, locustfile, folder / name, *load, *options)

@@ -1,0 +1,95 @@
+"""The generated text of a whole streamed response, for counting its tokens on the client (`--tokenizer`).
+
+The body's bytes are kept as they arrive and decoded to text in large batches (`StreamText`) — never per event,
+so the client's hot path (`protocol.EventStream`) stays as it is; the text is counted once, at the end. The text
+is what `protocol` counts as generated: chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool
+calls' function names and arguments, and text-completion `text` — and the deltas of the Responses and Messages
+APIs' token-bearing events (`responses_stream.event_text`, `messages_stream.event_text`). Pure; never raises.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from llm_locust.metrics import messages_stream, responses_stream
+from llm_locust.metrics.sse import SSEDecoder
+
+_DONE = b"[DONE]"
+
+
+DRAIN_BYTES = 65_536
+"""Body bytes a `StreamText` buffers before decoding them to text (bounds its memory per stream)."""
+
+
+class StreamText:
+    """The generated text of one streamed response, from the pieces of its body in arrival order.
+
+    `add` only buffers a piece; every `DRAIN_BYTES` the buffer is decoded to text in one go, so a stream costs at
+    most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
+    whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
+    """
+
+    __slots__ = ("_decoder", "_done", "_parts", "_pending", "_pending_bytes")
+
+    def __init__(self) -> None:
+        self._decoder = SSEDecoder()
+        self._pending: list[bytes | bytearray] = []
+        self._pending_bytes = 0
+        self._parts: list[str] = []
+        self._done = False
+
+    def add(self, piece: bytes | bytearray) -> None:
+        """Keep one piece of body (it must not change afterwards)."""
+        self._pending.append(piece)
+        self._pending_bytes += len(piece)
+        if self._pending_bytes >= DRAIN_BYTES:
+            self._drain(end=False)
+
+    def text(self) -> str:
+        """The generated text of everything added (the body's end: a last event without its blank line counts)."""
+        self._drain(end=True)
+        return "".join(self._parts)
+
+    def _drain(self, end: bool) -> None:
+        """Decode the buffered pieces (and, at the `end`, what the decoder still holds) into text parts."""
+        data = b"".join(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        events = self._decoder.feed(data, 0.0) if data else []
+        if end:
+            events += self._decoder.flush(0.0)
+        for event in events:
+            if self._done or event.data == _DONE:
+                self._done = True
+                return
+            try:
+                chunk = orjson.loads(event.data)
+            except orjson.JSONDecodeError:
+                continue
+            if type(chunk) is dict:
+                self._parts += chunk_text(chunk)
+
+
+def chunk_text(chunk: dict) -> list[str]:
+    """The pieces of generated text in one decoded chunk (first choice) or typed event, in order; [] for any other
+    shape."""
+    kind = chunk.get("type")
+    if type(kind) is str:  # a Responses or Messages event
+        api = responses_stream if kind.startswith("response.") else messages_stream
+        text = api.event_text(chunk)
+        return [text] if text else []
+    choices = chunk.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return []
+    choice = choices[0]
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        text = choice.get("text")
+        return [text] if type(text) is str else []
+    parts = [delta.get(key) for key in ("reasoning_content", "reasoning", "content")]
+    calls = delta.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
+                parts += [function.get("name"), function.get("arguments")]
+    return [part for part in parts if type(part) is str and part]

@@ -1,0 +1,49 @@
+"""The report's "Breakdowns" section: summary.json's `breakdowns` (per replica, per prompt-length bucket, ...) as
+one table per run and dimension."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_locust.report.html import Section, heading, table
+from llm_locust.report.run_data import RunData
+
+COLUMNS = (
+    ("requests_ok", "ok"), ("requests_failed", "failed"), ("requests_cancelled", "cancelled"),
+    ("ttft_ms.p50", "TTFT p50 ms"), ("ttft_ms.p90", "TTFT p90 ms"), ("ttft_ms.p99", "TTFT p99 ms"),
+    ("tpot_ms.p50", "TPOT p50 ms"), ("tpot_ms.p90", "TPOT p90 ms"), ("e2e_ms.p50", "E2E p50 ms"),
+    ("e2e_ms.p90", "E2E p90 ms"), ("output_tokens_per_s", "output tok/s"), ("failures", "failures"),
+)  # fmt: skip
+"""What each row shows: a key of the entry, `metric.statistic` of its metrics, or a key of its throughput."""
+
+
+def breakdown_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of one dimension's entries (summary.json order); a step column only inside sweeps."""
+    stepped = any(entry.get("step") is not None for entry in entries)
+    headers = [*(("step",) if stepped else ()), "label", *(title for _, title in COLUMNS)]
+    rows = []
+    for entry in entries:
+        row: list[Any] = [entry.get("step")] if stepped else []
+        row.append(entry["label"])
+        for key, _ in COLUMNS:
+            metric, _, stat = key.partition(".")
+            if stat:
+                value = (entry.get("metrics", {}).get(metric) or {}).get(stat)
+            elif key == "failures":
+                value = ", ".join(f"{kind} {n}" for kind, n in sorted(entry.get("failures", {}).items())) or None
+            else:
+                value = entry.get(key, entry.get("throughput", {}).get(key))
+            row.append(value)
+        rows.append(row)
+    return headers, rows
+
+
+def breakdown_section(runs: list[RunData]) -> Section | None:
+    """One table per run and dimension of its summary's breakdowns; None when no run has any."""
+    section = Section("Breakdowns")
+    for run in runs:
+        for dimension, entries in ((run.summary or {}).get("breakdowns") or {}).items():
+            if entries:
+                title = f"{run.name}: by {dimension}" if len(runs) > 1 else f"by {dimension}"
+                section.parts += [heading(title), table(*breakdown_rows(entries))]
+    return section if section.parts else None
