@@ -162,3 +162,14 @@ def test_live_view(sim, api, tmp_path, monkeypatch):
         )
     else:
         assert float(rows["Output tokens/s"]) > 0 and rows["TTFT ms p50 / p90 / p99"] != "- / - / -"
+
+
+def test_several_tokens_per_event(tmp_path):
+    """sim --tokens-per-chunk 4: the first token alone, then 4 per delta event; usage still counts every token."""
+    with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "17", "--tokens-per-chunk", "4") as chunky:
+        for api in ("responses", "messages"):
+            _env, summary, trace = run(chunky, api, tmp_path / api, users=2, seconds=1.5)
+            n, tokens = summary["throughput"]["requests_ok"], summary["tokens"]
+            assert summary["failures"] == {} and n == len(trace) >= 4
+            assert summary["throughput"]["output_tokens"] == 17 * n and tokens["token_events"] == 5 * n
+            assert summary["metrics"]["itl_ms"]["count"] == 4 * n

@@ -29,8 +29,8 @@ class Transport(Protocol):
 
 
 Encoder = openai.EventEncoder | ResponsesEncoder | MessagesEncoder
-"""The events of one streamed response, per API: `start_events`, `token_event(i)`, `text_event`, `end_events`,
-`error_event`."""
+"""The events of one streamed response, per API: `start_events`, `token_event(i)`, `tokens_event(start, stop)`,
+`text_event`, `end_events`, `error_event`."""
 
 
 class Generation:
@@ -131,9 +131,7 @@ class Generation:
         if not events:
             return
         if done:
-            if self.spec.include_usage:
-                events.append(self._encoder.usage_event())
-            events.append(openai.DONE_EVENT)
+            events.extend(self._encoder.end_events())
         if self._chunked:
             events = [http.chunk(event) for event in events]
             if done:

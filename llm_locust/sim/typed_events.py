@@ -65,6 +65,15 @@ class ResponsesEncoder:
             self._START + index
         )
 
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one delta event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        text = "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
+        return (
+            self._token_prefix
+            + orjson.dumps(text)
+            + b',"logprobs":[],"sequence_number":%d}\n\n' % (self._START + start)
+        )
+
     def text_event(self, text: str) -> bytes:
         """Return a delta event carrying `text` (built per call: for rare events only)."""
         return self._token_prefix + orjson.dumps(text) + b',"logprobs":[],"sequence_number":0}\n\n'
@@ -146,6 +155,10 @@ class MessagesEncoder:
     def token_event(self, index: int) -> tuple[bytes, bytes]:
         """Return token `index`'s `content_block_delta` as (shared prefix, tail)."""
         return self._TOKEN_PREFIX, self._tails[(self._offset + index) % len(self._tails)]
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one delta event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        return self.text_event("".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop)))
 
     def text_event(self, text: str) -> bytes:
         """Return a delta event carrying `text` (built per call: for rare events only)."""
