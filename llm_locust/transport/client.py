@@ -131,11 +131,12 @@ def embed(
     try:
         with session.post(url, data=body, headers=headers, catch_response=True, name=path,
                           **({"auth": auth} if auth else {})) as resp:  # fmt: skip
+            t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
             record.status_code = resp.status_code or 0
             if _check_status(resp, record):
                 _read_embeddings(resp.content or b"", record, inputs)
             watchdog.end(watch)
-            record.t_done = perf_counter()
+            record.t_done = t_body
             if record.ok:
                 record.t_last = record.t_done
             _report(resp, record)
