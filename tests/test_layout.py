@@ -11,11 +11,23 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders."""
     from llm_locust.runtime.plugin import install
     from llm_locust.runtime.shape import SweepShape
-    from llm_locust.runtime.users import ChatCompletionsUser, CompletionsUser
+    from llm_locust.runtime.users import (
+        ChatCompletionsUser,
+        CompletionsUser,
+        EmbeddingsUser,
+        MessagesUser,
+        ResponsesUser,
+    )
 
     kept = {
         "llm_locust.plugin": {"install": install},
-        "llm_locust.users": {"ChatCompletionsUser": ChatCompletionsUser, "CompletionsUser": CompletionsUser},
+        "llm_locust.users": {
+            "ChatCompletionsUser": ChatCompletionsUser,
+            "CompletionsUser": CompletionsUser,
+            "EmbeddingsUser": EmbeddingsUser,
+            "MessagesUser": MessagesUser,
+            "ResponsesUser": ResponsesUser,
+        },
         "llm_locust.shape": {"SweepShape": SweepShape},
     }
     for path, objects in kept.items():

@@ -37,9 +37,10 @@ def wait_for_page(url: str, timeout_s: float) -> str:
     return wait_for(page, timeout_s, f"the web UI at {url}")
 
 
-def local_runner_with_web_ui(opts: Any) -> tuple[Any, Any, Any, str]:
-    """A local runner in this process with Locust's web UI on a free port: (env, runner, web UI, URL)."""
-    env = new_env(opts)
+def local_runner_with_web_ui(opts: Any, user_classes: list | None = None) -> tuple[Any, Any, Any, str]:
+    """A local runner in this process (of `user_classes`, default chat) with Locust's web UI on a free port:
+    (env, runner, web UI, URL)."""
+    env = new_env(opts, user_classes)
     runner = env.create_local_runner()
     port = free_port()
     web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)

@@ -33,7 +33,8 @@ def add_arguments(parser: Any) -> None:
         "--api-key-env",
         default="",
         help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
-        "--provider azure; DATABRICKS_TOKEN with --provider databricks); never printed",
+        "--provider azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic); "
+        "never printed",
     )
     group.add_argument(
         "--api-key",
@@ -139,6 +140,9 @@ def add_workload_arguments(group: Any) -> None:
         default="",
         help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "
         "streamed text (checked against the server's usage)",
+    )
+    group.add_argument(
+        "--embedding-batch", type=int, default=1, help="Embeddings (locustfiles/embeddings.py): inputs per request"
     )
     group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
     group.add_argument(

@@ -83,6 +83,7 @@ class Settings:
     dataset_format: str = ""
     image: tuple[str, ...] = ()
     image_size: tuple[int, int] | None = None
+    embedding_batch: int = 1
     # provider (add_provider_arguments)
     provider: str = "openai-compatible"
     deployment: str = ""
@@ -312,6 +313,8 @@ def _workload_and_provider(options: Any) -> dict[str, Any]:
         raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
     family = server_family(options.server_family, provider)
     check_length_control(family, options.ignore_eos)
+    if options.embedding_batch < 1:
+        raise ConfigError(f"--embedding-batch must be >= 1, got {options.embedding_batch}")
     if options.prefix_tokens < 0:
         raise ConfigError(f"--prefix-tokens must be >= 0, got {options.prefix_tokens}")
     if options.prefix_pool < 1:

@@ -114,6 +114,7 @@ class WindowMetrics:
     prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
+    inputs: int = 0  # embeddings: inputs embedded by successful requests
     output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
     output_mismatches: int = 0  # ... of which the counts differ
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
@@ -143,6 +144,7 @@ class WindowMetrics:
         self.requests_good += good
         self.output_tokens += n
         self.prompt_tokens += record.prompt_tokens or 0
+        self.inputs += record.inputs
         self.token_events += record.events
         self.token_sources[str(record.token_source)] += 1
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:
@@ -156,8 +158,10 @@ class WindowMetrics:
                 self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
         if record.local_output_tokens is not None and record.usage_completion_tokens is not None:
             self._check_output(record.local_output_tokens - record.usage_completion_tokens)
-        self._record("ttft", _us(record.ttft_s))
         self._record("e2e", _us(record.e2e_s))
+        if record.t_first is None:  # an embeddings request: its latency (E2E) is all there is
+            return
+        self._record("ttft", _us(record.ttft_s))
         if record.ttfo_s is not None:
             self._record("ttfo", _us(record.ttfo_s))
         tpot_s = record.tpot_s
@@ -205,6 +209,7 @@ class WindowMetrics:
         self.requests_good += other.requests_good
         self.output_tokens += other.output_tokens
         self.prompt_tokens += other.prompt_tokens
+        self.inputs += other.inputs
         self.token_events += other.token_events
         self.failures.update(other.failures)
         self.token_sources.update(other.token_sources)
@@ -246,6 +251,7 @@ class WindowMetrics:
             "requests_good": self.requests_good,
             "output_tokens": self.output_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "inputs": self.inputs,
             "token_events": self.token_events,
             "failures": dict(self.failures),
             "token_sources": dict(self.token_sources),
@@ -275,6 +281,7 @@ class WindowMetrics:
         window.requests_good = data["requests_good"]
         window.output_tokens = data["output_tokens"]
         window.prompt_tokens = data["prompt_tokens"]
+        window.inputs = data["inputs"]
         window.token_events = data["token_events"]
         window.failures = Counter(data["failures"])
         window.token_sources = Counter(data["token_sources"])

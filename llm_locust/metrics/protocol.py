@@ -10,6 +10,7 @@ sample; `TokenChunks` skips the decode for the usual chunk of a stream (see ther
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import orjson
 
@@ -92,18 +93,25 @@ class TokenChunks:
             self._event_suffix = data[string.end() - 1 :] + b"\n\n"  # from its closing quote
 
 
+EventApplier = Callable[[RequestRecord, bytes, float, "TokenChunks | None"], bool]
+"""An API's meaning of one SSE data payload: `apply_event` here (chat and text completions), or the Responses and
+Messages APIs' (`responses_stream`, `messages_stream`); True when the stream is over for the client."""
+
+
 class EventStream:
     """One response body's SSE events applied to its record, piece of body by piece of body.
 
     A piece that is exactly the stream's usual token event (see `TokenChunks.match_event`),
     arriving at an event boundary, is applied as a content token without any decoding; any
-    other piece goes through the SSE decoder and `apply_event`.
+    other piece goes through the SSE decoder and `apply` (the API's event applier; only
+    `apply_event` teaches `TokenChunks`, so other APIs always take the decoding path).
     """
 
-    __slots__ = ("_chunks", "_decoder", "_record")
+    __slots__ = ("_apply", "_chunks", "_decoder", "_record")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, apply: EventApplier | None = None) -> None:
         self._record = record
+        self._apply = apply or apply_event
         self._decoder = SSEDecoder()
         self._chunks = TokenChunks()
 
@@ -113,16 +121,16 @@ class EventStream:
         if self._decoder.idle and self._chunks.match_event(data):
             apply_token(self._record, t)
             return False
-        record, chunks = self._record, self._chunks
+        record, chunks, apply = self._record, self._chunks, self._apply
         for event in self._decoder.feed(bytes(data), t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
-            if apply_event(record, event.data, event.t, chunks):
+            if apply(record, event.data, event.t, chunks):
                 return True
         return False
 
     def flush(self, t: float) -> None:
         """End of the body at `t`: apply a last event that had no blank line after it."""
         for event in self._decoder.flush(t):
-            if apply_event(self._record, event.data, event.t):
+            if self._apply(self._record, event.data, event.t, None):
                 return
 
 
@@ -140,17 +148,34 @@ def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunk
     if data == _DONE:
         record.saw_done = True
         return True
-    try:
-        chunk = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not JSON: {_clip(data)}")
-        return True
-    if type(chunk) is not dict:
-        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
+    chunk = decode_object(record, data)
+    if chunk is None:
         return True
     if chunks is not None:
         chunks.learn(data, chunk)
     return apply_chunk(record, chunk, t)
+
+
+def decode_object(record: RequestRecord, data: bytes) -> dict | None:
+    """The JSON object in one SSE data payload; None (and `record` failed as a bad stream) when it is not one."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not JSON: {_clip(data)}")
+        return None
+    if type(chunk) is not dict:
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk is not a JSON object: {_clip(data)}")
+        return None
+    return chunk
+
+
+def guarded(apply: Callable[[RequestRecord, dict, float], bool], record: RequestRecord, chunk: dict, t: float) -> bool:
+    """`apply(record, chunk, t)`, with a field of an unexpected JSON type failing `record` as a bad stream (True)."""
+    try:
+        return apply(record, chunk, t)
+    except (AttributeError, TypeError, KeyError, IndexError):  # a field of an unexpected JSON type
+        record.fail(ErrorKind.BAD_STREAM, f"stream chunk has an unexpected shape: {_clip(str(chunk))}")
+        return True
 
 
 def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
@@ -159,11 +184,7 @@ def apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
     Returns True when the chunk ends the stream: an error object, or fields of an unexpected
     JSON type (the record is then marked failed).
     """
-    try:
-        return _apply_chunk(record, chunk, t)
-    except (AttributeError, TypeError, KeyError, IndexError):  # a field of an unexpected JSON type
-        record.fail(ErrorKind.BAD_STREAM, f"stream chunk has an unexpected shape: {_clip(str(chunk))}")
-        return True
+    return guarded(_apply_chunk, record, chunk, t)
 
 
 def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
@@ -180,11 +201,11 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
             content = delta.get("content")
             bearing = content or delta.get("tool_calls")
             if bearing or delta.get("reasoning_content") or delta.get("reasoning"):
-                _token_event(record, t)
+                token_event(record, t)
                 if bearing and record.t_first_content is None:
                     record.t_first_content = t
         elif choice.get("text"):  # text completion chunk
-            _token_event(record, t)
+            token_event(record, t)
             if record.t_first_content is None:
                 record.t_first_content = t
         finish_reason = choice.get("finish_reason")
@@ -204,15 +225,15 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
 
 
 def apply_token(record: RequestRecord, t: float) -> None:
-    """Apply a content token that arrived at `t` (perf_counter s): what a chunk matched by
-    `TokenChunks` means."""
-    _token_event(record, t)
+    """Apply a content token (non-reasoning output: text or a tool call) that arrived at `t` (perf_counter s);
+    also what a chunk matched by `TokenChunks` means."""
+    token_event(record, t)
     if record.t_first_content is None:
         record.t_first_content = t
 
 
-def _token_event(record: RequestRecord, t: float) -> None:
-    """Record the arrival of a token-bearing event."""
+def token_event(record: RequestRecord, t: float) -> None:
+    """Record the arrival of a token-bearing event (content or reasoning) at `t` (perf_counter s)."""
     if record.t_first is None:
         record.t_first = t
     else:
@@ -226,7 +247,10 @@ def finish(record: RequestRecord, t_done: float) -> RequestRecord:
     record.t_done = t_done
     if record.ok:
         if not record.saw_done and record.finish_reason is None:
-            record.fail(ErrorKind.INCOMPLETE, "stream ended without [DONE] or a finish_reason")
+            record.fail(
+                ErrorKind.INCOMPLETE,
+                "stream ended without its final event ([DONE], a finish_reason, response.completed or message_stop)",
+            )
         elif record.events == 0:
             record.fail(ErrorKind.NO_TOKENS, "stream finished without any generated token")
     return record

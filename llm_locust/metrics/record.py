@@ -41,8 +41,11 @@ class ErrorKind(StrEnum):
     TIMEOUT = "timeout"  # first-token, read (idle) or whole-request timeout hit
     TRANSPORT = "transport"  # connection reset/closed mid-response, HTTP protocol error
     STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream
+    OVERLOADED = "overloaded"  # an Anthropic `error` event of type overloaded_error inside the stream
+    RESPONSE_FAILED = "response_failed"  # a Responses API `response.failed` event
+    RESPONSE_INCOMPLETE = "response_incomplete"  # `response.incomplete` for another reason than max_output_tokens
     BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
-    INCOMPLETE = "incomplete"  # the stream ended without [DONE] or a finish_reason
+    INCOMPLETE = "incomplete"  # the stream ended without its last event ([DONE], finish_reason, ...)
     NO_TOKENS = "no_tokens"  # the stream finished but carried no generated token
 
 
@@ -76,6 +79,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
     prefix_blocks: int = 0  # whole 512-token shared blocks in its prompt (trace hash_ids, prefix pools)
     prefix_blocks_seen: int = 0  # ... of which an earlier request (in workload order) had: expected cache hits
+    inputs: int = 0  # embeddings: the inputs the request carried (0 for a completion)
     finish_reason: str | None = None
     saw_done: bool = False
     status_code: int = 0

@@ -3,13 +3,15 @@
 The body's bytes are kept as they arrive and decoded to text in large batches (`StreamText`) — never per event,
 so the client's hot path (`protocol.EventStream`) stays as it is; the text is counted once, at the end. The text
 is what `protocol` counts as generated: chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool
-calls' function names and arguments, and text-completion `text`. Pure; never raises.
+calls' function names and arguments, and text-completion `text` — and the deltas of the Responses and Messages
+APIs' token-bearing events (`responses_stream.event_text`, `messages_stream.event_text`). Pure; never raises.
 """
 
 from __future__ import annotations
 
 import orjson
 
+from llm_locust.metrics import messages_stream, responses_stream
 from llm_locust.metrics.sse import SSEDecoder
 
 _DONE = b"[DONE]"
@@ -68,7 +70,13 @@ class StreamText:
 
 
 def chunk_text(chunk: dict) -> list[str]:
-    """The pieces of generated text in one decoded chunk (first choice), in order; [] for any other shape."""
+    """The pieces of generated text in one decoded chunk (first choice) or typed event, in order; [] for any other
+    shape."""
+    kind = chunk.get("type")
+    if type(kind) is str:  # a Responses or Messages event
+        api = responses_stream if kind.startswith("response.") else messages_stream
+        text = api.event_text(chunk)
+        return [text] if text else []
     choices = chunk.get("choices")
     if type(choices) is not list or not choices or type(choices[0]) is not dict:
         return []

@@ -24,7 +24,8 @@ from llm_locust.report.tables import all_step_rows, comparison_table, run_facts,
 
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
-    "output_tokens_per_s": "output tok/s", "requests_ok": "ok", "failures": "failed",
+    "output_tokens_per_s": "output tok/s", "inputs_per_s": "inputs/s", "input_tokens_per_s": "input tok/s",
+    "requests_ok": "ok", "failures": "failed",
     "ttft_ms_p50": "TTFT p50", "ttft_ms_p90": "TTFT p90", "ttft_ms_p99": "TTFT p99",
     "tpot_ms_p50": "TPOT p50", "tpot_ms_p90": "TPOT p90", "itl_ms_p50": "ITL p50", "itl_ms_p99": "ITL p99",
     "e2e_ms_p50": "E2E p50", "e2e_ms_p90": "E2E p90", "goodput_requests_per_s": "goodput req/s",

@@ -32,7 +32,7 @@ from llm_locust.metrics.vocabulary import (
     TELEMETRY_FILE,
     TIMESERIES_FILE,
 )
-from llm_locust.results.files import FAILURE_COLUMNS, TIMESERIES_COLUMNS
+from llm_locust.results.files import EMBEDDING_COLUMNS, FAILURE_COLUMNS, TIMESERIES_COLUMNS
 from llm_locust.results.trace_offered import TRACE_OFFERED_COLUMNS, TRACE_OFFERED_FILE
 from llm_locust.scrape.hardware import TELEMETRY_COLUMNS
 from llm_locust.scrape.server_maps import SERVER_COLUMNS
@@ -50,7 +50,8 @@ _DECODE_ERRORS = (
     HdrHistogramSettingsException,
 )  # fmt: skip
 
-_TIMESERIES_REQUIRED = tuple(c for c in TIMESERIES_COLUMNS if c != "step" and c not in FAILURE_COLUMNS)
+_OPTIONAL_COLUMNS = ("step", *FAILURE_COLUMNS, *EMBEDDING_COLUMNS)  # files of older runs lack the last two
+_TIMESERIES_REQUIRED = tuple(c for c in TIMESERIES_COLUMNS if c not in _OPTIONAL_COLUMNS)
 """Columns every llm_timeseries.csv has (older runs lack `step` and the failures by kind)."""
 
 
@@ -99,7 +100,7 @@ def load_run(path: Path) -> RunData:
     if timeseries_path.exists():
         run.timeseries = _rows_or_note(
             run,
-            read_csv(timeseries_path, _TIMESERIES_REQUIRED, ("step", *FAILURE_COLUMNS), allow_empty=True),
+            read_csv(timeseries_path, _TIMESERIES_REQUIRED, _OPTIONAL_COLUMNS, allow_empty=True),
             f"{TIMESERIES_FILE} rows (the run ended before its first interval closed)",
         )
     elif run.summary is not None:

@@ -49,7 +49,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
     """One row per step of `run` (one row, step None, for a run without steps; empty without summary).
 
     Columns: run, step, label, users, rate_per_s (offered; None for closed loop),
-    achieved_rate_per_s, the throughput keys, failures (total count), `{metric}_ms_{stat}`
+    achieved_rate_per_s, the throughput keys (embeddings: inputs_per_s and input_tokens_per_s instead of
+    output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
     for every latency metric and statistic, output_tokens_mean, and goodput_requests_per_s /
     slo_attainment when the summary has them.
     """
@@ -71,6 +72,9 @@ def step_rows(run: RunData) -> pd.DataFrame:
             **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
             "failures": sum((source.get("failures") or {}).values()),
         }
+        if throughput.get("inputs"):  # embeddings: inputs and their tokens instead of output tokens
+            row.update(inputs_per_s=throughput.get("inputs_per_s"), output_tokens_per_s=None,
+                       input_tokens_per_s=throughput.get("input_tokens_per_s"))  # fmt: skip
         metrics = source["metrics"]
         for metric in LATENCY_KEYS:
             stats = metrics.get(f"{metric}_ms") or {}

@@ -46,7 +46,9 @@ TIMESERIES_COLUMNS = (
 )
 FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
-TIMESERIES_COLUMNS += FAILURE_COLUMNS
+EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s")
+"""Embeddings: inputs and their (usage) tokens per second of the interval (last: files of older runs lack them)."""
+TIMESERIES_COLUMNS += FAILURE_COLUMNS + EMBEDDING_COLUMNS
 
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
@@ -73,6 +75,9 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "slo_attainment": round(window.requests_good / finished, 4) if finished else None,
         "output_tokens_per_s": per_s(window.output_tokens, duration_s),
         "total_tokens_per_s": per_s(window.output_tokens + window.prompt_tokens, duration_s),
+        "inputs": window.inputs,
+        "inputs_per_s": per_s(window.inputs, duration_s),
+        "input_tokens_per_s": per_s(window.prompt_tokens, duration_s),
     }
 
 
@@ -305,6 +310,8 @@ class TimeseriesWriter:
             stats = window.distribution(metric, scale=1000.0)
             row.update({latency_key(metric, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
+        row.update(inputs_per_s=per_s(window.inputs, self.interval_s),
+                   input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s))  # fmt: skip
         return row
 
     def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
@@ -326,13 +333,21 @@ def summary_table(summary: dict[str, Any]) -> str:
     lines = [
         f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
-    for key, label in (("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
+    t = summary["throughput"]
+    embeddings = is_embeddings(summary)
+    rows = (("e2e_ms", "Latency ms"),) if embeddings else (
+        ("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms"))  # fmt: skip
+    for key, label in rows:
         s = metrics[key]
         cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
         lines.append(f"{label:<14}{s['count']:>9}{cells}")
-    t = summary["throughput"]
+    rates = (
+        f"{t['inputs_per_s']:.1f} inputs/s, {t['input_tokens_per_s']:.1f} input tok/s"
+        if embeddings
+        else f"{t['output_tokens_per_s']:.1f} output tok/s"
+    )
     lines.append(
-        f"Throughput: {t['output_tokens_per_s']:.1f} output tok/s, {t['requests_per_s']:.2f} req/s "
+        f"Throughput: {rates}, {t['requests_per_s']:.2f} req/s "
         f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
         + (f", {t['requests_cancelled']} cancelled)" if t.get("requests_cancelled") else ")")
     )
@@ -354,6 +369,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     if verdict is not None:
         lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
+
+
+def is_embeddings(summary: dict[str, Any]) -> bool:
+    """True when the run measured embeddings: inputs embedded and no token streamed (its latency is E2E only)."""
+    return bool(summary["throughput"].get("inputs")) and not summary["metrics"]["ttft_ms"]["count"]
 
 
 def iso_time(epoch_s: float) -> str:

@@ -42,6 +42,7 @@ from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
+from llm_locust.workload.providers import check_api
 
 logger = logging.getLogger("llm_locust")
 
@@ -84,6 +85,9 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         state = _states.get(environment) or RunState(environment)
         if not state.is_worker:
             _check_shape(state.settings, environment.shape_class)
+        settings = state.settings
+        for endpoint in sorted({getattr(user, "endpoint", "") for user in environment.user_classes} - {""}):
+            check_api(settings.provider, settings.server_family, endpoint, settings.ignore_eos, settings.client)
         _states[environment] = state
     except ConfigError as e:
         for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)

@@ -1,11 +1,12 @@
-"""Locust User classes that stream completions from an OpenAI-compatible endpoint.
+"""Locust User classes, one per API: they send requests to an LLM endpoint and measure them.
 
-`ChatCompletionsUser` (POST /v1/chat/completions) and `CompletionsUser` (POST /v1/completions)
-send when the process's pacer hands them a ticket: in closed loop as soon as their last request
-ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
-sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them
-in a locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the
-plugin supplies the settings (command-line options) and collects the metrics.
+`ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
+(POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
+/v1/embeddings) does not. They send when the process's pacer hands them a ticket: in closed loop as soon as
+their last request ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
+sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them in a
+locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the plugin supplies the
+settings (command-line options) and collects the metrics.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from llm_locust.errors import ConfigError
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
-from llm_locust.transport.client import stream_completion
+from llm_locust.transport.client import embed, stream_completion
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, completion_path, family_headers
+from llm_locust.workload.providers import auth_headers, completion_path, family_headers, provider_headers
 from llm_locust.workload.tokens import token_counter
 
 
@@ -32,7 +33,7 @@ class _StreamingUser(FastHttpUser):
 
     abstract = True
     wait_time = constant(0)
-    endpoint: ClassVar[str]  # 'chat' or 'completions'
+    endpoint: ClassVar[str]  # one of metrics.apis.ENDPOINTS
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -62,6 +63,7 @@ class _StreamingUser(FastHttpUser):
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
             **auth_headers(settings.provider, settings.api_key),
+            **provider_headers(settings.provider),
             **family_headers(settings.server_family),
             **dict(settings.header),
         }
@@ -126,11 +128,15 @@ class _StreamingUser(FastHttpUser):
         if self.sdk is not None:
             self.sdk.stream(request, ticket)
             return
-        headers = self.headers
+        headers, watchdog = self.headers, self.llm.watchdog
         if self.session_header:
             headers = {**headers, self.session_header: request.session}
         with self.replicas.use() as replica:
-            stream_completion(self.client, self.path, request.body, headers, self.endpoint, self.llm.watchdog,
+            if self.endpoint == "embeddings":
+                embed(self.client, self.path, request.body, headers, request.inputs, watchdog,
+                      request.expected_prompt_tokens, ticket, replica)  # fmt: skip
+                return
+            stream_completion(self.client, self.path, request.body, headers, self.endpoint, watchdog,
                               request.expected_prompt_tokens, ticket, self.output_counter, replica,
                               self.canceller.draw(), request.prefix_blocks)  # fmt: skip
 
@@ -147,3 +153,24 @@ class CompletionsUser(_StreamingUser):
 
     abstract = True
     endpoint = "completions"
+
+
+class ResponsesUser(_StreamingUser):
+    """Streams POST /v1/responses (OpenAI Responses API) with the prompt as `input`."""
+
+    abstract = True
+    endpoint = "responses"
+
+
+class MessagesUser(_StreamingUser):
+    """Streams POST /v1/messages (Anthropic Messages API; `--provider anthropic` for Anthropic itself)."""
+
+    abstract = True
+    endpoint = "messages"
+
+
+class EmbeddingsUser(_StreamingUser):
+    """Sends POST /v1/embeddings with `--embedding-batch` inputs per request (not streamed)."""
+
+    abstract = True
+    endpoint = "embeddings"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_locust.metrics.vocabulary import LATENCY_LABELS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+from llm_locust.results.files import is_embeddings
 
 LATENCY_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in SERIES_LATENCIES)
 TAB_COLUMNS = [
@@ -39,12 +40,21 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
         stats = metrics.get(latency_key(metric), {})
         return " / ".join(_num(stats.get(p)) for p in SERIES_PERCENTILES)
 
+    if summary and is_embeddings(summary):
+        rates = [
+            ("Inputs/s", _num(window.get("inputs_per_s")), _num(run.get("inputs_per_s"))),
+            ("Input tokens/s", _num(window.get("input_tokens_per_s")), _num(run.get("input_tokens_per_s"))),
+        ]
+        latencies = [("e2e", "Latency")]
+    else:
+        rates = [("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s")))]
+        latencies = LATENCY_ROWS
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
-        ("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s"))),
+        *rates,
         ("Requests/s (successful)", _num(window.get("requests_per_s")), _num(run.get("requests_per_s"))),
         ("Requests ok / failed", _ok_failed(window), _ok_failed(run)),
-        *((f"{label} ms p50 / p90 / p99", latency(m, "window"), latency(m, "run")) for m, label in LATENCY_ROWS),
+        *((f"{label} ms p50 / p90 / p99", latency(m, "window"), latency(m, "run")) for m, label in latencies),
         ("Requests in flight (now)", str(snap["in_flight"]), "-"),
         ("Users (now / max)", str(snap["users"]), str(summary["run"]["users_max"]) if summary else "-"),
         ("Failures by kind", "-", _kinds(summary["failures"]) if summary else "-"),

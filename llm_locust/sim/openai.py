@@ -1,7 +1,12 @@
 """The OpenAI wire format: request validation, pre-encoded stream events, response bodies, errors.
 
+`parse_completion` validates the request of every endpoint the simulator serves (chat, text completions, the
+Responses API's `input` and `max_output_tokens`, the Anthropic Messages API's `messages`, `system` and required
+`max_tokens`, embeddings' `input`); the Responses and Messages events are `typed_events`'.
+
 Prompt tokens are approximated as the number of whitespace-separated words in every message's
-text (or in the prompt), at least 1; a prompt given as token ids counts one token per id.
+text (or in the prompt, the input, the system field), at least 1; a prompt given as token ids counts one token per
+id. An embeddings request "generates" one token: the moment its vectors are ready (after the prefill).
 
 Output length n: with `ignore_eos`, `max_tokens` (or the server's natural length when absent);
 otherwise min(max_tokens, natural length), raised to `min_tokens`. finish_reason is "length"
@@ -17,7 +22,7 @@ import orjson
 
 from llm_locust.sim.words import WORDS
 
-Endpoint = Literal["chat", "completions"]
+Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
 
 
 class ApiError(Exception):
@@ -51,6 +56,7 @@ class CompletionSpec:
     finish_reason: str
     prompt_text: str = ""
     """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
+    inputs: int = 1  # embeddings: the inputs to embed
 
 
 def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens: int) -> CompletionSpec:
@@ -64,18 +70,30 @@ def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens
     requested = data.get("model", model)
     if requested != model:
         raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")
-    if endpoint == "chat":
+    if endpoint == "embeddings":
+        return _embeddings(data)
+    if endpoint in ("chat", "messages"):
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages:
             raise bad_request("'messages' must be a non-empty list")
         prompt_tokens = sum(_message_words(message) for message in messages)
         prompt_text = " ".join(_message_text(message) for message in messages)
+        if endpoint == "messages":
+            prompt_tokens += _system_words(data.get("system"))
+            if "max_tokens" not in data:
+                raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
+    elif endpoint == "responses":
+        if "input" not in data:
+            raise bad_request("'input' is required")
+        item = data["input"]
+        prompt_tokens = _prompt_words(item) if isinstance(item, str) else sum(map(_message_words, _list(item)))
+        prompt_text = item if isinstance(item, str) else " ".join(map(_message_text, _list(item)))
     else:
         if "prompt" not in data:
             raise bad_request("'prompt' is required")
         prompt_tokens = _prompt_words(data["prompt"])
         prompt_text = data["prompt"] if isinstance(data["prompt"], str) else ""
-    max_tokens = _optional_int(data, "max_tokens")
+    max_tokens = _optional_int(data, "max_output_tokens" if endpoint == "responses" else "max_tokens")
     if endpoint == "chat" and max_tokens is None:
         max_tokens = _optional_int(data, "max_completion_tokens")
     min_tokens = _optional_int(data, "min_tokens") or 0
@@ -98,6 +116,30 @@ def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens
         finish_reason="length" if n == max_tokens else "stop",
         prompt_text=prompt_text,
     )
+
+
+def _embeddings(data: dict[str, Any]) -> CompletionSpec:
+    """An embeddings request: its `input` (a string or a list of strings) and their words."""
+    item = data.get("input")
+    texts = [item] if isinstance(item, str) else item
+    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
+        raise bad_request("'input' must be a string or a non-empty list of strings")
+    words = sum(max(len(text.split()), 1) for text in texts)
+    return CompletionSpec("embeddings", False, False, words, 1, "stop", len(texts))
+
+
+def _list(value: Any) -> list[Any]:
+    """`value` if it is a non-empty list; ApiError otherwise."""
+    if not isinstance(value, list) or not value:
+        raise bad_request("'input' must be a string or a non-empty list of messages")
+    return value
+
+
+def _system_words(system: Any) -> int:
+    """Words of the Messages API's `system` field (a string or a list of text blocks)."""
+    if system is None:
+        return 0
+    return _message_words({"content": system})
 
 
 def _optional_int(data: dict[str, Any], key: str) -> int | None:
@@ -180,13 +222,25 @@ class EventEncoder:
             spec.finish_reason.encode(),
         )
 
-    def role_event(self) -> bytes:
-        """Return the first chat event, `delta: {"role": "assistant", "content": ""}`."""
+    def start_events(self) -> bytes:
+        """Return the events sent with the response head: chat's role event,
+        `delta: {"role": "assistant", "content": ""}` (nothing for text completions)."""
+        if self.spec.endpoint != "chat":
+            return b""
         return (
             self._head
             + b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
             + b'"logprobs":null,"finish_reason":null}]}\n\n'
         )
+
+    def end_events(self) -> list[bytes]:
+        """Return the events after the last token: the usage event (with include_usage) and [DONE]."""
+        return [self.usage_event(), DONE_EVENT] if self.spec.include_usage else [DONE_EVENT]
+
+    def error_event(self, message: str) -> bytes:
+        """Return the event of a mid-stream failure: an OpenAI/vLLM-style error object."""
+        error = {"object": "error", "message": message, "type": "InternalServerError", "code": 500}
+        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
 
     def token_event(self, index: int) -> tuple[bytes, bytes]:
         """Return token `index`'s event as (shared prefix, tail); their concatenation is the event."""
@@ -218,12 +272,6 @@ MALFORMED_EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"trunc\n\n'
 """A token event whose JSON is cut short (the `bad_json` fault)."""
 
 
-def stream_error_event(message: str) -> bytes:
-    """Return an SSE event carrying an OpenAI/vLLM-style error object (a mid-stream failure)."""
-    error = {"object": "error", "message": message, "type": "InternalServerError", "code": 500}
-    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
-
-
 def usage(spec: CompletionSpec) -> dict[str, int]:
     """Return the OpenAI usage object for a fully generated response."""
     return {
@@ -235,7 +283,7 @@ def usage(spec: CompletionSpec) -> dict[str, int]:
 
 def completion_body(spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> bytes:
     """Return the non-streamed response JSON (`chat.completion` or `text_completion`)."""
-    text = "".join(WORDS[(offset + i) % len(WORDS)] for i in range(spec.output_tokens))
+    text = output_text(spec, offset)
     if spec.endpoint == "chat":
         choice: dict[str, Any] = {
             "index": 0,
@@ -257,6 +305,19 @@ def completion_body(spec: CompletionSpec, response_id: str, created_s: int, mode
             "usage": usage(spec),
         }
     )
+
+
+def output_text(spec: CompletionSpec, offset: int) -> str:
+    """The whole text a response of `spec` generates (its words start at `offset`)."""
+    return "".join(WORDS[(offset + i) % len(WORDS)] for i in range(spec.output_tokens))
+
+
+def embeddings_body(spec: CompletionSpec, model: str, dimensions: int = 8) -> bytes:
+    """Return the embeddings response JSON: one `dimensions`-long vector per input, usage.prompt_tokens."""
+    vector = [round(1.0 / (1 + i), 4) for i in range(dimensions)]
+    data = [{"object": "embedding", "index": i, "embedding": vector} for i in range(spec.inputs)]
+    usage = {"prompt_tokens": spec.prompt_tokens, "total_tokens": spec.prompt_tokens}
+    return orjson.dumps({"object": "list", "data": data, "model": model, "usage": usage})
 
 
 def models_body(model: str, created_s: int) -> bytes:

@@ -27,9 +27,10 @@ from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.metrics import SimMetrics
 from llm_locust.sim.prefix_cache import PrefixCache
-from llm_locust.sim.stream import FaultGeneration, Generation
+from llm_locust.sim.stream import Encoder, FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import Trace, TraceRecord
+from llm_locust.sim.typed_events import MessagesEncoder, ResponsesEncoder
 from llm_locust.sim.words import WORDS
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
@@ -37,7 +38,13 @@ from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 _COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
     "/v1/chat/completions": "chat",
     "/v1/completions": "completions",
+    "/v1/responses": "responses",
+    "/v1/messages": "messages",
+    "/v1/embeddings": "embeddings",
 }
+_ID_PREFIXES = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "messages": "msg", "embeddings": "emb"}
+_ENCODERS = {"chat": openai.EventEncoder, "completions": openai.EventEncoder, "responses": ResponsesEncoder,
+             "messages": MessagesEncoder, "embeddings": openai.EventEncoder}  # fmt: skip
 _GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
 _POST_ROUTES = ("/sim/reset", *_COMPLETION_ROUTES)
 
@@ -101,8 +108,12 @@ class SimApp:
         """Raise a 401 unless `request` carries the configured API key (the message echoes the
         key received, as some providers do: a client must not print it)."""
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if "x-api-key" in request.headers:  # Anthropic's header
+            scheme, key = "bearer", request.headers["x-api-key"]
         if scheme.lower() != "bearer" or not key:
-            raise openai.ApiError(401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY'")
+            raise openai.ApiError(
+                401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
+            )
         if key != self.config.api_key:
             raise openai.ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
 
@@ -135,7 +146,7 @@ class SimApp:
     ) -> None:
         spec = openai.parse_completion(request.body, endpoint, self.config.model, self.config.output_tokens)
         number = next(self._request_numbers)
-        response_id = f"{'chatcmpl' if endpoint == 'chat' else 'cmpl'}-{number}"
+        response_id = f"{_ID_PREFIXES[endpoint]}-{number}"
         record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
@@ -165,13 +176,8 @@ class SimApp:
         offset = (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
         model = self.config.model
         chunked = request.version == "HTTP/1.1"
-        args = (
-            conn.transport,
-            spec,
-            record,
-            openai.EventEncoder(spec, record.id, created_s, model, offset),
-            partial(openai.completion_body, spec, record.id, created_s, model, offset),
-        )
+        encoder = _ENCODERS[spec.endpoint](spec, record.id, created_s, model, offset)
+        args = (conn.transport, spec, record, encoder, self._body_maker(spec, encoder, record.id, created_s, offset))
         kwargs: dict[str, Any] = {
             "chunked": chunked,
             "keep_alive": request.keep_alive and (chunked or not spec.stream),
@@ -197,6 +203,17 @@ class SimApp:
         generation.start()
         self.driver.submit(generation)
 
+    def _body_maker(
+        self, spec: openai.CompletionSpec, encoder: Encoder, response_id: str, created_s: int, offset: int
+    ) -> Callable[[], bytes]:
+        """What makes the non-streamed response body of `spec` (an embeddings response is never streamed)."""
+        model = self.config.model
+        if spec.endpoint == "embeddings":
+            return partial(openai.embeddings_body, spec, model)
+        if isinstance(encoder, ResponsesEncoder | MessagesEncoder):
+            return encoder.body
+        return partial(openai.completion_body, spec, response_id, created_s, model, offset)
+
     def _pre_response_fault(
         self, fault: str, request: http.Request, conn: SimConnection, spec: openai.CompletionSpec, record: TraceRecord
     ) -> None:
@@ -212,7 +229,8 @@ class SimApp:
             conn.reset()
             return
         if fault == "non_sse":
-            body = openai.completion_body(spec, record.id, int(time.time()), self.config.model, 0)
+            encoder = _ENCODERS[spec.endpoint](spec, record.id, int(time.time()), self.config.model, 0)
+            body = self._body_maker(spec, encoder, record.id, int(time.time()), 0)()
             conn.respond(request, 200, body)
             return
         if fault == "html_502":

@@ -19,12 +19,18 @@ from typing import Protocol
 from llm_locust.sim import http, openai
 from llm_locust.sim.engine import Sequence
 from llm_locust.sim.trace import TraceRecord
+from llm_locust.sim.typed_events import MessagesEncoder, ResponsesEncoder
 
 
 class Transport(Protocol):
     """The part of `asyncio.Transport` a generation writes to."""
 
     def write(self, data: bytes) -> None: ...
+
+
+Encoder = openai.EventEncoder | ResponsesEncoder | MessagesEncoder
+"""The events of one streamed response, per API: `start_events`, `token_event(i)`, `tokens_event(start, stop)`,
+`text_event`, `end_events`, `error_event`."""
 
 
 class Generation:
@@ -40,7 +46,7 @@ class Generation:
         transport: Transport,
         spec: openai.CompletionSpec,
         record: TraceRecord,
-        encoder: openai.EventEncoder,
+        encoder: Encoder,
         body: Callable[[], bytes],
         *,
         chunked: bool,
@@ -61,12 +67,13 @@ class Generation:
         self._sent = 0  # tokens written (tokens_per_chunk > 1)
 
     def start(self) -> None:
-        """Write the response head (and, for a streamed chat, the role event) right away."""
+        """Write the response head (and the API's start events: chat's role event, ...) right away."""
         if not self.spec.stream:
             return
         head = http.response_head(200, "text/event-stream", content_length=None, keep_alive=self.keep_alive)
-        if self.spec.endpoint == "chat":
-            head += self._frame(self._encoder.role_event())
+        start = self._encoder.start_events()
+        if start:
+            head += self._frame(start)
         self._transport.write(head)
 
     def emit(self, count: int) -> None:
@@ -99,9 +106,7 @@ class Generation:
             return
         events = [prefix + tail for prefix, tail in map(token_event, range(emitted - count, emitted))]
         if done:
-            if self.spec.include_usage:
-                events.append(self._encoder.usage_event())
-            events.append(openai.DONE_EVENT)
+            events.extend(self._encoder.end_events())
         if self._chunked:
             events = [http.chunk(event) for event in events]
             if done:
@@ -126,9 +131,7 @@ class Generation:
         if not events:
             return
         if done:
-            if self.spec.include_usage:
-                events.append(self._encoder.usage_event())
-            events.append(openai.DONE_EVENT)
+            events.extend(self._encoder.end_events())
         if self._chunked:
             events = [http.chunk(event) for event in events]
             if done:
@@ -226,7 +229,7 @@ class FaultGeneration(Generation):
             elif fault == "reset":
                 reset_connection(self._transport)  # type: ignore[arg-type]  # connection_lost records it
             else:  # cut, stream_error
-                tail = openai.stream_error_event(self._error_message) if fault == "stream_error" else b""
+                tail = self._encoder.error_event(self._error_message) if fault == "stream_error" else b""
                 self.keep_alive = self.keep_alive and self._chunked  # an unchunked body ends by closing
                 self._transport.write(
                     (self._frame(tail) if tail else b"") + (http.LAST_CHUNK if self._chunked else b"")

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.apis import EVENT_APPLIERS
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
@@ -107,6 +108,66 @@ def stream_completion(
     return record
 
 
+def embed(
+    session: Any,
+    path: str,
+    body: bytes,
+    headers: dict[str, str],
+    inputs: int,
+    watchdog: TimeoutWatchdog,
+    expected_prompt_tokens: int | None = None,
+    ticket: Ticket | None = None,
+    replica: Replica | None = None,
+) -> RequestRecord:
+    """POST an embeddings request of `inputs` inputs, read its JSON response, report it; return its record.
+
+    Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
+    token (`t_first` None: the first-token timeout does not apply); the prompt tokens are usage.prompt_tokens. It
+    fails when the response is not 2xx, not JSON, or holds another number of embeddings than `inputs`. `replica`
+    as for `stream_completion`.
+    """
+    record = new_record("embeddings", expected_prompt_tokens, ticket)
+    url, auth = path, None
+    if replica is not None:
+        url, auth, record.groups = replica.url + path, replica.auth, replica.groups
+    watch = watchdog.start(record, first_token=False)
+    try:
+        with session.post(url, data=body, headers=headers, catch_response=True, name=path,
+                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
+            t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
+            record.status_code = resp.status_code or 0
+            if _check_status(resp, record):
+                _read_embeddings(resp.content or b"", record, inputs)
+            watchdog.end(watch)
+            record.t_done = t_body
+            if record.ok:
+                record.t_last = record.t_done
+            _report(resp, record)
+    finally:
+        watchdog.end(watch)
+    return record
+
+
+def _read_embeddings(content: bytes, record: RequestRecord, inputs: int) -> None:
+    """Check an embeddings response body (`data`: one embedding per input) and take its usage onto `record`."""
+    try:
+        data = orjson.loads(content)
+        embeddings, usage = data["data"], data.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        record.fail(
+            ErrorKind.BAD_STREAM, f"embeddings response is not an OpenAI embeddings object: {error_text(content)}"
+        )
+        return
+    if type(embeddings) is not list or len(embeddings) != inputs:
+        got = len(embeddings) if type(embeddings) is list else type(embeddings).__name__
+        record.fail(ErrorKind.BAD_STREAM, f"embeddings response holds {got} embeddings for {inputs} inputs")
+        return
+    record.inputs = inputs
+    if type(prompt_tokens) is int and prompt_tokens >= 0:
+        record.prompt_tokens = prompt_tokens
+
+
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
     """End the request's timeouts and cancellation timer."""
     watchdog.end(watch)
@@ -130,6 +191,17 @@ def new_record(
 
 def _check_response(resp: Any, record: RequestRecord) -> bool:
     """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
+    if not _check_status(resp, record):
+        return False
+    content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
+    if not content_type.startswith("text/event-stream"):
+        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
+        return False
+    return True
+
+
+def _check_status(resp: Any, record: RequestRecord) -> bool:
+    """True when `resp` came with a 2xx status; otherwise mark `record` failed and return False."""
     error = getattr(resp, "error", None)
     if error is not None and not resp.status_code:
         if isinstance(getattr(error, "original", None) or error, StreamCancelled):  # before the response head
@@ -142,10 +214,6 @@ def _check_response(resp: Any, record: RequestRecord) -> bool:
         retry_after = resp.headers.get("retry-after") if status == 429 and resp.headers else None
         after = f" (Retry-After: {retry_after} s; not retried)" if retry_after else ""
         record.fail(status_kind(status), f"HTTP {status}{after}: {_error_body(resp)}")
-        return False
-    content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
-    if not content_type.startswith("text/event-stream"):
-        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
         return False
     return True
 
@@ -163,7 +231,7 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText
     stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    events = EventStream(record)
+    events = EventStream(record, EVENT_APPLIERS[record.endpoint])
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)
@@ -252,7 +320,11 @@ def _report(resp: Any, record: RequestRecord) -> None:
 
 
 def report_values(record: RequestRecord) -> tuple[float, int]:
-    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens); for a failed one
-    (time to its end, 0), for a cancelled one (time to its end, the tokens it got)."""
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens — for embeddings,
+    prompt tokens); for a failed one (time to its end, 0), for a cancelled one (time to its end, the tokens it
+    got)."""
     t_end = record.t_last if record.ok else record.t_done
-    return (t_end - record.t_send) * 1000, record.output_tokens if record.ok or record.cancelled else 0
+    if not (record.ok or record.cancelled):
+        return (t_end - record.t_send) * 1000, 0
+    length = (record.prompt_tokens or 0) if record.endpoint == "embeddings" else record.output_tokens
+    return (t_end - record.t_send) * 1000, length

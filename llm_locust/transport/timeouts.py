@@ -66,13 +66,12 @@ class TimeoutWatchdog:
         """Requests being watched now (sent, not yet finished)."""
         return len(self._watches)
 
-    def start(self, record: Any) -> Watch:
-        """Watch the current greenlet's request (a `RequestRecord`: its `t_send`, `t_first`);
-        call `end` when it is over."""
+    def start(self, record: Any, first_token: bool = True) -> Watch:
+        """Watch the current greenlet's request (a `RequestRecord`: its `t_send`, `t_first`), with the first-token
+        timeout when `first_token` (not for a request without tokens: embeddings); call `end` when it is over."""
         t_send_s = record.t_send
-        watch = Watch(
-            gevent.getcurrent(), record, t_send_s + self.request_timeout_s, t_send_s + self.first_token_timeout_s
-        )
+        first_token_s = self.first_token_timeout_s if first_token else float("inf")
+        watch = Watch(gevent.getcurrent(), record, t_send_s + self.request_timeout_s, t_send_s + first_token_s)
         self._watches.add(watch)
         self._checker.ensure()
         return watch

@@ -1,8 +1,14 @@
 """Who is on the other end: request paths and auth per provider, length-control fields per server.
 
 Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, llama.cpp, ...),
-`openai`, `azure` (deployment + api-version in the path, `api-key` header) and `databricks`
-(serving endpoint invocations, bearer token).
+`openai`, `azure` (deployment + api-version in the path, `api-key` header), `databricks`
+(serving endpoint invocations, bearer token) and `anthropic` (the Messages API only: `x-api-key`
+and `anthropic-version` headers).
+
+APIs (the user class's endpoint, `metrics.apis.ENDPOINTS`): `chat`, `completions`, `responses`
+(`max_output_tokens`), `messages` (`max_tokens`; it has no field that forces the output length,
+so `--ignore-eos` is refused) and `embeddings`; `check_api` refuses the combinations that cannot
+work before the test starts.
 
 Server families (`--server-family`) say which request fields make an output exactly
 `max_tokens` long when `--ignore-eos` is given — checked against each server's source:
@@ -22,13 +28,20 @@ from urllib.parse import quote
 
 from llm_locust.errors import ConfigError
 
-PROVIDERS = ("openai-compatible", "openai", "azure", "databricks")
-FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai")
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic")
+FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai", "anthropic")
 API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
-               "databricks": "DATABRICKS_TOKEN"}  # fmt: skip
-_DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai"}
-_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)"}
-_OPENAI_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY"}  # fmt: skip
+ANTHROPIC_VERSION = "2023-06-01"
+"""The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
+_DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
+                   "anthropic": "anthropic"}  # fmt: skip
+_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)", "anthropic": "Anthropic"}
+_OPENAI_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
+                 "messages": "/v1/messages", "embeddings": "/v1/embeddings"}  # fmt: skip
+_AZURE_KINDS = {"chat": "chat/completions", "completions": "completions", "embeddings": "embeddings"}
+_API_NAMES = {"chat": "chat completions", "completions": "text completions", "responses": "the Responses API",
+              "messages": "the Messages API", "embeddings": "embeddings"}  # fmt: skip
 
 
 def server_family(family: str, provider: str) -> str:
@@ -45,16 +58,45 @@ def check_length_control(family: str, ignore_eos: bool) -> None:
         )
 
 
+def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, client: str) -> None:
+    """ConfigError if `endpoint` (the locustfile's API) cannot be measured with these options."""
+    api = _API_NAMES[endpoint]
+    if provider == "anthropic" and endpoint != "messages":
+        raise ConfigError(
+            f"--provider anthropic serves the Messages API only, not {api}: run -f locustfiles/messages.py"
+        )
+    if (provider == "azure" and endpoint not in _AZURE_KINDS) or (provider == "databricks" and endpoint == "messages"):
+        raise ConfigError(
+            f"--provider {provider} does not serve {api} under a deployment: use --provider openai-compatible with the "
+            "base URL that serves it"
+        )
+    if ignore_eos and endpoint == "messages":
+        raise ConfigError(
+            "--ignore-eos: the Messages API has no request field that forces the output length; drop --ignore-eos, "
+            "outputs will stop at end-of-sequence or max_tokens"
+        )
+    if client != "fast" and endpoint not in ("chat", "completions"):
+        raise ConfigError(f"--client {client} measures chat and text completions only, not {api}: use --client fast")
+
+
 def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
-    """The body fields that set the output length (`max_tokens` tokens, exactly if `ignore_eos`)."""
-    key = "max_completion_tokens" if family == "openai" and endpoint == "chat" else "max_tokens"
+    """The body fields of `endpoint` that set the output length (`max_tokens` tokens, exactly if `ignore_eos`)."""
+    if endpoint == "responses":
+        key = "max_output_tokens"
+    else:
+        key = "max_completion_tokens" if family == "openai" and endpoint == "chat" else "max_tokens"
     fields: dict[str, Any] = {key: max_tokens}
-    if ignore_eos:
+    if ignore_eos and endpoint != "messages":
         if family in ("vllm", "sglang"):
             fields.update(ignore_eos=True, min_tokens=max_tokens)
         elif family == "llamacpp":
             fields.update(ignore_eos=True, n_predict=max_tokens)
     return fields
+
+
+def provider_headers(provider: str) -> dict[str, str]:
+    """Request headers the provider needs besides auth (`anthropic`: `anthropic-version`, also without a key)."""
+    return {"anthropic-version": ANTHROPIC_VERSION} if provider == "anthropic" else {}
 
 
 def family_headers(family: str) -> dict[str, str]:
@@ -63,9 +105,9 @@ def family_headers(family: str) -> dict[str, str]:
 
 
 def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
-    """The path (and query) to POST completions of `endpoint` ('chat' or 'completions') to."""
+    """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones)."""
     if provider == "azure":
-        kind = "chat/completions" if endpoint == "chat" else "completions"
+        kind = _AZURE_KINDS[endpoint]
         return f"/openai/deployments/{quote(deployment, safe='')}/{kind}?api-version={quote(api_version, safe='')}"
     if provider == "databricks":
         return f"/serving-endpoints/{quote(deployment, safe='')}/invocations"
@@ -78,6 +120,8 @@ def auth_headers(provider: str, api_key: str) -> dict[str, str]:
         return {}
     if provider == "azure":
         return {"api-key": api_key}
+    if provider == "anthropic":
+        return {"x-api-key": api_key}
     return {"Authorization": f"Bearer {api_key}"}
 
 

@@ -5,10 +5,9 @@ The tier is deselected by default (`-m engine` selects it; `make test-engine` bu
 first). Without the cache the tests are skipped, saying why; with LLM_LOCUST_ENGINE_REQUIRED=1
 (set by `make test-engine`) a missing cache fails them instead, so CI never skips silently.
 
-New APIs go here as they land: this server already streams `/v1/messages` (Anthropic events) and
-`/v1/responses` (`response.*` events) — add their locustfiles to `test_runs.RUNS`, whose checks
-(exact lengths, usage against the `llamacpp:` counters, the report) apply to them as they are.
-Embeddings need a server of their own: `run_llama_server(engine, log_path, "--embeddings")`.
+The Responses API (`/v1/responses`) is one of `test_runs.RUNS`, whose checks (exact lengths, usage against the
+`llamacpp:` counters, the report) apply to it as they are; the Messages API, whose outputs cannot be forced to
+an exact length, and embeddings (a server of their own: `--embeddings --pooling mean`) are in `test_apis.py`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Chat and text completions against llama.cpp's server, closed and open loop: exact output lengths
-with --ignore-eos, the client's token counts against the server's usage and its `llamacpp:`
+"""Chat and text completions, and the Responses API, against llama.cpp's server, closed and open loop: exact
+output lengths with --ignore-eos, the client's token counts against the server's usage and its `llamacpp:`
 counters, --tokenizer prompt lengths against the server's, timings against the server's own, the
 report.
 
@@ -26,12 +26,13 @@ RUNS = {  # name: (locustfile, load options)
     "completions-closed": ("completions.py", ["-u", "2", "-r", "2"]),
     "chat-open": ("chat.py", ["-u", "4", "-r", "4", "--request-rate", "2"]),
     "completions-open": ("completions.py", ["-u", "4", "-r", "4", "--request-rate", "2"]),
+    "responses-closed": ("responses.py", ["-u", "2", "-r", "2"]),  # ignore_eos + n_predict work on /v1/responses
 }
 
 
 @pytest.fixture(scope="module")
 def runs(engine, llama, tmp_path_factory) -> dict[str, EngineRun]:
-    """The four runs, one after the other on the session's server."""
+    """The runs, one after the other on the session's server."""
     folder = tmp_path_factory.mktemp("runs")
     options = [
         "--max-requests", str(REQUESTS), "-t", "60s", "--max-tokens", str(MAX_TOKENS), "--ignore-eos",

@@ -1,0 +1,86 @@
+"""What an Anthropic Messages stream event (`POST /v1/messages`, `stream: true`) means for a `RequestRecord`.
+
+Pure, like `protocol`: one JSON decode per event, never raises. Each event's JSON carries its `type` (the same as
+the SSE `event:` line):
+
+- `message_start`: `message.usage.input_tokens` (plus `cache_read_input_tokens` and `cache_creation_input_tokens`,
+  all prompt tokens);
+- `content_block_delta` whose `delta` is a `text_delta` (non-empty `text`) or an `input_json_delta` (a tool call's
+  `partial_json`): output tokens (the first one is TTFO); a `thinking_delta`: reasoning tokens (TTFT and ITL, not
+  TTFO); `signature_delta` and `citations_delta`: structure;
+- `content_block_start`, `content_block_stop`, `ping`: structure only;
+- `message_delta`: `delta.stop_reason` (the finish reason) and `usage.output_tokens` (cumulative);
+- `message_stop`: the end;
+- `error`: a failure — `overloaded` for an `overloaded_error`, `stream_error` for any other type (named in the
+  message).
+"""
+
+from __future__ import annotations
+
+from llm_locust.metrics.protocol import TokenChunks, apply_token, decode_object, error_text, guarded, token_event
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+
+_PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_DELTA_TEXT = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
+"""The token-bearing deltas of a content block, and the field holding their text."""
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
+    """Apply one Messages stream event's data that arrived at `t` (perf_counter s) to `record` (`chunks` unused:
+    see `protocol.EventStream`); True when the stream is over for the client (`message_stop`, a failure)."""
+    event = decode_object(record, data)
+    return True if event is None else guarded(_apply, record, event, t)
+
+
+def _apply(record: RequestRecord, event: dict, t: float) -> bool:
+    """`apply_event` on the decoded event; raises on fields of unexpected types."""
+    kind = event.get("type")
+    if kind == "content_block_delta":
+        delta = event["delta"]
+        delta_type = delta.get("type")
+        field = _DELTA_TEXT.get(delta_type)
+        if field is not None and delta[field]:
+            (token_event if delta_type == "thinking_delta" else apply_token)(record, t)
+        return False
+    if kind == "message_start":
+        _usage(record, event["message"].get("usage"), output=False)  # its output_tokens is a placeholder
+        return False
+    if kind == "message_delta":
+        stop_reason = event["delta"].get("stop_reason")
+        if stop_reason:
+            record.finish_reason = str(stop_reason)
+        _usage(record, event.get("usage"))
+        return False
+    if kind == "message_stop":
+        record.saw_done = True
+        return True
+    if kind == "error":
+        error = event.get("error") or {}
+        error_type = error.get("type") if isinstance(error, dict) else None
+        kind_failed = ErrorKind.OVERLOADED if error_type == "overloaded_error" else ErrorKind.STREAM_ERROR
+        record.fail(kind_failed, f"error event {error_type or 'without a type'}: {error_text(error)}")
+        return True
+    return False
+
+
+def event_text(event: dict) -> str | None:
+    """The generated text an event carries (a text, thinking or tool-input delta), else None: what `--tokenizer`
+    counts."""
+    delta = event.get("delta")
+    if event.get("type") != "content_block_delta" or type(delta) is not dict:
+        return None
+    text = delta.get(_DELTA_TEXT.get(delta.get("type"), ""))
+    return text if type(text) is str else None
+
+
+def _usage(record: RequestRecord, usage: dict | None, output: bool = True) -> None:
+    """Take an Anthropic `usage` object's token counts onto `record` (prompt: input plus cache reads and writes;
+    the output count only when `output`)."""
+    if not usage:
+        return
+    prompt = [usage.get(key) for key in _PROMPT_USAGE]
+    if type(prompt[0]) is int:
+        record.prompt_tokens = sum(n for n in prompt if type(n) is int and n >= 0)
+    output_tokens = usage.get("output_tokens")
+    if output and type(output_tokens) is int and output_tokens >= 0:
+        record.usage_completion_tokens = output_tokens

@@ -1,0 +1,90 @@
+"""What an OpenAI Responses API stream event (`POST /v1/responses`, `stream: true`) means for a `RequestRecord`.
+
+Pure, like `protocol`: one JSON decode per event, never raises. Each event's JSON carries its `type` (the same as
+the SSE `event:` line, which is not needed):
+
+- `response.output_text.delta`, `response.refusal.delta`, `response.function_call_arguments.delta` with a
+  non-empty `delta`: output tokens (the first one is `t_first_content`, TTFO);
+- `response.reasoning_text.delta`, `response.reasoning_summary_text.delta`: reasoning tokens (they count for TTFT
+  and ITL, not for TTFO), as reasoning deltas do in chat;
+- `response.created`, `response.in_progress`, `response.output_item.*`, `response.content_part.*`, `*.done`:
+  structure only;
+- `response.completed`: the end; `response.usage` gives `input_tokens`, `output_tokens` and
+  `output_tokens_details.reasoning_tokens`;
+- `response.incomplete`: the end; stopped by `max_output_tokens` it is a success (finish reason `length`, as
+  chat's), for any other reason (e.g. `content_filter`) a `response_incomplete` failure;
+- `response.failed`: a `response_failed` failure with `response.error`; `error`: a `stream_error` failure.
+"""
+
+from __future__ import annotations
+
+from llm_locust.metrics.protocol import TokenChunks, apply_token, decode_object, error_text, guarded, token_event
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+
+_CONTENT = frozenset(("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"))
+_REASONING = frozenset(("response.reasoning_text.delta", "response.reasoning_summary_text.delta"))
+_TOKEN_BEARING = _CONTENT | _REASONING
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
+    """Apply one Responses stream event's data that arrived at `t` (perf_counter s) to `record` (`chunks` unused:
+    see `protocol.EventStream`); True when the stream is over for the client (its last event, a failure)."""
+    event = decode_object(record, data)
+    return True if event is None else guarded(_apply, record, event, t)
+
+
+def _apply(record: RequestRecord, event: dict, t: float) -> bool:
+    """`apply_event` on the decoded event; raises on fields of unexpected types."""
+    kind = event.get("type")
+    if kind in _CONTENT:
+        if event["delta"]:
+            apply_token(record, t)
+        return False
+    if kind in _REASONING:
+        if event["delta"]:
+            token_event(record, t)
+        return False
+    if kind == "response.completed":
+        _usage(record, event["response"].get("usage"))
+        record.finish_reason = "stop"
+        record.saw_done = True
+        return True
+    if kind == "response.incomplete":
+        response = event["response"]
+        _usage(record, response.get("usage"))
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        if reason == "max_output_tokens":
+            record.finish_reason = "length"
+            record.saw_done = True
+        else:
+            record.fail(ErrorKind.RESPONSE_INCOMPLETE, f"response.incomplete: {error_text(str(reason))}")
+        return True
+    if kind == "response.failed":
+        error = event["response"].get("error") or "no error given"
+        record.fail(ErrorKind.RESPONSE_FAILED, f"response.failed: {error_text(error)}")
+        return True
+    if kind == "error":
+        code = event.get("code")
+        record.fail(ErrorKind.STREAM_ERROR, f"error event{f' {code}' if code else ''}: {error_text(event)}")
+        return True
+    return False
+
+
+def event_text(event: dict) -> str | None:
+    """The generated text an event carries (a content or reasoning delta), else None: what `--tokenizer` counts."""
+    delta = event.get("delta")
+    return delta if event.get("type") in _TOKEN_BEARING and type(delta) is str else None
+
+
+def _usage(record: RequestRecord, usage: dict | None) -> None:
+    """Take the Responses `usage` object's token counts onto `record`."""
+    if not usage:
+        return
+    output_tokens, input_tokens = usage.get("output_tokens"), usage.get("input_tokens")
+    if type(output_tokens) is int and output_tokens >= 0:
+        record.usage_completion_tokens = output_tokens
+    if type(input_tokens) is int and input_tokens >= 0:
+        record.prompt_tokens = input_tokens
+    details = usage.get("output_tokens_details")
+    if details and type(details.get("reasoning_tokens")) is int:
+        record.reasoning_tokens = details["reasoning_tokens"]
