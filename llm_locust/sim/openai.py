@@ -125,7 +125,7 @@ def _embeddings(data: dict[str, Any]) -> CompletionSpec:
     if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
         raise bad_request("'input' must be a string or a non-empty list of strings")
     words = sum(max(len(text.split()), 1) for text in texts)
-    return CompletionSpec("embeddings", False, False, words, 1, "stop", len(texts))
+    return CompletionSpec("embeddings", False, False, words, 1, "stop", inputs=len(texts))
 
 
 def _list(value: Any) -> list[Any]:
