@@ -105,17 +105,7 @@ class Generation:
                 self._transport.write(prefix + tail)
             return
         events = [prefix + tail for prefix, tail in map(token_event, range(emitted - count, emitted))]
-        if done:
-            events.extend(self._encoder.end_events())
-        if self._chunked:
-            events = [http.chunk(event) for event in events]
-            if done:
-                events.append(http.LAST_CHUNK)
-        now_s = perf_counter()
-        self.record.token_times.extend([now_s] * count)
-        self._transport.write(b"".join(events))
-        if done:
-            self._finish(now_s)
+        self._write_events(events, count, done)
 
     def _emit_chunks(self, emitted: int, done: bool) -> None:
         """Write the multi-token events that are complete once `emitted` tokens are produced (`done`: all are):
@@ -128,8 +118,11 @@ class Generation:
             stop = min(stop, emitted)
             events.append(self._encoder.tokens_event(self._sent, stop))
             self._sent = stop
-        if not events:
-            return
+        if events:
+            self._write_events(events, self._sent - start, done)
+
+    def _write_events(self, events: list[bytes], tokens: int, done: bool) -> None:
+        """Write `events` (carrying `tokens` tokens) in one go, the stream's end after them when `done`."""
         if done:
             events.extend(self._encoder.end_events())
         if self._chunked:
@@ -137,7 +130,7 @@ class Generation:
             if done:
                 events.append(http.LAST_CHUNK)
         now_s = perf_counter()
-        self.record.token_times.extend([now_s] * (self._sent - start))
+        self.record.token_times.extend([now_s] * tokens)
         self._transport.write(b"".join(events))
         if done:
             self._finish(now_s)
