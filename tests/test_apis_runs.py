@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import sys
 from collections import Counter
 from itertools import pairwise
@@ -173,3 +174,43 @@ def test_several_tokens_per_event(tmp_path):
             assert summary["failures"] == {} and n == len(trace) >= 4
             assert summary["throughput"]["output_tokens"] == 17 * n and tokens["token_events"] == 5 * n
             assert summary["metrics"]["itl_ms"]["count"] == 4 * n
+
+
+@pytest.mark.slow
+def test_embeddings_on_the_llm_page_in_chromium(sim, tmp_path):
+    """The /llm page of an embeddings run shows inputs/s and input tok/s (not output tok/s), as the JSON says."""
+    from conftest import BROWSER_ARGS, browser_tools, free_port, wait_for
+
+    browser, sync_api, _image = browser_tools()
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "embeddings.py"), "--web-host",
+               "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--results-dir", str(tmp_path),
+               "--interval-s", "1", "-u", "2", "-r", "2", "--autostart"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sync_api.sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+            try:
+                page = chromium.new_page()
+                problems: list[str] = []
+                page.on("pageerror", lambda e: problems.append(str(e)))
+
+                def running() -> bool:
+                    try:
+                        snap = page.request.get(ui + "/llm/stats.json").json()
+                    except Exception:
+                        return False
+                    return bool(snap["summary"] and snap["summary"]["throughput"]["inputs"])
+
+                wait_for(running, 30, "an embeddings run with inputs")
+                page.goto(ui + "/llm")
+                page.wait_for_selector('[data-field="run.inputs_per_s"]', timeout=15_000)
+                assert float(page.inner_text('[data-field="run.inputs_per_s"]')) > 0
+                assert float(page.inner_text('[data-field="run.input_tokens_per_s"]')) > 0
+                assert page.query_selector('[data-field="run.output_tokens_per_s"]') is None and not problems
+            finally:
+                chromium.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
