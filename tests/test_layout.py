@@ -141,3 +141,72 @@ def test_results_writer_never_reaches_back_into_run_state() -> None:
     tree = ast.parse(Path(results_writer.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "llm_locust.runtime.state" not in imported
+
+
+def _sim_imports() -> dict[str, set[str]]:
+    """Every module of `llm_locust.sim` → the `llm_locust` modules it imports anywhere in its source (at the top, in a
+    function, under TYPE_CHECKING); `from package import name` counts as importing `package.name` when that is a
+    module."""
+    import ast
+    import importlib.util
+    import pkgutil
+    from pathlib import Path
+
+    import llm_locust.sim
+
+    def is_module(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            return False
+
+    graph: dict[str, set[str]] = {}
+    names = ["llm_locust.sim", *(m.name for m in pkgutil.walk_packages(llm_locust.sim.__path__, "llm_locust.sim."))]
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, name
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, one level up per further dot
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    imported.add(full if is_module(full) else base)
+        graph[name] = {module for module in imported if module.startswith("llm_locust")}
+    return graph
+
+
+def test_simulator_imports_no_client_module() -> None:
+    """The simulator is the oracle the client is checked against: it imports nothing of `llm_locust` outside `sim/`
+    (constants it shares with the client are its own copies, checked equal in tests/test_sim_units.py)."""
+    graph = _sim_imports()
+    assert len(graph) > 10, sorted(graph)
+    outside = {
+        name: sorted(m for m in imported if not m.startswith("llm_locust.sim")) for name, imported in graph.items()
+    }
+    assert {name: modules for name, modules in outside.items() if modules} == {}
+
+
+def test_simulator_has_no_import_cycle() -> None:
+    """No module of `sim/` imports, directly or through others, a module that imports it back."""
+    graph = _sim_imports()
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(name) :], name]))
+        if name in done:
+            return
+        for imported in sorted(graph.get(name, ())):
+            visit(imported, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])

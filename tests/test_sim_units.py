@@ -6,7 +6,10 @@ import json
 
 import pytest
 
-from llm_locust.sim import http, openai
+from llm_locust.sim import http
+from llm_locust.sim.apis import parse_completion
+from llm_locust.sim.apis.chat import ChatEncoder
+from llm_locust.sim.apis.wire import ApiError, CompletionSpec
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence
 
 
@@ -92,8 +95,8 @@ def test_request_parser_expect_continue() -> None:
     assert parser.awaiting_continue
 
 
-def _spec(body: dict, natural: int = 128) -> openai.CompletionSpec:
-    return openai.parse_completion(json.dumps(body).encode(), "chat", "m", natural)
+def _spec(body: dict, natural: int = 128) -> CompletionSpec:
+    return parse_completion(json.dumps(body).encode(), "chat", "m", natural)
 
 
 def test_prompt_tokens_are_words() -> None:
@@ -103,7 +106,7 @@ def test_prompt_tokens_are_words() -> None:
     ]
     assert _spec({"messages": messages}).prompt_tokens == 5
     assert _spec({"messages": [{"role": "user", "content": ""}]}).prompt_tokens == 1
-    spec = openai.parse_completion(b'{"prompt": [[1, 2, 3], "x y"]}', "completions", "m", 10)
+    spec = parse_completion(b'{"prompt": [[1, 2, 3], "x y"]}', "completions", "m", 10)
     assert spec.prompt_tokens == 5
 
 
@@ -117,15 +120,47 @@ def test_prompt_tokens_are_words() -> None:
     ],
 )
 def test_invalid_requests(body: dict, message: str) -> None:
-    with pytest.raises(openai.ApiError) as info:
+    with pytest.raises(ApiError) as info:
         _spec(body)
     assert info.value.status == 400 and message in info.value.message
 
 
 def test_event_encoder_builds_valid_json() -> None:
     spec = _spec({"messages": [{"content": "x"}], "max_tokens": 3, "stream": True})
-    encoder = openai.EventEncoder(spec, "chatcmpl-7", 1, "m", offset=5)
+    encoder = ChatEncoder(spec, "chatcmpl-7", 1, "m", offset=5)
     events = [json.loads(b"".join(encoder.token_event(i))[6:]) for i in range(3)]
     assert [e["choices"][0]["finish_reason"] for e in events] == [None, None, "length"]
     assert all(e["id"] == "chatcmpl-7" and e["choices"][0]["delta"]["content"].startswith(" ") for e in events)
     assert json.loads(encoder.usage_event()[6:])["usage"]["completion_tokens"] == 3
+
+
+def test_the_simulators_own_constants_equal_the_clients() -> None:
+    """The simulator keeps its own copies of what it shares with the client (it imports no client module): the
+    prefix block size, the kernel receive-time socket option and its decoding, and each API's path."""
+    import socket
+    import struct
+    import time
+
+    from llm_locust.metrics.apis import ENDPOINTS
+    from llm_locust.sim import prefix_cache, receive_time
+    from llm_locust.sim.apis import BY_ENDPOINT
+    from llm_locust.transport import kernel_time
+    from llm_locust.workload import prefix_blocks, providers
+
+    assert prefix_cache.BLOCK_TOKENS == prefix_blocks.BLOCK_TOKENS
+    for name in ("SO_TIMESTAMPNS", "CMSG_BYTES", "KERNEL_TIMESTAMPS"):
+        assert getattr(receive_time, name) == getattr(kernel_time, name), name
+    assert receive_time.PLAUSIBLE_AGE_S == kernel_time._PLAUSIBLE_AGE_S
+    assert sorted(BY_ENDPOINT) == sorted(ENDPOINTS)
+    for endpoint, api in BY_ENDPOINT.items():
+        assert api.path == providers.completion_path("openai", endpoint), endpoint
+    now = time.perf_counter()
+    wall = time.time()
+    for age_s in (0.25, 0.0, -1.0, 120.0):  # plausible, now, in the future, too old
+        seconds = wall - age_s
+        payload = struct.pack("@qq", int(seconds), int(seconds % 1 * 1e9))
+        ancillary = [(socket.SOL_SOCKET, kernel_time.SO_TIMESTAMPNS, payload)]
+        sim_s = receive_time.kernel_arrival(ancillary, now)
+        client_s = kernel_time.kernel_arrival(ancillary, now)
+        assert sim_s == pytest.approx(client_s, abs=0.01), age_s
+    assert receive_time.kernel_arrival([], now) == kernel_time.kernel_arrival([], now) == now

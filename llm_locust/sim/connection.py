@@ -2,7 +2,7 @@
 accepted sockets keep the kernel's receive time of what they read.
 
 Every accepted socket gets TCP_NODELAY. Requests on a connection are answered in order (keep-alive and
-pipelining); each is handed to the `server.SimApp`, which answers it through the connection.
+pipelining); each is handed to the app (`server.SimApp`), which answers it through the connection.
 """
 
 from __future__ import annotations
@@ -12,15 +12,28 @@ import socket
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from llm_locust.sim import http, openai
+from llm_locust.sim import http
+from llm_locust.sim.apis.wire import ApiError
+from llm_locust.sim.receive_time import SO_TIMESTAMPNS, StampedRecv
 from llm_locust.sim.stream import Generation, reset_connection
 from llm_locust.sim.trace import TraceRecord
-from llm_locust.transport.kernel_time import SO_TIMESTAMPNS, StampedRecv
 
-if TYPE_CHECKING:
-    from llm_locust.sim.server import SimApp
+
+class App(Protocol):
+    """What a connection hands its requests to (`server.SimApp`)."""
+
+    connections: set[SimConnection]
+
+    def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
+        """Answer `request`, received at `t_recv_s` (perf_counter s), through `conn`."""
+
+    def abandoned(self, record: TraceRecord) -> None:
+        """The client of the held-back request of `record` went away before it started."""
+
+    def cancel(self, generation: Generation) -> None:
+        """The client of `generation` went away before its end."""
 
 
 class StampedSocket(StampedRecv, socket.socket):
@@ -63,7 +76,7 @@ def listener(host: str, port: int) -> StampedListener:
 class SimConnection(asyncio.Protocol):
     """One client connection: parses requests and answers them one at a time, in order."""
 
-    def __init__(self, app: SimApp) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
         self.generation: Generation | None = None
@@ -90,7 +103,7 @@ class SimConnection(asyncio.Protocol):
             requests = self._parser.feed(data)
         except http.HttpError as exc:
             self._closing = True
-            body = openai.ApiError(exc.status, "BadRequestError", exc.message).body()
+            body = ApiError(exc.status, "BadRequestError", exc.message).body()
             head = http.response_head(exc.status, "application/json", content_length=len(body), keep_alive=False)
             self.transport.write(head + body)
             self.transport.close()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
+BLOCK_TOKENS = 512
+"""Tokens per cached block: vLLM's block size for prefix caching, and the client's shared prefix block
+(`workload.prefix_blocks.BLOCK_TOKENS`, kept equal by tests/test_sim_units.py)."""
 
 
 class PrefixCache:

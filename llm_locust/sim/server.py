@@ -19,34 +19,24 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim import exporters, faults, http, openai
+from llm_locust.sim import exporters, faults, http
+from llm_locust.sim.apis import BY_ENDPOINT, BY_PATH, parse_completion
+from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.metrics import SimMetrics
-from llm_locust.sim.prefix_cache import PrefixCache
-from llm_locust.sim.stream import Encoder, FaultGeneration, Generation
+from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
+from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
+from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import Trace, TraceRecord
-from llm_locust.sim.typed_events import MessagesEncoder, ResponsesEncoder
 from llm_locust.sim.words import WORDS
-from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
-from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 
-_COMPLETION_ROUTES: dict[str, openai.Endpoint] = {
-    "/v1/chat/completions": "chat",
-    "/v1/completions": "completions",
-    "/v1/responses": "responses",
-    "/v1/messages": "messages",
-    "/v1/embeddings": "embeddings",
-}
-_ID_PREFIXES = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp", "messages": "msg", "embeddings": "emb"}
-_ENCODERS = {"chat": openai.EventEncoder, "completions": openai.EventEncoder, "responses": ResponsesEncoder,
-             "messages": MessagesEncoder, "embeddings": openai.EventEncoder}  # fmt: skip
 _GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
-_POST_ROUTES = ("/sim/reset", *_COMPLETION_ROUTES)
+_POST_ROUTES = ("/sim/reset", *BY_PATH)
 
 
 def build_driver(config: SimConfig, timeline: Timeline) -> Driver:
@@ -82,19 +72,19 @@ class SimApp:
         try:
             if self.config.api_key and path.startswith("/v1/"):
                 self._authorize(request)
-            if path in _COMPLETION_ROUTES and method == "POST":
-                self._start_generation(request, conn, _COMPLETION_ROUTES[path], t_recv_s)
+            if path in BY_PATH and method == "POST":
+                self._start_generation(request, conn, BY_PATH[path], t_recv_s)
             elif method == "GET" and path in _GET_ROUTES:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
                 conn.respond(request, 200, b"{}")
             elif path in _GET_ROUTES or path in _POST_ROUTES:
-                raise openai.ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
+                raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
             else:
-                raise openai.ApiError(404, "NotFoundError", f"no route {method} {path}")
-        except openai.ApiError as exc:
-            echoed = openai.ApiError(exc.status, exc.type, self._echo(exc.message, request))
+                raise ApiError(404, "NotFoundError", f"no route {method} {path}")
+        except ApiError as exc:
+            echoed = ApiError(exc.status, exc.type, self._echo(exc.message, request))
             conn.respond(request, exc.status, echoed.body())
 
     def _echo(self, message: str, request: http.Request) -> str:
@@ -111,17 +101,17 @@ class SimApp:
         if "x-api-key" in request.headers:  # Anthropic's header
             scheme, key = "bearer", request.headers["x-api-key"]
         if scheme.lower() != "bearer" or not key:
-            raise openai.ApiError(
+            raise ApiError(
                 401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
             )
         if key != self.config.api_key:
-            raise openai.ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
+            raise ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
 
     def _get(self, path: str) -> tuple[bytes, str]:
         if path in ("/gpu-metrics", "/node-metrics"):
             return self._telemetry(path), "text/plain; version=0.0.4"
         if path == "/v1/models":
-            return openai.models_body(self.config.model, self._started_s), "application/json"
+            return models_body(self.config.model, self._started_s), "application/json"
         if path == "/health":
             return b"{}", "application/json"
         if path == "/metrics":
@@ -138,16 +128,14 @@ class SimApp:
             return exporters.render_gpu(config.gpus, self.driver.running, config.max_batch, config.model)
         body = exporters.render_node()
         if body is None:
-            raise openai.ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
+            raise ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
         return body
 
-    def _start_generation(
-        self, request: http.Request, conn: SimConnection, endpoint: openai.Endpoint, t_recv_s: float
-    ) -> None:
-        spec = openai.parse_completion(request.body, endpoint, self.config.model, self.config.output_tokens)
+    def _start_generation(self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float) -> None:
+        spec = parse_completion(request.body, api.endpoint, self.config.model, self.config.output_tokens)
         number = next(self._request_numbers)
-        response_id = f"{_ID_PREFIXES[endpoint]}-{number}"
-        record = TraceRecord(response_id, endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        response_id = f"{api.id_prefix}-{number}"
+        record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
@@ -163,7 +151,7 @@ class SimApp:
         self,
         request: http.Request,
         conn: SimConnection,
-        spec: openai.CompletionSpec,
+        spec: CompletionSpec,
         record: TraceRecord,
         fault: str | None,
         late: bool = False,
@@ -176,8 +164,8 @@ class SimApp:
         offset = (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
         model = self.config.model
         chunked = request.version == "HTTP/1.1"
-        encoder = _ENCODERS[spec.endpoint](spec, record.id, created_s, model, offset)
-        args = (conn.transport, spec, record, encoder, self._body_maker(spec, encoder, record.id, created_s, offset))
+        encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, created_s, model, offset)
+        args = (conn.transport, spec, record, encoder)
         kwargs: dict[str, Any] = {
             "chunked": chunked,
             "keep_alive": request.keep_alive and (chunked or not spec.stream),
@@ -203,19 +191,8 @@ class SimApp:
         generation.start()
         self.driver.submit(generation)
 
-    def _body_maker(
-        self, spec: openai.CompletionSpec, encoder: Encoder, response_id: str, created_s: int, offset: int
-    ) -> Callable[[], bytes]:
-        """What makes the non-streamed response body of `spec` (an embeddings response is never streamed)."""
-        model = self.config.model
-        if spec.endpoint == "embeddings":
-            return partial(openai.embeddings_body, spec, model)
-        if isinstance(encoder, ResponsesEncoder | MessagesEncoder):
-            return encoder.body
-        return partial(openai.completion_body, spec, response_id, created_s, model, offset)
-
     def _pre_response_fault(
-        self, fault: str, request: http.Request, conn: SimConnection, spec: openai.CompletionSpec, record: TraceRecord
+        self, fault: str, request: http.Request, conn: SimConnection, spec: CompletionSpec, record: TraceRecord
     ) -> None:
         """Inject a fault that strikes before the response (`faults.PRE_RESPONSE`)."""
         record.fault = fault
@@ -229,9 +206,8 @@ class SimApp:
             conn.reset()
             return
         if fault == "non_sse":
-            encoder = _ENCODERS[spec.endpoint](spec, record.id, int(time.time()), self.config.model, 0)
-            body = self._body_maker(spec, encoder, record.id, int(time.time()), 0)()
-            conn.respond(request, 200, body)
+            encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, int(time.time()), self.config.model, 0)
+            conn.respond(request, 200, encoder.body())
             return
         if fault == "html_502":
             message = html.escape(self._echo("simulated gateway failure", request))
@@ -242,7 +218,7 @@ class SimApp:
         status = int(fault.removeprefix("http_"))
         error_type = {429: "RateLimitError", 503: "ServiceUnavailableError"}.get(status, "InternalServerError")
         extra = (f"Retry-After: {self.config.fault_retry_after_s}",) if status == 429 else ()
-        error = openai.ApiError(status, error_type, self._echo(f"simulated {fault}", request))
+        error = ApiError(status, error_type, self._echo(f"simulated {fault}", request))
         conn.respond(request, status, error.body(), extra=extra)
 
     def abandoned(self, record: TraceRecord) -> None:

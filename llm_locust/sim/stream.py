@@ -16,10 +16,11 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Protocol
 
-from llm_locust.sim import http, openai
+from llm_locust.sim import http
+from llm_locust.sim.apis.completions import MALFORMED_EVENT
+from llm_locust.sim.apis.wire import CompletionSpec, Encoder
 from llm_locust.sim.engine import Sequence
 from llm_locust.sim.trace import TraceRecord
-from llm_locust.sim.typed_events import MessagesEncoder, ResponsesEncoder
 
 
 class Transport(Protocol):
@@ -28,26 +29,20 @@ class Transport(Protocol):
     def write(self, data: bytes) -> None: ...
 
 
-Encoder = openai.EventEncoder | ResponsesEncoder | MessagesEncoder
-"""The events of one streamed response, per API: `start_events`, `token_event(i)`, `tokens_event(start, stop)`,
-`text_event`, `end_events`, `error_event`."""
-
-
 class Generation:
     """See the module docstring. `on_done(generation)` runs once, when finished or cancelled."""
 
     __slots__ = (
-        "_body", "_chunked", "_encoder", "_on_done", "_per_chunk", "_sent", "_transport", "keep_alive", "record",
+        "_chunked", "_encoder", "_on_done", "_per_chunk", "_sent", "_transport", "keep_alive", "record",
         "seq", "spec",
     )  # fmt: skip
 
     def __init__(
         self,
         transport: Transport,
-        spec: openai.CompletionSpec,
+        spec: CompletionSpec,
         record: TraceRecord,
         encoder: Encoder,
-        body: Callable[[], bytes],
         *,
         chunked: bool,
         keep_alive: bool,
@@ -59,7 +54,6 @@ class Generation:
         self.record = record
         self.seq = Sequence(spec.prompt_tokens, spec.output_tokens, record.t_recv, self)
         self._encoder = encoder
-        self._body = body
         self._chunked = chunked
         self.keep_alive = keep_alive
         self._on_done = on_done
@@ -83,7 +77,7 @@ class Generation:
             now_s = perf_counter()
             self.record.token_times.extend([now_s] * count)
             if seq.done:
-                body = self._body()
+                body = self._encoder.body()
                 self._transport.write(
                     http.response_head(200, "application/json", content_length=len(body), keep_alive=self.keep_alive)
                     + body
@@ -213,7 +207,7 @@ class FaultGeneration(Generation):
             self.record.token_times.append(perf_counter())
             self._transport.write(self._frame(self._encoder.text_event("x" * self._huge_bytes)))
         elif fault == "bad_json":
-            self._transport.write(self._frame(openai.MALFORMED_EVENT))  # the stream goes on after it
+            self._transport.write(self._frame(MALFORMED_EVENT))  # the stream goes on after it
         else:
             seq.emitted -= 1  # the faulted token is never written
             self._release(self)

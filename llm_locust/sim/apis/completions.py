@@ -1,0 +1,135 @@
+"""The text completions API (`POST /v1/completions`): its request and its `text_completion` chunks.
+
+The request's `prompt` (a string, a list of strings or token ids) and `max_tokens`. Each streamed token is one
+`data: {"object": "text_completion", "choices": [{"text": ...}]}` event (the last carries finish_reason), then the
+usage event with `stream_options.include_usage` and `data: [DONE]`. Chat's chunks (`chat.py`) are these with a delta.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from llm_locust.sim.apis.wire import (
+    Api,
+    CompletionSpec,
+    bad_request,
+    completion_spec,
+    optional_int,
+    output_text,
+    prompt_words,
+    usage,
+)
+from llm_locust.sim.words import WORDS
+
+DONE_EVENT = b"data: [DONE]\n\n"
+MALFORMED_EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"trunc\n\n'
+"""A token event whose JSON is cut short (the `bad_json` fault)."""
+OPEN_CHOICE_TAIL = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
+    """The spec of a text completion request `data` (ApiError if it is unacceptable)."""
+    if "prompt" not in data:
+        raise bad_request("'prompt' is required")
+    prompt = data["prompt"]
+    max_tokens = optional_int(data, "max_tokens")
+    text = prompt if isinstance(prompt, str) else ""
+    return completion_spec(data, "completions", prompt_words(prompt), text, max_tokens, natural_tokens)
+
+
+class ChunkEncoder:
+    """The `data: {...}` chunks of one text completion; token events are built from pre-encoded pieces.
+
+    `token_event(i)` is the i-th token's `data: {...}\\n\\n` (the last one carries finish_reason); no JSON encoding
+    happens per token. Subclasses (chat) change the object name, the token's wrapping and the start events.
+    """
+
+    __slots__ = ("_created_s", "_head", "_id", "_last_index", "_last_tail", "_model", "_offset", "_token_prefix",
+                 "spec")  # fmt: skip
+
+    OBJECT = b"text_completion"  # the streamed chunks'
+    BODY_OBJECT = "text_completion"  # the non-streamed response's
+    TOKEN_OPEN = b',"choices":[{"index":0,"text":'
+    CLOSING = b""  # what closes the token's wrapping (chat: its delta object)
+    TAILS = tuple(orjson.dumps(word) + OPEN_CHOICE_TAIL for word in WORDS)
+
+    def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
+        self.spec = spec
+        self._id = response_id
+        self._created_s = created_s
+        self._model = model
+        self._offset = offset
+        self._head = b'data: {"id":"%s","object":"%s","created":%d,"model":%s' % (
+            response_id.encode(),
+            self.OBJECT,
+            created_s,
+            orjson.dumps(model),
+        )
+        self._token_prefix = self._head + self.TOKEN_OPEN
+        self._last_index = spec.output_tokens - 1
+        last_word = WORDS[(offset + self._last_index) % len(WORDS)]
+        self._last_tail = b'%b%b,"logprobs":null,"finish_reason":"%b"}]}\n\n' % (
+            orjson.dumps(last_word),
+            self.CLOSING,
+            spec.finish_reason.encode(),
+        )
+
+    def start_events(self) -> bytes:
+        """Return the events sent with the response head: none for text completions."""
+        return b""
+
+    def end_events(self) -> list[bytes]:
+        """Return the events after the last token: the usage event (with include_usage) and [DONE]."""
+        return [self.usage_event(), DONE_EVENT] if self.spec.include_usage else [DONE_EVENT]
+
+    def error_event(self, message: str) -> bytes:
+        """Return the event of a mid-stream failure: an OpenAI/vLLM-style error object."""
+        error = {"object": "error", "message": message, "type": "InternalServerError", "code": 500}
+        return b"data: " + orjson.dumps({"error": error}) + b"\n\n"
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return token `index`'s event as (shared prefix, tail); their concatenation is the event."""
+        if index == self._last_index:
+            return self._token_prefix, self._last_tail
+        return self._token_prefix, self.TAILS[(self._offset + index) % len(self.TAILS)]
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one event carrying tokens `start` .. `stop - 1` (with the finish_reason when it holds the last)."""
+        offset, count = self._offset, len(WORDS)
+        text = orjson.dumps("".join(WORDS[(offset + i) % count] for i in range(start, stop)))
+        if stop - 1 == self._last_index:
+            tail = b'%b,"logprobs":null,"finish_reason":"%b"}]}\n\n' % (self.CLOSING, self.spec.finish_reason.encode())
+        else:
+            tail = self.CLOSING + OPEN_CHOICE_TAIL
+        return self._token_prefix + text + tail
+
+    def text_event(self, text: str) -> bytes:
+        """Return a token event carrying `text` (a whole event, built per call: for rare events only)."""
+        return self._token_prefix + orjson.dumps(text) + self.CLOSING + OPEN_CHOICE_TAIL
+
+    def usage_event(self) -> bytes:
+        """Return the usage-only event (`"choices": []`) sent when include_usage is set."""
+        return self._head + b',"choices":[],"usage":%b}\n\n' % orjson.dumps(usage(self.spec))
+
+    def choice(self, text: str) -> dict[str, Any]:
+        """The non-streamed response's one choice, carrying the whole `text`."""
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": self.spec.finish_reason}
+
+    def body(self) -> bytes:
+        """Return the non-streamed response JSON (`text_completion`; chat: `chat.completion`)."""
+        spec = self.spec
+        return orjson.dumps(
+            {
+                "id": self._id,
+                "object": self.BODY_OBJECT,
+                "created": self._created_s,
+                "model": self._model,
+                "choices": [self.choice(output_text(spec, self._offset))],
+                "usage": usage(spec),
+            }
+        )
+
+
+API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder)

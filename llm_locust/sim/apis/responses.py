@@ -1,0 +1,146 @@
+"""The OpenAI Responses API (`POST /v1/responses`): its request and its typed events.
+
+The request's `input` (a string or a list of messages) and `max_output_tokens`. Each event is `event: <type>` plus
+`data: <JSON with the same type>`; token events are built from pre-encoded pieces (no JSON encoding per token), as
+for chat. What OpenAI's API sends: `response.created`, `response.in_progress`, `response.output_item.added`,
+`response.content_part.added`, one `response.output_text.delta` per token, then `response.output_text.done`,
+`response.content_part.done`, `response.output_item.done` and `response.completed` — or `response.incomplete`
+with `incomplete_details.reason` "max_output_tokens" when the output reached `max_output_tokens` — carrying
+`usage`. A mid-stream failure is `response.failed` with `response.error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from llm_locust.sim.apis.wire import (
+    Api,
+    CompletionSpec,
+    bad_request,
+    completion_spec,
+    message_text,
+    message_words,
+    optional_int,
+    output_text,
+    prompt_words,
+    typed_event,
+)
+from llm_locust.sim.words import WORDS
+
+
+def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
+    """The spec of a Responses request `data` (ApiError if it is unacceptable)."""
+    if "input" not in data:
+        raise bad_request("'input' is required")
+    item = data["input"]
+    if isinstance(item, str):
+        prompt_tokens, prompt_text = prompt_words(item), item
+    else:
+        messages = _messages(item)
+        prompt_tokens, prompt_text = sum(map(message_words, messages)), " ".join(map(message_text, messages))
+    max_tokens = optional_int(data, "max_output_tokens")
+    return completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens)
+
+
+def _messages(value: Any) -> list[Any]:
+    """`value` if it is a non-empty list; ApiError otherwise."""
+    if not isinstance(value, list) or not value:
+        raise bad_request("'input' must be a string or a non-empty list of messages")
+    return value
+
+
+class ResponsesEncoder:
+    """The events of one streamed Responses API response (see the module docstring)."""
+
+    __slots__ = ("_item", "_offset", "_response", "_tails", "_token_prefix", "spec")
+
+    _START = 4  # sequence numbers 0..3 are the start events
+
+    def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
+        self.spec = spec
+        self._offset = offset
+        self._item = f"msg_{response_id}"
+        self._response = {"id": response_id, "object": "response", "created_at": created_s, "model": model,
+                          "status": "in_progress", "output": [], "usage": None}  # fmt: skip
+        ids = b'"item_id":%b,"output_index":0,"content_index":0,"delta":' % orjson.dumps(self._item)
+        self._token_prefix = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",' + ids
+        self._tails = tuple(orjson.dumps(word) + b',"logprobs":[],"sequence_number":' for word in WORDS)
+
+    def start_events(self) -> bytes:
+        """Return the events sent with the response head: created, in progress, output item and content part."""
+        item = {"id": self._item, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        where = {"item_id": self._item, "output_index": 0, "content_index": 0}
+        return (
+            typed_event("response.created", {"sequence_number": 0, "response": self._response})
+            + typed_event("response.in_progress", {"sequence_number": 1, "response": self._response})
+            + typed_event("response.output_item.added", {"sequence_number": 2, "output_index": 0, "item": item})
+            + typed_event("response.content_part.added", {"sequence_number": 3, **where, "part": part})
+        )
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return token `index`'s `response.output_text.delta` as (shared prefix, tail)."""
+        return self._token_prefix, self._tails[(self._offset + index) % len(self._tails)] + b"%d}\n\n" % (
+            self._START + index
+        )
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one delta event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        text = "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
+        return (
+            self._token_prefix
+            + orjson.dumps(text)
+            + b',"logprobs":[],"sequence_number":%d}\n\n' % (self._START + start)
+        )
+
+    def text_event(self, text: str) -> bytes:
+        """Return a delta event carrying `text` (built per call: for rare events only)."""
+        return self._token_prefix + orjson.dumps(text) + b',"logprobs":[],"sequence_number":0}\n\n'
+
+    def end_events(self) -> list[bytes]:
+        """Return the events after the last token, ending with `response.completed` (or `response.incomplete`)."""
+        spec = self.spec
+        text = output_text(spec, self._offset)
+        sequence = self._START + spec.output_tokens
+        where = {"item_id": self._item, "output_index": 0, "content_index": 0}
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {"id": self._item, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+        truncated = spec.finish_reason == "length"
+        usage = {
+            "input_tokens": spec.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": spec.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": spec.prompt_tokens + spec.output_tokens,
+        }
+        incomplete = {"reason": "max_output_tokens"} if truncated else None
+        status = "incomplete" if truncated else "completed"
+        response = {**self._response, "status": status, "output": [item], "usage": usage,
+                    "incomplete_details": incomplete}  # fmt: skip
+        return [
+            typed_event("response.output_text.done", {"sequence_number": sequence, **where, "text": text}),
+            typed_event("response.content_part.done", {"sequence_number": sequence + 1, **where, "part": part}),
+            typed_event(
+                "response.output_item.done", {"sequence_number": sequence + 2, "output_index": 0, "item": item}
+            ),
+            typed_event(
+                "response.incomplete" if truncated else "response.completed",
+                {"sequence_number": sequence + 3, "response": response},
+            ),
+        ]
+
+    def error_event(self, message: str) -> bytes:
+        """Return `response.failed` with a server error (a mid-stream failure)."""
+        error = {"code": "server_error", "message": message}
+        return typed_event("response.failed", {"sequence_number": 0, "response": {**self._response, "status": "failed",
+                                                                            "error": error}})  # fmt: skip
+
+    def body(self) -> bytes:
+        """Return the non-streamed response JSON."""
+        events = self.end_events()
+        return orjson.dumps(orjson.loads(events[-1].split(b"data: ", 1)[1])["response"])
+
+
+API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder)

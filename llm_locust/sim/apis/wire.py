@@ -1,0 +1,222 @@
+"""What every API the simulator serves shares: the request's JSON and model check, the output length rules, the
+prompt word counts, the error body, and the `Api` entry each API module declares.
+
+Prompt tokens are approximated as the number of whitespace-separated words in every message's text (or in the
+prompt, the input, the system field), at least 1; a prompt given as token ids counts one token per id.
+
+Output length n: with `ignore_eos`, the request's maximum (or the server's natural length when absent); otherwise
+min(maximum, natural length), raised to `min_tokens`. finish_reason is "length" when n reached the maximum, else
+"stop".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from llm_locust.sim.words import WORDS
+
+Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+
+
+class ApiError(Exception):
+    """An OpenAI-style error response: HTTP `status`, error `type` and `message`."""
+
+    def __init__(self, status: int, type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type
+        self.message = message
+
+    def body(self) -> bytes:
+        """Return the JSON body, shaped like vLLM's: {"error": {"message", "type", "code"}}."""
+        return orjson.dumps({"error": {"message": self.message, "type": self.type, "code": self.status}})
+
+
+def bad_request(message: str) -> ApiError:
+    """Return a 400 BadRequestError."""
+    return ApiError(400, "BadRequestError", message)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionSpec:
+    """What a valid completion request asks for, after applying the length rules."""
+
+    endpoint: Endpoint
+    stream: bool
+    include_usage: bool
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str
+    prompt_text: str = ""
+    """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
+    inputs: int = 1  # embeddings: the inputs to embed
+
+
+class Encoder(Protocol):
+    """The events and the body of one response, per API. Token events are built from pre-encoded pieces."""
+
+    spec: CompletionSpec
+
+    def start_events(self) -> bytes:
+        """The events sent with the streamed response's head."""
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Token `index`'s event as (shared prefix, tail); their concatenation is the event."""
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """One event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+
+    def text_event(self, text: str) -> bytes:
+        """A token event carrying `text` (built per call: for rare events only)."""
+
+    def end_events(self) -> list[bytes]:
+        """The events after the last token."""
+
+    def error_event(self, message: str) -> bytes:
+        """The event of a mid-stream failure."""
+
+    def body(self) -> bytes:
+        """The whole non-streamed response body."""
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
+    object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
+    created s, model, first word's offset → `Encoder`)."""
+
+    endpoint: Endpoint
+    path: str
+    id_prefix: str
+    parse: Callable[[dict[str, Any], int], CompletionSpec]
+    encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
+
+
+def decode_request(body: bytes, model: str) -> dict[str, Any]:
+    """The request's JSON object; ApiError unless it is one naming `model` (or none)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad_request("request body must be a JSON object")
+    requested = data.get("model", model)
+    if requested != model:
+        raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")
+    return data
+
+
+def completion_spec(
+    data: dict[str, Any],
+    endpoint: Endpoint,
+    prompt_tokens: int,
+    prompt_text: str,
+    max_tokens: int | None,
+    natural_tokens: int,
+) -> CompletionSpec:
+    """The spec of a generating request `data` whose prompt is `prompt_tokens` words of `prompt_text`, asking for at
+    most `max_tokens` (None: no maximum), under the length rules of the module docstring."""
+    min_tokens = optional_int(data, "min_tokens") or 0
+    if max_tokens is not None and max_tokens < 1:
+        raise bad_request(f"max_tokens must be at least 1, got {max_tokens}")
+    if min_tokens < 0 or (max_tokens is not None and min_tokens > max_tokens):
+        raise bad_request(f"min_tokens must be between 0 and max_tokens, got {min_tokens}")
+    if data.get("ignore_eos"):
+        n = natural_tokens if max_tokens is None else max_tokens
+    else:
+        n = max(min(natural_tokens, max_tokens or natural_tokens), min_tokens)
+    n = max(n, 1)
+    stream_options = data.get("stream_options") or {}
+    return CompletionSpec(
+        endpoint=endpoint,
+        stream=bool(data.get("stream")),
+        include_usage=isinstance(stream_options, dict) and bool(stream_options.get("include_usage")),
+        prompt_tokens=max(prompt_tokens, 1),
+        output_tokens=n,
+        finish_reason="length" if n == max_tokens else "stop",
+        prompt_text=prompt_text,
+    )
+
+
+def optional_int(data: dict[str, Any], key: str) -> int | None:
+    """`data[key]`: None when absent, an int, or ApiError."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_request(f"'{key}' must be an integer, got {value!r}")
+    return value
+
+
+def messages_prompt(data: dict[str, Any]) -> tuple[int, str]:
+    """The words and the text of a request's non-empty `messages` list (chat, Messages); ApiError otherwise."""
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("'messages' must be a non-empty list")
+    return sum(message_words(message) for message in messages), " ".join(map(message_text, messages))
+
+
+def message_words(message: Any) -> int:
+    """The words of one message's content (a string or a list of text parts); ApiError unless it is an object."""
+    if not isinstance(message, dict):
+        raise bad_request("each message must be an object")
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content.split())
+    if isinstance(content, list):
+        return sum(
+            len(part["text"].split())
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return 0
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a (validated) chat message: its string content or its text parts joined by spaces."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return content if isinstance(content, str) else ""
+
+
+def prompt_words(prompt: Any) -> int:
+    """The words of a text prompt (a string, or a list of strings and token ids: one token per id)."""
+    if isinstance(prompt, str):
+        return len(prompt.split())
+    if isinstance(prompt, list):
+        return sum(prompt_words(item) if not isinstance(item, int) else 1 for item in prompt)
+    raise bad_request("'prompt' must be a string, a list of strings or a list of token ids")
+
+
+def output_text(spec: CompletionSpec, offset: int) -> str:
+    """The whole text a response of `spec` generates (its words start at `offset`)."""
+    return "".join(WORDS[(offset + i) % len(WORDS)] for i in range(spec.output_tokens))
+
+
+def usage(spec: CompletionSpec) -> dict[str, int]:
+    """Return the OpenAI usage object for a fully generated response."""
+    return {
+        "prompt_tokens": spec.prompt_tokens,
+        "completion_tokens": spec.output_tokens,
+        "total_tokens": spec.prompt_tokens + spec.output_tokens,
+    }
+
+
+def typed_event(kind: str, data: dict[str, Any]) -> bytes:
+    """One whole typed SSE event (Responses, Messages): `event: <kind>` and its JSON data of the same type."""
+    return b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps({"type": kind, **data}))
+
+
+def models_body(model: str, created_s: int) -> bytes:
+    """Return the GET /v1/models list with the one served model."""
+    return orjson.dumps(
+        {
+            "object": "list",
+            "data": [{"id": model, "object": "model", "created": created_s, "owned_by": "llm-locust"}],
+        }
+    )

@@ -1,0 +1,57 @@
+"""Kernel receive times of the simulator's socket reads (`SO_TIMESTAMPNS`), on `time.perf_counter`'s clock.
+
+The simulator's own: it imports nothing from the client it checks (the client's `transport/kernel_time.py` does the
+same for its reads; tests/test_sim_units.py checks that both agree). A read done with `recvmsg(..., CMSG_BYTES)` on a
+socket with `SO_TIMESTAMPNS` set carries the time the kernel received its (last) TCP segment, however late the event
+loop gets round to the read.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+from time import perf_counter
+from typing import Any
+
+PLAUSIBLE_AGE_S = 60.0  # a kernel receive time older than this (or in the future) is not trusted
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: SO_TIMESTAMPNS == SCM_TIMESTAMPNS == 35
+_TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
+CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and CMSG_BYTES > 0
+"""True where arrival times can come from the kernel (plain-TCP connections on Linux)."""
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float:
+    """The kernel's receive time (`SO_TIMESTAMPNS`) in `ancillary` (from `recvmsg`), on perf_counter's clock; `now`
+    (perf_counter s, just after the read) when it holds none or an implausible one (the wall clock stepped)."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
+            # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
+            arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
+            if 0.0 <= now - arrived < PLAUSIBLE_AGE_S:
+                return arrived
+    return now
+
+
+class StampedRecv:
+    """Mixin for a socket class: its `recv` and `recv_into` (what asyncio's transports read with: `recv_into` under
+    TLS) also keep the kernel's receive time of what they read, `t_arrival_s` (perf_counter s; the time of the call
+    where the kernel gave none). The class using it declares the slot."""
+
+    __slots__ = ()
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, ancillary, _flags, _address = self.recvmsg(bufsize, CMSG_BYTES, flags)  # type: ignore[attr-defined]
+        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
+        return data
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        view = memoryview(buffer)
+        size, ancillary, _flags, _address = self.recvmsg_into(  # type: ignore[attr-defined]
+            [view[:nbytes] if nbytes else view], CMSG_BYTES, flags
+        )
+        self.t_arrival_s = kernel_arrival(ancillary, perf_counter())
+        return size
