@@ -210,3 +210,29 @@ def test_simulator_has_no_import_cycle() -> None:
 
     for name in sorted(graph):
         visit(name, [])
+
+
+def test_every_cited_markdown_file_is_in_the_repository() -> None:
+    """Every `*.md` file that code, docs or config names (`docs/metrics.md`, a relative link `../README.md`) exists in
+    the repository: relative to its root or to the citing file's folder. Web addresses are not citations."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    cited = re.compile(r"(?<![\w/.:-])(?:\.\.?/)*[\w-]+(?:/[\w.-]+)*\.md\b")
+    web = re.compile(r"[a-z]+://\S+")
+    missing, count = [], 0
+    for name in tracked:
+        path = root / name
+        if path.suffix not in (".py", ".md", ".toml", ".cfg", ".txt", ".yml", ".yaml", ".html", ".js", ".sh", "") or (
+            not path.is_file()
+        ):
+            continue
+        text = web.sub("", path.read_text(encoding="utf-8", errors="replace"))
+        for ref in cited.findall(text):
+            count += 1
+            if not ((root / ref).is_file() or (path.parent / ref).is_file()):
+                missing.append(f"{name}: {ref}")
+    assert count > 50, count
+    assert missing == []

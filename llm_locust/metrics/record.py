@@ -1,6 +1,6 @@
 """The per-request record: timestamps of one streamed completion and the metrics defined on them.
 
-This module is the one place that defines the per-request metrics (see DESIGN.md). All `t_*`
+This module is the one place that defines the per-request metrics (docs/metrics.md "Definitions"). All `t_*`
 fields are `time.perf_counter()` seconds on the process that sent the request; `None` means
 the moment never happened (e.g. no token arrived).
 

@@ -4,7 +4,7 @@
     tpot_p99_ms=50      p99 of time per output token at most 50 ms
     e2e_mean_ms=8000    mean end-to-end latency at most 8000 ms
 
-Metrics: ttft, ttfo, tpot, itl, e2e (DESIGN.md). Statistics: p50 p90 p95 p99 p99_9 mean max.
+Metrics: ttft, ttfo, tpot, itl, e2e (docs/metrics.md "Definitions"). Statistics: p50 p90 p95 p99 p99_9 mean max.
 
 - On a distribution (`evaluate`): the statistic of a run or a step (a summary.json `metrics`
   object) against the threshold — is the run inside its latency budget?

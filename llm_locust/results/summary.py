@@ -1,4 +1,4 @@
-"""summary.json, built by one pure function from a frozen view of the run (DESIGN.md "Results folder").
+"""summary.json, built by one pure function from a frozen view of the run (docs/results.md "summary.json").
 
 The Locust side (`runtime.results_writer`) gathers what it knows into a `RunView` — plain values, no runner — and
 `build_summary` turns it and the merged metrics into the document, verdict included (`metrics.gates.verdict`, a

@@ -1,7 +1,7 @@
 """Master/local: the results of one test — the time series while it runs, then summary.json, the table, the exit code.
 
 The writer gathers the run's facts into a frozen `results.summary.RunView` and lets the pure `build_summary` make
-the document; the verdict in it sets the process's exit code (DESIGN.md).
+the document; the verdict in it sets the process's exit code (README.md "Troubleshooting": the exit codes).
 """
 
 from __future__ import annotations
