@@ -132,6 +132,47 @@ def test_verdict_drift_gate_and_a_run_without_any_success():
     assert verdict(nothing)["reasons"] == ["no request succeeded"]
 
 
+def test_exit_code_keeps_an_earlier_error_and_otherwise_follows_the_cause_and_the_verdict():
+    """The exit-code policy (results/outcome.py), from plain values."""
+    from llm_locust.metrics.gates import EXIT_INTERRUPTED
+    from llm_locust.results.outcome import exit_code
+
+    passed = {"passed": True, "exit_code": 0}
+    failed = {"passed": False, "exit_code": EXIT_GATE_FAILED}
+    interrupted = {"passed": False, "exit_code": EXIT_INTERRUPTED}
+    assert exit_code(None, None, False, passed, False) is None  # Locust's own code stands
+    assert exit_code(1, None, False, passed, False) == 1  # requests failed, no gate: Locust's 1
+    assert exit_code(None, None, False, failed, False) == EXIT_GATE_FAILED
+    assert exit_code(2, None, False, failed, False) == 2  # a config error's code is kept
+    assert exit_code(None, "connect", False, failed, False) == 2  # nothing succeeded, the command is wrong
+    assert exit_code(None, "http_5xx", False, failed, False) == 1  # nothing succeeded, the server's fault
+    assert exit_code(None, "http_5xx", True, interrupted, False) == EXIT_INTERRUPTED
+    assert exit_code(None, "tls", True, interrupted, False) == 2  # a wrong command says so even when interrupted
+    assert exit_code(0, "http_5xx", False, failed, False) == 1  # 0 is no error's code
+    assert exit_code(None, None, False, passed, True) == 0  # a passed search: its failed trials are no error
+    assert exit_code(1, None, False, passed, True) == 1
+
+
+def test_behind_schedule_warns_above_the_lag_only_with_requests():
+    from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
+    from llm_locust.results.outcome import behind_schedule
+
+    assert behind_schedule(T0, {"count": 0, "p90": None}) is None
+    assert behind_schedule(T0, {"count": 10, "p90": SCHEDULE_LAG_MS}) is None
+    warning = behind_schedule(T0, {"count": 10, "p90": 250.4})
+    assert warning is not None and warning.startswith("open loop fell behind its schedule from ")
+    assert "p90 client queue delay 250 ms" in warning and warning.endswith("the offered rate was not achieved")
+
+
+def test_lost_workers_leave_out_those_that_quit_with_the_masters_interrupt():
+    from llm_locust.results.outcome import INTERRUPT_GRACE_S, lost_workers
+
+    goodbyes = {"early": T0, "with_ctrl_c": T0 + 100 - INTERRUPT_GRACE_S / 2}
+    assert lost_workers(["silent"], goodbyes, None) == {"silent", "early", "with_ctrl_c"}  # never interrupted
+    assert lost_workers(["silent"], goodbyes, T0 + 100) == {"silent", "early"}
+    assert lost_workers([], {}, T0) == set()
+
+
 def test_a_run_judged_by_its_gates_writes_drift_and_verdict_and_sets_the_exit_code(fast_sim, tmp_path):
     """A real Locust run (LocalRunner) against the simulator: one SLO that cannot be met, drift on."""
     opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),

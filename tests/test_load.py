@@ -92,3 +92,21 @@ def test_plan_round_trips_the_wire() -> None:
     plan = Plan(Step(2, 8, 1.5, 30.0, 5.0), 0.75, 12, 4.2, "gamma", 0.5, 1001)
     assert Plan.from_wire(plan.to_wire()) == plan
     assert Plan.from_wire(Plan().to_wire()) == Plan()
+
+
+def test_limits_name_the_first_reason_to_end_the_run() -> None:
+    """The stop conditions, in order: the trace all sent, --max-requests, a rejected certificate while nothing
+    succeeded, --abort-error-rate once `ABORT_MIN_REQUESTS` finished."""
+    from llm_locust.load.limits import ABORT_MIN_REQUESTS, Limits
+
+    assert Limits().stop_reason(10_000, 0, 10_000, 0) is None  # no limit set
+    trace = Limits(trace_requests=50, max_requests=60)
+    assert trace.stop_reason(49, 49, 0, 0) is None
+    assert trace.stop_reason(50, 50, 0, 0) == "the trace's 50 requests were sent"
+    assert Limits(max_requests=40).stop_reason(40, 40, 0, 0) == "--max-requests 40 reached"
+    assert Limits().stop_reason(3, 0, 3, 3) == "the server's TLS certificate was rejected"
+    assert Limits().stop_reason(3, 1, 2, 2) is None  # one succeeded: a later request may too
+    abort = Limits(abort_error_rate=0.5)
+    assert abort.stop_reason(ABORT_MIN_REQUESTS - 1, 0, ABORT_MIN_REQUESTS - 1, 0) is None  # too few to judge
+    assert abort.stop_reason(20, 10, 10, 0) is None  # 50 %: not above
+    assert abort.stop_reason(20, 9, 11, 0) == "error rate 55% exceeded --abort-error-rate 0.5"

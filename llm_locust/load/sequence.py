@@ -14,6 +14,7 @@ reported) are also shared out among the survivors (`Assignment.without`), who se
 
 from __future__ import annotations
 
+import heapq
 import random
 from array import array
 from bisect import bisect_left
@@ -168,3 +169,104 @@ def _slot_to_wire(slot: Slot) -> Any:
 
 def _slot_from_wire(data: Any) -> Any:
     return data if isinstance(data, str) else tuple(_slot_from_wire(s) for s in data)
+
+
+class Sharing:
+    """The master's side of one sequence: its `assignment` of arrivals to the processes, kept up to date as they
+    join, leave or lose their users (see the module docstring).
+
+    Every process some arrival may still be assigned to is remembered; each reports its low-water mark (the first of
+    its arrivals it has not handed out yet, `note_low_water`), from which a process that left hands over.
+    """
+
+    def __init__(self, due: DueTimes, members: Sequence[str]) -> None:
+        self.due = due
+        self.assignment = Assignment.of(members)
+        self._assigned = set(members)
+        self._low_water: dict[str, int] = {}
+
+    def note_low_water(self, process: str, index: int) -> None:
+        """`process` reported the first arrival of its share it has not handed out yet."""
+        self._low_water[process] = index
+
+    def changed(self, members: Sequence[str], alive: set[str]) -> bool:
+        """Whether the assignment must change: the sending processes are now `members` (sorted), and a process
+        still assigned arrivals may be gone from `alive`."""
+        return tuple(members) != self.assignment.members or bool(self._assigned - alive)
+
+    def reassign(self, members: Sequence[str], alive: set[str], t_s: float) -> tuple[int, list[tuple[str, int]]]:
+        """Arrivals from the first due at `t_s` (s from the sequence's origin; no process has sent it yet) on go to
+        `members` in turn; each process gone from `alive` hands its arrivals over to them from its last low-water
+        mark (or from that switch, whichever comes first). Returns the switch and each process gone with its mark."""
+        switch = self.due.first_at(t_s)
+        assignment = self.assignment
+        gone = []
+        for process in sorted(self._assigned - alive):
+            mark = self._low_water.get(process, 0)
+            assignment = assignment.without(process, min(mark, switch), members)
+            self._assigned.discard(process)
+            gone.append((process, mark))
+        self.assignment = assignment.then(switch, members)
+        self._assigned.update(members)
+        return switch, gone
+
+
+class Cursor:
+    """One process's walk through a sequence's arrivals: the ones it handed out, holds or must still send.
+
+    Arrivals before `position` were handed out, are held (given to a waiting user, not due yet), are queued to be
+    caught up, or are not this process's. A new assignment that gives it arrivals it had walked past (another process
+    left before sending them) queues those to be sent first, late; so does an arrival put back (its user stopped).
+    """
+
+    def __init__(self) -> None:
+        self.position = 0
+        self._held: set[int] = set()
+        self._catch_up: list[int] = []  # heap
+
+    def restart(self) -> None:
+        """Walk a new sequence from its start."""
+        self.position = 0
+        self._held.clear()
+        self._catch_up.clear()
+
+    @property
+    def low_water(self) -> int:
+        """The first arrival of this process not handed out yet (every one before it was)."""
+        return min((self.position, *self._held, *self._catch_up))
+
+    def reassigned(self, old: Assignment, new: Assignment, me: str) -> None:
+        """The assignment changed from `old` to `new`: catch up the arrivals walked past that are now `me`'s."""
+        start = new.changed_from(old)
+        if start is not None:
+            self._catch_up += [i for i in range(start, self.position) if new.owner(i) == me != old.owner(i)]
+            heapq.heapify(self._catch_up)
+
+    def next_index(self, due: DueTimes, assignment: Assignment, me: str) -> int | None:
+        """The next arrival `me` sends under `assignment` (None: none left for it): the earliest to catch up, else
+        the next of its own ahead."""
+        if self._catch_up:
+            return heapq.heappop(self._catch_up)
+        last = assignment.epochs[-1]
+        index = self.position
+        while due.due_s(index) is not None:
+            if assignment.owner(index) == me:
+                self.position = index + 1
+                return index
+            if index >= last.from_index and me not in assignment.members:
+                break  # never this process's again under this assignment
+            index += 1
+        self.position = index
+        return None
+
+    def hold(self, index: int) -> None:
+        """Arrival `index` was given to a user that waits until it is due."""
+        self._held.add(index)
+
+    def release(self, index: int) -> None:
+        """Arrival `index` is no longer held: sent, taken away by a new plan, or put back."""
+        self._held.discard(index)
+
+    def put_back(self, index: int) -> None:
+        """Arrival `index` is still this process's to send (its user stopped, or the process is leaving)."""
+        heapq.heappush(self._catch_up, index)

@@ -15,7 +15,10 @@
   (`runtime.search_shape`) enters each trial as a step and `pause`s the load between trials (every process idle)
   while the last trial's requests finish. A search starts paused: the shape's first tick enters the first trial.
 - Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run;
-  so does a rejected TLS certificate while no request has succeeded.
+  so does a rejected TLS certificate while no request has succeeded (`load.limits.Limits`).
+
+The decisions are pure and live in `load/`: the sequence's assignment as processes come and go
+(`load.sequence.Sharing`), the limits (`load.limits`); this module sends the plans and keeps the time.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunn
 
 from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import Step, StepSpan, integer_shares
+from llm_locust.load.limits import Limits
 from llm_locust.load.pacing import Plan
 from llm_locust.load.search import RateSearch
-from llm_locust.load.sequence import Assignment, DueTimes
+from llm_locust.load.sequence import DueTimes, Sharing
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.runtime.pacer import Pacer
@@ -43,7 +47,6 @@ logger = logging.getLogger("llm_locust")
 
 PLAN_MESSAGE = "llm_locust_plan"
 """Custom message type master -> worker carrying a `Plan.to_wire()`."""
-ABORT_MIN_REQUESTS = 20
 RESEND_S = 5.0
 START_LEAD_S = 0.5
 """Arrival time 0 of a new sequence is this long after the plan is made (the plan reaches the workers first)."""
@@ -71,10 +74,8 @@ class LoadController:
         self._sent: dict[str, Plan] = {}
         self._resent_s = time.monotonic()
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
-        self._due: DueTimes | None = None
-        self._assignment: Assignment | None = None
-        self._assigned: set[str] = set()  # every process some arrival may still be assigned to
-        self._low_water: dict[str, int] = {}
+        self._sharing: Sharing | None = None  # its assignment to the processes
+        self._limits = Limits(len(self.trace_due_s), settings.max_requests, settings.abort_error_rate)
         self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
 
     @property
@@ -84,7 +85,8 @@ class LoadController:
 
     def note_low_water(self, process: str, index: int) -> None:
         """A process reported the first arrival of its share it has not handed out yet."""
-        self._low_water[process] = index
+        if self._sharing is not None:
+            self._sharing.note_low_water(process, index)
 
     @property
     def step(self) -> Step | None:
@@ -136,7 +138,8 @@ class LoadController:
             if sequence is None:
                 plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
             else:
-                plan = replace(sequence, warmup_left_s=warmup_left_s, assignment=self._assignment, me=process)
+                assignment = None if self._sharing is None else self._sharing.assignment
+                plan = replace(sequence, warmup_left_s=warmup_left_s, assignment=assignment, me=process)
             if self._same(self._sent.get(process), plan) and not resend:
                 continue
             self._sent[process] = plan
@@ -146,14 +149,14 @@ class LoadController:
                 runner.send_message(PLAN_MESSAGE, plan.to_wire(), client_id=process)
 
     def _open_loop(self, step: Step | None, users: dict[str, int]) -> Plan | None:
-        """The sequence to follow now (None: closed loop); keeps `_assignment` up to date with the processes."""
+        """The sequence to follow now (None: closed loop); keeps its `_sharing` up to date with the processes."""
         settings = self.settings
         trace = bool(self.trace_due_s)
         rate_per_s = settings.request_rate or None
         if step is not None:
             rate_per_s = step.rate_per_s
         if rate_per_s is None and not trace:
-            self._sequence = self._due = self._assignment = None
+            self._sequence = self._sharing = None
             return None
         members = sorted(p for p, n in users.items() if n > 0) or sorted(users)  # users can send; else all alive
         if not members:  # no process to send: nothing to assign yet
@@ -169,29 +172,18 @@ class LoadController:
                                             burstiness=settings.burstiness, seed=seed,
                                             origin_epoch_s=time.time() + START_LEAD_S, limit=limit)  # fmt: skip
             if trace:
-                self._due = DueTimes(self.trace_due_s, limit=limit)
+                due = DueTimes(self.trace_due_s, limit=limit)
             else:
-                self._due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
-            self._assignment = Assignment.of(members)
-            self._assigned = set(members)
-            self._low_water.clear()
-        elif members and (tuple(members) != self._assignment.members or self._assigned - set(users)):
-            self._reassign(members, set(users), current.origin_epoch_s)
+                due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
+            self._sharing = Sharing(due, members)
+        elif self._sharing is not None and self._sharing.changed(members, set(users)):
+            # processes joined, left, or have no user now: from the first arrival REASSIGN_LEAD_S ahead
+            t_s = time.time() - current.origin_epoch_s + REASSIGN_LEAD_S
+            switch, gone = self._sharing.reassign(members, set(users), t_s)
+            for process, mark in gone:
+                logger.info("%s left: its arrivals from #%d on go to the others", process, mark)
+            logger.info("arrivals from #%d on go to %d process(es)", switch, len(members))
         return current
-
-    def _reassign(self, members: list[str], alive: set[str], origin_epoch_s: float) -> None:
-        """Processes joined, left, or have no user now: arrivals from `REASSIGN_LEAD_S` ahead go to `members`; a
-        process that left hands over its arrivals from its last low-water mark (see the module docstring)."""
-        assert self._due is not None and self._assignment is not None
-        switch = self._due.first_at(time.time() - origin_epoch_s + REASSIGN_LEAD_S)
-        assignment = self._assignment
-        for gone in sorted(self._assigned - alive):
-            assignment = assignment.without(gone, min(self._low_water.get(gone, 0), switch), members)
-            self._assigned.discard(gone)
-            logger.info("%s left: its arrivals from #%d on go to the others", gone, self._low_water.get(gone, 0))
-        self._assignment = assignment.then(switch, members)
-        self._assigned.update(members)
-        logger.info("arrivals from #%d on go to %d process(es)", switch, len(members))
 
     @staticmethod
     def _same(old: Plan | None, new: Plan) -> bool:
@@ -207,16 +199,6 @@ class LoadController:
         return {str(w.id): w.user_count for w in runner.clients.values() if w.state in states}
 
     def check_limits(self, total: WindowMetrics) -> str | None:
-        """The reason to end the run now (a limit reached), or None."""
-        done = total.requests_finished
-        if self.trace_due_s and done >= len(self.trace_due_s):
-            return f"the trace's {len(self.trace_due_s)} requests were sent"
-        limit = self.settings.max_requests
-        if limit and done >= limit:
-            return f"--max-requests {limit} reached"
-        if total.failures.get(ErrorKind.TLS) and not total.requests_ok:  # no later request can do better
-            return "the server's TLS certificate was rejected"
-        abort = self.settings.abort_error_rate
-        if abort and done >= ABORT_MIN_REQUESTS and total.requests_failed / done > abort:
-            return f"error rate {total.requests_failed / done:.0%} exceeded --abort-error-rate {abort:g}"
-        return None
+        """The reason to end the run now (a limit reached, `load.limits.Limits`), or None."""
+        tls_rejected = total.failures.get(ErrorKind.TLS, 0)
+        return self._limits.stop_reason(total.requests_finished, total.requests_ok, total.requests_failed, tls_rejected)

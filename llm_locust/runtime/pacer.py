@@ -1,16 +1,16 @@
 """Each process's `Pacer`: follows the `load.pacing.Plan` it is given and blocks a user's greenlet on a gevent Event
-until its next `Ticket` is due (the pure plan, ticket, arrival sequence and assignment live in `load/`).
+until its next `Ticket` is due (the pure plan, ticket, arrival sequence, assignment and the walk through it live in
+`load/`).
 
-Open loop: the pacer walks the global arrival sequence (`load.sequence.DueTimes`) and hands out the arrivals the
-plan's assignment gives to this process, in order. When a new assignment gives it arrivals it had walked past
-(another process left before sending them), it sends those first, late. `low_water` — the first of its arrivals not
-handed out yet — goes to the master with every report, so that a process leaving hands over exactly what it had
-not sent.
+Open loop: the pacer walks the global arrival sequence (`load.sequence.DueTimes`) with a `load.sequence.Cursor` and
+hands out the arrivals the plan's assignment gives to this process, in order. When a new assignment gives it arrivals
+it had walked past (another process left before sending them), it sends those first, late. `low_water` — the first
+of its arrivals not handed out yet — goes to the master with every report, so that a process leaving hands over
+exactly what it had not sent.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -20,7 +20,7 @@ import gevent
 from gevent.event import Event
 
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
-from llm_locust.load.sequence import DueTimes
+from llm_locust.load.sequence import Cursor, DueTimes
 
 _QUOTA_WAIT_S = 60.0
 EARLY_WAKE_S = 0.0015
@@ -38,9 +38,7 @@ class Pacer:
         self.open_loop = False  # the run's settings ask for an open loop: wait for the plan that says how
         self._due: DueTimes | None = None
         self._origin_s = 0.0  # perf_counter of the sequence's time 0
-        self._cursor = 0  # arrivals before it were handed out, held, queued to catch up, or not this process's
-        self._held: set[int] = set()  # handed to a waiting user, not yet due
-        self._catch_up: list[int] = []  # heap: given to this process after it had walked past them, or put back
+        self._cursor = Cursor()
         self._measure_from_s = 0.0
         self._changed = Event()
         self._closed = False
@@ -60,11 +58,7 @@ class Pacer:
         elif self._due is None or plan.sequence() != old.sequence() or old.assignment is None:
             self._start_sequence(plan)
         else:
-            start = plan.assignment.changed_from(old.assignment)
-            me, new, was = plan.me, plan.assignment, old.assignment
-            if start is not None:
-                self._catch_up += [i for i in range(start, self._cursor) if new.owner(i) == me != was.owner(i)]
-                heapq.heapify(self._catch_up)
+            self._cursor.reassigned(old.assignment, plan.assignment, plan.me)
         changed, self._changed = self._changed, Event()
         changed.set()
 
@@ -85,9 +79,7 @@ class Pacer:
             rate = plan.rate_per_s or 0.0
             self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
         self._origin_s = plan.origin_epoch_s - time.time() + perf_counter()
-        self._cursor = 0
-        self._held.clear()
-        self._catch_up.clear()
+        self._cursor.restart()
 
     def close(self) -> None:
         """Hand out no more tickets (this process is leaving: `low_water` is final)."""
@@ -98,7 +90,7 @@ class Pacer:
     @property
     def low_water(self) -> int:
         """Open loop: the first arrival of this process not handed out yet (every one before it was)."""
-        return min((self._cursor, *self._held, *self._catch_up))
+        return self._cursor.low_water
 
     def take(self) -> Ticket:
         """Wait until this user may send its next request; return its ticket.
@@ -116,7 +108,8 @@ class Pacer:
             due = self._due
             if due is None:
                 return self._issue(None, plan, None)
-            index = self._next_index(plan, due)
+            assert plan.assignment is not None  # with `_due`
+            index = self._cursor.next_index(due, plan.assignment, plan.me)
             if index is None:
                 changed.wait(_QUOTA_WAIT_S)
                 continue
@@ -124,29 +117,11 @@ class Pacer:
             if ticket is not None:
                 return ticket
 
-    def _next_index(self, plan: Plan, due: DueTimes) -> int | None:
-        """The next arrival this process sends (None: none left for it under this plan)."""
-        if self._catch_up:
-            return heapq.heappop(self._catch_up)
-        assignment, me = plan.assignment, plan.me
-        assert assignment is not None
-        last = assignment.epochs[-1]
-        index = self._cursor
-        while due.due_s(index) is not None:
-            if assignment.owner(index) == me:
-                self._cursor = index + 1
-                return index
-            if index >= last.from_index and me not in assignment.members:
-                break  # never this process's again under this plan
-            index += 1
-        self._cursor = index
-        return None
-
     def _wait_for(self, index: int, due: DueTimes) -> Ticket | None:
         """Hold arrival `index` until it is due; its ticket, or None when a new plan took it away. A user stopped
         while it waits (fewer users, the test ending) puts the arrival back for another user of this process."""
         t_sched = self._origin_s + (due.due_s(index) or 0.0)
-        self._held.add(index)
+        self._cursor.hold(index)
         try:
             while True:
                 plan, changed = self.plan, self._changed
@@ -158,7 +133,7 @@ class Pacer:
                         return self._issue(t_sched, plan, index)
                 plan = self.plan
                 if self._closed:  # still this process's to send (or to hand over: `low_water` counts it)
-                    heapq.heappush(self._catch_up, index)
+                    self._cursor.put_back(index)
                     return None
                 if self._due is not due or plan.assignment is None:
                     return None
@@ -166,10 +141,10 @@ class Pacer:
                     return None
         except BaseException:  # GreenletExit: the runner stopped this user
             if self._due is due:
-                heapq.heappush(self._catch_up, index)
+                self._cursor.put_back(index)
             raise
         finally:
-            self._held.discard(index)
+            self._cursor.release(index)
 
     def _issue(self, t_sched: float | None, plan: Plan, index: int | None) -> Ticket:
         self.sent += 1

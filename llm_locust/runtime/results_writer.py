@@ -21,16 +21,14 @@ from locust.runners import WORKER_REPORT_INTERVAL
 
 from llm_locust import redact
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
-from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
 from llm_locust.results.files import (
-    USER_ERROR_CAUSES,
     TimeseriesWriter,
     diagnose,
-    iso_time,
     summary_table,
     write_histograms,
     write_summary,
 )
+from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers
 from llm_locust.results.summary import RunView, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
@@ -50,9 +48,6 @@ HISTORY_WINDOWS = 720
 TICK_S = 1.0
 SNAPSHOT_S = 5.0
 """While a test runs, summary.json is rewritten this often (seconds), marked "incomplete"."""
-INTERRUPT_GRACE_S = 5.0
-"""A worker that said goodbye this shortly (seconds) before the master was interrupted quit with
-it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +185,11 @@ class ResultsWriter:
         return None
 
     def _check_schedule(self, start: int, window: WindowMetrics) -> None:
-        """Open loop: warn (once) when requests left late — every user busy, or the client saturated."""
-        delay = window.distribution("queue_delay", scale=1000.0)
-        if self.behind_schedule is None and delay["count"] and delay["p90"] > SCHEDULE_LAG_MS:
-            self.behind_schedule = (
-                f"open loop fell behind its schedule from {iso_time(start)}: p90 client queue delay "
-                f"{delay['p90']:.0f} ms (all users busy: raise -u / --max-concurrency, or the client is "
-                "saturated: add worker processes); the offered rate was not achieved"
-            )
-            logger.warning("%s", self.behind_schedule)
+        """Open loop: warn (once) when requests left late (`results.outcome.behind_schedule`)."""
+        if self.behind_schedule is None:
+            self.behind_schedule = behind_schedule(start, window.distribution("queue_delay", scale=1000.0))
+            if self.behind_schedule is not None:
+                logger.warning("%s", self.behind_schedule)
 
     def interrupt(self, signal_name: str | None) -> None:
         """The process quits before the test stopped (by `signal_name`, when known)."""
@@ -208,9 +199,8 @@ class ResultsWriter:
 
     @property
     def lost_workers(self) -> set[str]:
-        """Workers that stopped reporting, or quit mid-test on their own (not with the master's interrupt)."""
-        cutoff_s = float("inf") if self._interrupted_at_s is None else self._interrupted_at_s - INTERRUPT_GRACE_S
-        return self.workers_lost | {worker for worker, t_s in self.worker_goodbyes.items() if t_s < cutoff_s}
+        """Workers that stopped reporting, or quit mid-test on their own (`results.outcome.lost_workers`)."""
+        return lost_workers(self.workers_lost, self.worker_goodbyes, self._interrupted_at_s)
 
     def stop(self) -> None:
         """The test stopped: record the time; finalize after the workers' last reports."""
@@ -240,13 +230,8 @@ class ResultsWriter:
         gate = summary["verdict"]
         env = self.sources.environment
         explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
-        user_error = self.cause in USER_ERROR_CAUSES
-        if self.cause is not None and not env.process_exit_code and (user_error or not self.interrupted):
-            env.process_exit_code = 2 if user_error else 1  # nothing succeeded: 2 when the command is wrong
-        if not gate["passed"] and not env.process_exit_code:  # keep an earlier error's code (2: config); 4 interrupted
-            env.process_exit_code = gate["exit_code"]
-        if gate["passed"] and summary["search"] is not None and env.process_exit_code is None:
-            env.process_exit_code = 0  # a search judged its failed requests trial by trial: not Locust's "errors" (1)
+        searched = summary["search"] is not None
+        env.process_exit_code = exit_code(env.process_exit_code, self.cause, self.interrupted, gate, searched)
         path = write_summary(self.results_dir, summary)
         self.final_summary = summary
         if not self._final:

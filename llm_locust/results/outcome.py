@@ -1,0 +1,61 @@
+"""How a run ends, decided from plain values: the process's exit code, the open loop's behind-schedule warning and
+which workers count as lost. The Locust side (`runtime.results_writer`) gathers the values and applies the answers.
+
+Exit codes (README.md "Troubleshooting"): 0 passed, 1 Locust's own failure code or nothing succeeded for a reason
+outside the command, 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
+from llm_locust.results.files import USER_ERROR_CAUSES, iso_time
+
+INTERRUPT_GRACE_S = 5.0
+"""A worker that said goodbye this shortly (seconds) before the master was interrupted quit with
+it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
+
+
+def exit_code(
+    current: int | None, cause: str | None, interrupted: bool, verdict: Mapping[str, Any], searched: bool
+) -> int | None:
+    """The process's exit code once the run is over (None: leave Locust's own).
+
+    `current`: the code set so far (by Locust or an earlier error: 2 for bad input, 4 interrupted); `cause`: why
+    nothing succeeded (`files.diagnose`), or None; `verdict`: summary.json's; `searched`: a capacity search ran.
+    Nothing succeeded: 2 when the command is wrong (`USER_ERROR_CAUSES`), else 1 unless interrupted. A failed gate
+    gives the verdict's code where no earlier error set one. A search that passed exits 0: it judged its failed
+    requests trial by trial, they are not Locust's "errors" (1).
+    """
+    code = current
+    user_error = cause in USER_ERROR_CAUSES
+    if cause is not None and not code and (user_error or not interrupted):
+        code = 2 if user_error else 1
+    if not verdict["passed"] and not code:
+        code = verdict["exit_code"]
+    if verdict["passed"] and searched and code is None:
+        code = 0
+    return code
+
+
+def behind_schedule(window_start_epoch_s: float, queue_delay_ms: Mapping[str, Any]) -> str | None:
+    """The warning of an open loop whose requests left late in the window from `window_start_epoch_s` (its client
+    queue delay distribution, ms): when its p90 is above `SCHEDULE_LAG_MS` — every user busy, or the client
+    saturated —, else None."""
+    if not queue_delay_ms["count"] or queue_delay_ms["p90"] <= SCHEDULE_LAG_MS:
+        return None
+    return (
+        f"open loop fell behind its schedule from {iso_time(window_start_epoch_s)}: p90 client queue delay "
+        f"{queue_delay_ms['p90']:.0f} ms (all users busy: raise -u / --max-concurrency, or the client is "
+        "saturated: add worker processes); the offered rate was not achieved"
+    )
+
+
+def lost_workers(missing: Iterable[str], goodbyes: Mapping[str, float], interrupted_at_s: float | None) -> set[str]:
+    """The workers lost: those that stopped reporting (`missing`), and those that quit mid-test on their own
+    (`goodbyes`: worker → when it said so, epoch s) — not those that quit with the master's interrupt (at
+    `interrupted_at_s`, epoch s), up to `INTERRUPT_GRACE_S` before it."""
+    cutoff_s = float("inf") if interrupted_at_s is None else interrupted_at_s - INTERRUPT_GRACE_S
+    return set(missing) | {worker for worker, t_s in goodbyes.items() if t_s < cutoff_s}
