@@ -200,3 +200,48 @@ def test_a_killed_worker_process_fails_the_verdict_and_its_reported_data_is_kept
     assert lost in processes and processes[lost]["rss_mb_max"] > 20
     with (tmp_path / "workers_timeseries.csv").open() as f:
         assert {r["process"] for r in csv.DictReader(f)} == set(processes)
+
+
+def test_each_role_registers_only_its_own_listeners():
+    """A local runner, a master and a worker (real runners, ZeroMQ over loopback): each process's `RunState` has its
+    role, and Locust's events call only that role's listeners of it."""
+    from llm_locust.runtime.plugin import run_state
+
+    def listeners(env):
+        state = run_state(env)
+        return state.role.name, {
+            name: [
+                h.__func__.__name__
+                for h in getattr(env.events, name)._handlers
+                if getattr(h, "__self__", None) is state
+            ]
+            for name in ("test_start", "request", "test_stop", "quitting", "report_to_master", "worker_report")
+        }
+
+    local_env = new_env(options())
+    local_env.create_local_runner()
+    local_env.events.init.fire(environment=local_env, runner=local_env.runner, web_ui=None)
+    master_env = new_env(options())
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    worker_env = new_env(options())
+    worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+    worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+    try:
+        assert listeners(local_env) == ("local", {
+            "test_start": ["_on_test_start"], "request": ["_on_request"],
+            "test_stop": ["_on_users_stopped", "_on_test_stop"], "quitting": ["_on_quitting"],
+            "report_to_master": [], "worker_report": [],
+        })  # fmt: skip
+        assert listeners(master_env) == ("master", {
+            "test_start": ["_on_test_start"], "request": [], "test_stop": ["_on_test_stop"],
+            "quitting": ["_on_quitting"], "report_to_master": [], "worker_report": ["_on_worker_report"],
+        })  # fmt: skip
+        assert listeners(worker_env) == ("worker", {
+            "test_start": ["_on_test_start"], "request": ["_on_request"], "test_stop": ["_on_users_stopped"],
+            "quitting": ["_on_worker_quitting"], "report_to_master": ["_on_report_to_master"], "worker_report": [],
+        })  # fmt: skip
+    finally:
+        worker.quit()
+        master.quit()
+        local_env.runner.quit()

@@ -3,6 +3,7 @@
 Every process: the test's settings and metrics. Processes running users: each finished request's record into the
 `MetricsRecorder`. Worker: its delta, requests in flight and saturation sample ride on Locust's stats report
 (`runner_ops` keys). Master: merges those into `RunMetrics`. Master/local: the `ResultsWriter` of the test.
+The process's `Role` (`LocalRole`, `MasterRole`, `WorkerRole`) registers only the listeners of its own part.
 """
 
 from __future__ import annotations
@@ -65,6 +66,67 @@ STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
 
 
+class Role:
+    """What one Locust process is in a run, and the Locust listeners only that part needs (`register`)."""
+
+    name = ""
+    runs_users = True  # records its users' requests and paces them
+    leads = True  # controls the load, writes the results, watches the signals
+
+    def register(self, state: RunState, events: Any, runner: Any) -> None:
+        """Add `state`'s listeners of this role to Locust's `events` (and messages to `runner`)."""
+        events.test_start.add_listener(state._on_test_start)
+
+
+class LocalRole(Role):
+    """A local runner: runs the users and leads the run."""
+
+    name = "local"
+
+    def register(self, state: RunState, events: Any, runner: Any) -> None:
+        super().register(state, events, runner)
+        events.request.add_listener(state._on_request)
+        events.test_stop.add_listener(state._on_users_stopped)
+        events.test_stop.add_listener(state._on_test_stop)
+        events.quitting.add_listener(state._on_quitting)
+
+
+class WorkerRole(Role):
+    """A worker: runs its users, reports to the master, follows the master's plans."""
+
+    name = "worker"
+    leads = False
+
+    def register(self, state: RunState, events: Any, runner: Any) -> None:
+        super().register(state, events, runner)
+        events.request.add_listener(state._on_request)
+        events.test_stop.add_listener(state._on_users_stopped)
+        events.report_to_master.add_listener(state._on_report_to_master)
+        runner.register_message(PLAN_MESSAGE, state._on_plan)
+        events.quitting.add_listener(state._on_worker_quitting)
+
+
+class MasterRole(Role):
+    """The master: runs no user; merges the workers' reports and leads the run."""
+
+    name = "master"
+    runs_users = False
+
+    def register(self, state: RunState, events: Any, runner: Any) -> None:
+        super().register(state, events, runner)
+        events.test_stop.add_listener(state._on_test_stop)
+        events.quitting.add_listener(state._on_quitting)
+        events.worker_report.add_listener(state._on_worker_report)
+        runner.register_message(INTERRUPTED_MESSAGE, state._on_worker_interrupted)
+
+
+def role_of(runner: Any) -> Role:
+    """The role of the process whose runner is `runner`."""
+    if isinstance(runner, MasterRunner):
+        return MasterRole()
+    return WorkerRole() if isinstance(runner, WorkerRunner) else LocalRole()
+
+
 @dataclass(frozen=True)
 class LiveRun:
     """What the web UI's live view reads of a run (`RunState.live`): a snapshot, never the state itself."""
@@ -90,8 +152,9 @@ class RunState:
         proxy = check_connection(environment.host, self.settings)
         redact.install_log_filter()
         runner = environment.runner
-        self.is_worker = isinstance(runner, WorkerRunner)
-        self.is_master = isinstance(runner, MasterRunner)
+        self.role = role_of(runner)
+        self.is_worker = not self.role.leads
+        self.is_master = not self.role.runs_users
         if proxy is not None and not self.is_worker:
             logger.info("connecting through the proxy %s", proxy.shown)
         if self.settings.insecure and not self.is_worker:
@@ -113,21 +176,7 @@ class RunState:
         self.collector = None if self.is_master else RunCollector()
         self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
-        events = environment.events
-        events.test_start.add_listener(self._on_test_start)
-        if not self.is_master:
-            events.request.add_listener(self._on_request)
-            events.test_stop.add_listener(self._on_users_stopped)
-        if self.is_worker:
-            events.report_to_master.add_listener(self._on_report_to_master)
-            runner.register_message(PLAN_MESSAGE, self._on_plan)
-            events.quitting.add_listener(self._on_worker_quitting)
-        else:
-            events.test_stop.add_listener(self._on_test_stop)
-            events.quitting.add_listener(self._on_quitting)
-        if self.is_master:
-            events.worker_report.add_listener(self._on_worker_report)
-            runner.register_message(INTERRUPTED_MESSAGE, self._on_worker_interrupted)
+        self.role.register(self, environment.events, runner)
 
     # -- every process ------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_: Any) -> None:
