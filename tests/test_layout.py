@@ -113,7 +113,8 @@ print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
 
 def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
     """Charts and tables that show a chosen subset of the metrics name only latencies declared in
-    `metrics/declarations.py`, and the /llm page's series are columns of llm_timeseries.csv."""
+    `metrics/declarations.py` (the /llm page's cards and breakdowns too), and the /llm page's series are columns of
+    llm_timeseries.csv."""
     import re
 
     from llm_locust.metrics.declarations import latencies, names
@@ -124,7 +125,7 @@ def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
     from llm_locust.report.tables import row_latencies
     from llm_locust.report.timeline import TIMELINE_LATENCIES
     from llm_locust.results.files import timeseries_columns
-    from llm_locust.runtime.webui import page_html
+    from llm_locust.runtime.webui import PAGE, page_html
 
     for subset in (CURVE_METRICS, STEP_METRICS, DRIFT_LATENCIES, TIMELINE_LATENCIES, row_latencies()):
         assert set(subset) <= set(names()), subset
@@ -132,6 +133,8 @@ def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
     assert page_series, "the page's chart series were not found"
     assert page_series <= {latency_key(m, p) for m in names(latencies(series=True)) for p in SERIES_PERCENTILES}
     assert page_series <= set(timeseries_columns())
+    page_picks = set(re.findall(r"\bm\.(\w+)_ms\b", PAGE.read_text(encoding="utf-8")))  # its cards and breakdowns
+    assert page_picks and page_picks <= set(names()), page_picks
 
 
 def test_results_writer_never_reaches_back_into_run_state() -> None:

@@ -354,7 +354,7 @@ class MetricsRecorder:
     """Per-process collector: finished requests into windows keyed by `WindowKey`.
 
     `slos` decide which successful requests are good (goodput): every objective met by the
-    request's own TTFT, TTFO, TPOT, E2E and largest inter-token gap.
+    request's own value of its latency (`LatencyMetric.request_ms`: for the ITL, its largest gap).
     """
 
     def __init__(self, interval_s: float, slos: tuple[Slo, ...] = ()) -> None:
