@@ -362,6 +362,8 @@ class MetricsRecorder:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
         self.slos = slos
+        named = {slo.metric for slo in slos}
+        self._judged = tuple(m for m in declarations.latencies(slo=True) if m.name in named)  # what goodput reads
         self._pending = Delta()
 
     def window_start(self, t_wall_s: float) -> int:
@@ -383,7 +385,7 @@ class MetricsRecorder:
         (`LatencyMetric.request_ms`)."""
         if not self.slos or not record.ok:
             return record.ok
-        return request_meets(self.slos, {m.name: m.request_ms(record) for m in declarations.latencies(slo=True)})
+        return request_meets(self.slos, {m.name: m.request_ms(record) for m in self._judged})
 
     def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""
