@@ -50,7 +50,8 @@ class LatencyMetric:
     """
 
     name: str
-    """Key stem, lower case, no "_": `ttft` -> `ttft_ms`, `ttft_ms_p90`, `--slo ttft_p90_ms=..`."""
+    """Key stem: `ttft` -> `ttft_ms`, `ttft_ms_p90`, `--slo ttft_p90_ms=..`; lower-case letters, digits and "_" (no
+    "_" in one `--slo` may name: its syntax splits there)."""
     label: str
     """Short name in tables and charts ("TTFT"); the unit (ms) is added where shown."""
     read_s: Callable[[RequestRecord], float | None] | None = None
