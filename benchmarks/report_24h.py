@@ -24,7 +24,7 @@ import orjson
 
 from llm_locust.metrics.histograms import new_histogram
 from llm_locust.report.build import build_report
-from llm_locust.results.files import TIMESERIES_COLUMNS, iso_time, write_summary
+from llm_locust.results.files import iso_time, timeseries_columns, write_summary
 
 STEP_S = 3600
 PERCENTILES = ("p50", "p90", "p99")
@@ -51,7 +51,7 @@ def generate(folder: Path, hours: int, rng: np.random.Generator) -> None:
     e2e = 128 * tpot + ttft
     with (folder / "llm_timeseries.csv").open("w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(TIMESERIES_COLUMNS)
+        out.writerow(timeseries_columns())
         for i in range(n):
             out.writerow([
                 time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0 + i)), t0 + i, float(i), i // STEP_S, users[i],

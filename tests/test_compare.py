@@ -26,7 +26,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.report.bootstrap import RunSample, relative_change_interval, resample_side
 from llm_locust.report.compare import IMPROVEMENT, NO_CHANGE, REGRESSION, compare, parse_limits
 from llm_locust.report.run_data import RunData, load_run
-from llm_locust.results.files import TIMESERIES_COLUMNS
+from llm_locust.results.files import timeseries_columns
 from llm_locust.sim import run_sim
 
 RUN_S = 8
@@ -170,7 +170,7 @@ def _sweep_run(tmp_path, name: str, labels: list[str], tpot_ms: list[float]):
          "output_tokens_per_s": 100.0, "tpot_ms_p50": tpot_ms[i] * (1 + 0.002 * (j % 3))}
         for i in range(len(labels)) for j in range(5)
     ]  # fmt: skip
-    frame = pd.DataFrame(rows).reindex(columns=list(TIMESERIES_COLUMNS))  # the other columns empty (NaN)
+    frame = pd.DataFrame(rows).reindex(columns=list(timeseries_columns()))  # the other columns empty (NaN)
     summary = {"run": {"duration_s": 5.0 * len(labels)}, "timeseries": {"interval_s": 1}, "metrics": {},
                "throughput": {}, "steps": [{"label": label} for label in labels]}  # fmt: skip
     return RunData(path=tmp_path / name, name=name, summary=summary, timeseries=frame)

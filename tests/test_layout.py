@@ -111,24 +111,30 @@ print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
     assert again == "", "a second install() changed ConnectionPool again"
 
 
-def test_chosen_metric_subsets_name_only_vocabulary_metrics() -> None:
-    """Charts and tables that show a chosen subset of the metrics name only metrics of `metrics/vocabulary.py`, and
-    the /llm page's series are columns of llm_timeseries.csv."""
+def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
+    """Charts and tables that show a chosen subset of the metrics name only latencies declared in
+    `metrics/declarations.py` (the /llm page's cards and breakdowns too), and the /llm page's series are columns of
+    llm_timeseries.csv."""
     import re
 
-    from llm_locust.metrics.vocabulary import LATENCY_METRICS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
-    from llm_locust.report.charts import CURVE_METRICS, LOAD_METRICS
+    from llm_locust.metrics.declarations import latencies, names
+    from llm_locust.metrics.drift import DRIFT_LATENCIES
+    from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
+    from llm_locust.report.charts import CURVE_METRICS
     from llm_locust.report.distributions import STEP_METRICS
-    from llm_locust.report.tables import LATENCY_KEYS
-    from llm_locust.results.files import TIMESERIES_COLUMNS
-    from llm_locust.runtime.webui import PAGE, PAGE_LATENCIES
+    from llm_locust.report.tables import row_latencies
+    from llm_locust.report.timeline import TIMELINE_LATENCIES
+    from llm_locust.results.files import timeseries_columns
+    from llm_locust.runtime.webui import PAGE, page_html
 
-    for subset in (CURVE_METRICS, LOAD_METRICS, STEP_METRICS, LATENCY_KEYS, PAGE_LATENCIES):
-        assert set(subset) <= set(LATENCY_METRICS), subset
-    page_series = set(re.findall(r'\["(\w+_ms_p\d+)"', PAGE.read_text(encoding="utf-8")))
+    for subset in (CURVE_METRICS, STEP_METRICS, DRIFT_LATENCIES, TIMELINE_LATENCIES, row_latencies()):
+        assert set(subset) <= set(names()), subset
+    page_series = set(re.findall(r'\["(\w+_ms_p\d+)"', page_html()))
     assert page_series, "the page's chart series were not found"
-    assert page_series <= {latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES}
-    assert page_series <= set(TIMESERIES_COLUMNS)
+    assert page_series <= {latency_key(m, p) for m in names(latencies(series=True)) for p in SERIES_PERCENTILES}
+    assert page_series <= set(timeseries_columns())
+    page_picks = set(re.findall(r"\bm\.(\w+)_ms\b", PAGE.read_text(encoding="utf-8")))  # its cards and breakdowns
+    assert page_picks and page_picks <= set(names()), page_picks
 
 
 def test_results_writer_never_reaches_back_into_run_state() -> None:

@@ -20,10 +20,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from llm_locust.metrics.declarations import names, pick
 from llm_locust.metrics.histograms import WindowMetrics
-from llm_locust.metrics.vocabulary import DRIFT_LATENCIES, SERIES_PERCENTILES, latency_key, per_s
+from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key, per_s
 
 SEGMENTS = 4
+DRIFT_LATENCIES = names(pick("ttft", "tpot"))
+"""The latencies whose drift between segments of a run is measured."""
 LATENCY_KEYS = tuple(latency_key(m, p) for m in DRIFT_LATENCIES for p in SERIES_PERCENTILES)
 THROUGHPUT_KEYS = ("output_tokens_per_s", "requests_per_s")
 DRIFT_KEYS = THROUGHPUT_KEYS + LATENCY_KEYS

@@ -21,15 +21,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from llm_locust.metrics import declarations
+from llm_locust.metrics.declarations import LatencyMetric, Outcome
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.slo import Slo, request_meets
-from llm_locust.metrics.vocabulary import COUNT_METRICS, HISTOGRAM_METRICS, PERCENTILES, pct_key
+from llm_locust.metrics.vocabulary import COUNT_METRICS, PERCENTILES, pct_key
 
 _HIGHEST_US = 3_600_000_000
 _HIGHEST_COUNT = 10_000_000
@@ -95,12 +98,16 @@ def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
     hist.max_value = max(hist.max_value, int(values.max()))
 
 
-@dataclass
-class WindowMetrics:
-    """The LLM metrics of a set of requests (one time window, or a whole run)."""
+_MAX = {"merge": "max"}
+"""`field` metadata of a counter that keeps the larger value when windows merge (instead of the sum)."""
 
-    hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in HISTOGRAM_METRICS})
-    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(HISTOGRAM_METRICS, 0))
+
+@dataclass
+class Counts:
+    """The counters of a set of requests. `merge` and the worker -> master wire follow the fields (an int is summed,
+    or kept at the larger with `_MAX`; a Counter adds up by key): a new counter is one field here and its line in
+    `WindowMetrics.add`."""
+
     requests_ok: int = 0
     requests_cancelled: int = 0  # closed early by the client on purpose (--cancel-rate): neither ok nor failed
     requests_good: int = 0  # successful requests that met every --slo (goodput)
@@ -113,32 +120,116 @@ class WindowMetrics:
     reasoning_tokens: int = 0  # usage.completion_tokens_details.reasoning_tokens, summed
     prompt_checks: int = 0  # successful requests with both the client's and the server's prompt count
     prompt_mismatches: int = 0  # ... of which the counts differ
-    prompt_max_abs_diff: int = 0  # largest |server - client| prompt-token difference
+    prompt_max_abs_diff: int = field(default=0, metadata=_MAX)  # largest |server - client| prompt-token difference
     inputs: int = 0  # embeddings: inputs embedded by successful requests
     output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
     output_mismatches: int = 0  # ... of which the counts differ
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
     output_abs_diff_sum: int = 0  # sum of |client - server|
-    output_max_abs_diff: int = 0  # largest |client - server|
+    output_max_abs_diff: int = field(default=0, metadata=_MAX)  # largest |client - server|
     prefix_blocks: int = 0  # shared prompt blocks sent, every request (failed too): see RequestRecord
     prefix_blocks_seen: int = 0  # ... of which seen before: expected reuse = prefix_blocks_seen / prefix_blocks
 
+    @property
+    def requests_failed(self) -> int:
+        """Failed requests, all kinds."""
+        return sum(self.failures.values())
+
+    @property
+    def requests_finished(self) -> int:
+        """Requests that ended: successful, failed or cancelled."""
+        return self.requests_ok + self.requests_failed + self.requests_cancelled
+
+    def merge(self, other: Counts) -> None:
+        """Add `other`'s counters to these."""
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in _MAXED:
+            setattr(self, name, max(getattr(self, name), getattr(other, name)))
+        for name in _TALLIES:
+            getattr(self, name).update(getattr(other, name))
+
+    def to_wire(self) -> dict[str, Any]:
+        """The counters by name (a Counter as a dict): msgpack-able; `set_from_wire` reverses it."""
+        wire: dict[str, Any] = {name: getattr(self, name) for name in _SUMMED + _MAXED}
+        wire.update((name, dict(getattr(self, name))) for name in _TALLIES)
+        return wire
+
+    def set_from_wire(self, data: dict[str, Any]) -> None:
+        """Set the counters from `to_wire` output."""
+        for name in _SUMMED + _MAXED:
+            setattr(self, name, data[name])
+        for name in _TALLIES:
+            setattr(self, name, Counter(data[name]))
+
+
+_TALLIES = tuple(f.name for f in fields(Counts) if f.default_factory is Counter)
+_MAXED = tuple(f.name for f in fields(Counts) if f.metadata == _MAX)
+_SUMMED = tuple(f.name for f in fields(Counts) if f.name not in _TALLIES + _MAXED)
+
+
+def histogram_names() -> tuple[str, ...]:
+    """Every histogram a time window keeps, and histograms.json holds: the declared latencies, then the counts."""
+    return (*declarations.names(), *COUNT_METRICS)
+
+
+_Reader = tuple[str, Callable[[RequestRecord], float | None] | None, Callable[[RequestRecord], Sequence[int]] | None]
+_plan: tuple[tuple[LatencyMetric, ...], dict[Outcome, tuple[_Reader, ...]]] | None = None
+
+
+def _recording_plan() -> dict[Outcome, tuple[_Reader, ...]]:
+    """Per outcome, (name, read_s, values_us) of each latency recorded for it; made again when `LATENCIES` changes."""
+    global _plan
+    declared = declarations.LATENCIES
+    if _plan is None or _plan[0] is not declared:
+        plan = {o: tuple((m.name, m.read_s, m.values_us) for m in declarations.latencies(outcome=o)) for o in Outcome}
+        _plan = (declared, plan)
+    return _plan[1]
+
+
+@dataclass
+class WindowMetrics(Counts):
+    """The LLM metrics of a set of requests (one time window, or a whole run): the counters, a histogram per
+    declared latency and count metric, with the exact sum of each."""
+
+    hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in histogram_names()})
+    sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(histogram_names(), 0))
+
+    def __post_init__(self) -> None:
+        self._plan = _recording_plan()
+
     def add(self, record: RequestRecord, good: bool = True) -> None:
-        """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
+        """Count one finished request (`good`: it met every SLO), and record each latency declared for its
+        outcome (`LatencyMetric.outcomes`) that it has."""
         self.prefix_blocks += record.prefix_blocks
         self.prefix_blocks_seen += record.prefix_blocks_seen
-        queue_delay_s = record.queue_delay_s
-        if queue_delay_s is not None:  # how late it left is known even when it failed
-            self._record("queue_delay", _us(queue_delay_s))
         if record.cancelled:
-            self._add_cancelled(record)
-            return
-        if not record.ok:
+            self.requests_cancelled += 1
+            self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
+            outcome = Outcome.CANCELLED
+        elif not record.ok:
             self.failures[str(record.error_kind)] += 1
-            if record.t_first is not None:
-                self._record("ttft_failed", _us(record.ttft_s))
-            return
-        hist = self.hist
+            outcome = Outcome.FAILED
+        else:
+            self._add_ok(record, good)
+            outcome = Outcome.OK
+        hist, sums = self.hist, self.sums
+        for name, read_s, values_us in self._plan[outcome]:
+            if read_s is not None:
+                value_s = read_s(record)
+                if value_s is not None:
+                    value_us = _us(value_s)
+                    hist[name].record_value(value_us)
+                    sums[name] += value_us
+            else:
+                values = values_us(record)
+                if values:
+                    many_us = np.minimum(np.asarray(values, dtype=np.int64), _HIGHEST_US)
+                    record_values(hist[name], many_us)
+                    sums[name] += int(many_us.sum())
+
+    def _add_ok(self, record: RequestRecord, good: bool) -> None:
+        """Count a successful request's tokens and checks (its latencies: `add`)."""
         n = record.output_tokens
         self.requests_ok += 1
         self.requests_good += good
@@ -158,28 +249,8 @@ class WindowMetrics:
                 self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, diff)
         if record.local_output_tokens is not None and record.usage_completion_tokens is not None:
             self._check_output(record.local_output_tokens - record.usage_completion_tokens)
-        self._record("e2e", _us(record.e2e_s))
-        if record.t_first is None:  # an embeddings request: its latency (E2E) is all there is
-            return
-        self._record("ttft", _us(record.ttft_s))
-        if record.ttfo_s is not None:
-            self._record("ttfo", _us(record.ttfo_s))
-        tpot_s = record.tpot_s
-        if tpot_s is not None:
-            self._record("tpot", _us(tpot_s))
-        self._record("output_tokens", min(n, _HIGHEST_COUNT))
-        if record.itl_us:
-            gaps_us = np.minimum(np.frombuffer(record.itl_us, dtype=np.int64), _HIGHEST_US)
-            record_values(hist["itl"], gaps_us)
-            self.sums["itl"] += int(gaps_us.sum())
-
-    def _add_cancelled(self, record: RequestRecord) -> None:
-        """Count a cancelled request: its TTFT with the others', its E2E and output tokens apart."""
-        self.requests_cancelled += 1
-        if record.t_first is not None:
-            self._record("ttft", _us(record.ttft_s))
-            self._record("e2e_cancelled", _us(record.e2e_s))
-        self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
+        if record.t_first is not None:  # an embeddings request has no output tokens
+            self._record("output_tokens", min(n, _HIGHEST_COUNT))
 
     def _check_output(self, diff: int) -> None:
         """Count one request whose local output-token count is `diff` tokens above the server's."""
@@ -204,67 +275,21 @@ class WindowMetrics:
             if h.get_total_count():
                 self.hist[name].add(h)
                 self.sums[name] += other.sums[name]
-        self.requests_ok += other.requests_ok
-        self.requests_cancelled += other.requests_cancelled
-        self.requests_good += other.requests_good
-        self.output_tokens += other.output_tokens
-        self.prompt_tokens += other.prompt_tokens
-        self.inputs += other.inputs
-        self.token_events += other.token_events
-        self.failures.update(other.failures)
-        self.token_sources.update(other.token_sources)
-        self.usage_event_mismatches += other.usage_event_mismatches
-        self.reasoning_tokens += other.reasoning_tokens
-        self.prompt_checks += other.prompt_checks
-        self.prompt_mismatches += other.prompt_mismatches
-        self.prompt_max_abs_diff = max(self.prompt_max_abs_diff, other.prompt_max_abs_diff)
-        self.output_checks += other.output_checks
-        self.output_mismatches += other.output_mismatches
-        self.output_diff_sum += other.output_diff_sum
-        self.output_abs_diff_sum += other.output_abs_diff_sum
-        self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
-        self.prefix_blocks += other.prefix_blocks
-        self.prefix_blocks_seen += other.prefix_blocks_seen
+        super().merge(other)
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
         for hist in self.hist.values():
             release_histogram(hist)
 
-    @property
-    def requests_failed(self) -> int:
-        """Failed requests, all kinds."""
-        return sum(self.failures.values())
-
-    @property
-    def requests_finished(self) -> int:
-        """Requests that ended: successful, failed or cancelled."""
-        return self.requests_ok + self.requests_failed + self.requests_cancelled
-
     def to_wire(self) -> dict[str, Any]:
-        """A msgpack-able dict (what a worker sends); `from_wire` reverses it."""
+        """A msgpack-able dict (what a worker sends), every key a name: the non-empty histograms and their sums by
+        metric, the counters by field (`Counts.to_wire`); `from_wire` reverses it."""
+        filled = [name for name, h in self.hist.items() if h.get_total_count()]
         return {
-            "hist": {n: h.encode() for n, h in self.hist.items() if h.get_total_count()},
-            "sums": {n: self.sums[n] for n, h in self.hist.items() if h.get_total_count()},
-            "requests_ok": self.requests_ok,
-            "requests_cancelled": self.requests_cancelled,
-            "requests_good": self.requests_good,
-            "output_tokens": self.output_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "inputs": self.inputs,
-            "token_events": self.token_events,
-            "failures": dict(self.failures),
-            "token_sources": dict(self.token_sources),
-            "usage_event_mismatches": self.usage_event_mismatches,
-            "prompt": [self.reasoning_tokens, self.prompt_checks, self.prompt_mismatches, self.prompt_max_abs_diff],
-            "output": [
-                self.output_checks,
-                self.output_mismatches,
-                self.output_diff_sum,
-                self.output_abs_diff_sum,
-                self.output_max_abs_diff,
-            ],
-            "prefix": [self.prefix_blocks, self.prefix_blocks_seen],
+            "hist": {name: self.hist[name].encode() for name in filled},
+            "sums": {name: self.sums[name] for name in filled},
+            "counts": super().to_wire(),
         }
 
     @classmethod
@@ -276,21 +301,7 @@ class WindowMetrics:
             window.hist[name].add(decoded)
             release_histogram(decoded)
             window.sums[name] = data["sums"][name]
-        window.requests_ok = data["requests_ok"]
-        window.requests_cancelled = data["requests_cancelled"]
-        window.requests_good = data["requests_good"]
-        window.output_tokens = data["output_tokens"]
-        window.prompt_tokens = data["prompt_tokens"]
-        window.inputs = data["inputs"]
-        window.token_events = data["token_events"]
-        window.failures = Counter(data["failures"])
-        window.token_sources = Counter(data["token_sources"])
-        window.usage_event_mismatches = data["usage_event_mismatches"]
-        (window.reasoning_tokens, window.prompt_checks, window.prompt_mismatches,
-         window.prompt_max_abs_diff) = data["prompt"]  # fmt: skip
-        (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
-         window.output_max_abs_diff) = data["output"]  # fmt: skip
-        window.prefix_blocks, window.prefix_blocks_seen = data["prefix"]
+        window.set_from_wire(data["counts"])
         return window
 
 
@@ -343,7 +354,7 @@ class MetricsRecorder:
     """Per-process collector: finished requests into windows keyed by `WindowKey`.
 
     `slos` decide which successful requests are good (goodput): every objective met by the
-    request's own TTFT, TTFO, TPOT, E2E and largest inter-token gap.
+    request's own value of its latency (`LatencyMetric.request_ms`: for the ITL, its largest gap).
     """
 
     def __init__(self, interval_s: float, slos: tuple[Slo, ...] = ()) -> None:
@@ -351,6 +362,8 @@ class MetricsRecorder:
             raise ValueError(f"interval must be > 0 seconds, got {interval_s}")
         self.interval_s = interval_s
         self.slos = slos
+        named = {slo.metric for slo in slos}
+        self._judged = tuple(m for m in declarations.latencies(slo=True) if m.name in named)  # what goodput reads
         self._pending = Delta()
 
     def window_start(self, t_wall_s: float) -> int:
@@ -368,12 +381,11 @@ class MetricsRecorder:
                 _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
 
     def _good(self, record: RequestRecord) -> bool:
+        """True when `record` succeeded and met every SLO, each judged by the request's own value of the latency
+        (`LatencyMetric.request_ms`)."""
         if not self.slos or not record.ok:
             return record.ok
-        values_ms = {"ttft": record.ttft_s, "ttfo": record.ttfo_s, "tpot": record.tpot_s, "e2e": record.e2e_s}
-        values_ms = {k: None if v is None else v * 1e3 for k, v in values_ms.items()}
-        values_ms["itl"] = max(record.itl_us) / 1e3 if record.itl_us else None
-        return request_meets(self.slos, values_ms)
+        return request_meets(self.slos, {m.name: m.request_ms(record) for m in self._judged})
 
     def take_delta(self) -> Delta:
         """The windows filled since the last call (and forget them)."""

@@ -4,7 +4,8 @@
     tpot_p99_ms=50      p99 of time per output token at most 50 ms
     e2e_mean_ms=8000    mean end-to-end latency at most 8000 ms
 
-Metrics: ttft, ttfo, tpot, itl, e2e (docs/metrics.md "Definitions"). Statistics: p50 p90 p95 p99 p99_9 mean max.
+Metrics: the latencies declared with `slo=True` (`declarations.LATENCIES`: ttft, ttfo, tpot, itl, e2e; defined in
+docs/metrics.md "Definitions"). Statistics: p50 p90 p95 p99 p99_9 mean max.
 
 - On a distribution (`evaluate`): the statistic of a run or a step (a summary.json `metrics`
   object) against the threshold — is the run inside its latency budget?
@@ -24,9 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.metrics.vocabulary import REQUEST_LATENCIES
+from llm_locust.metrics import declarations
 
-METRICS = REQUEST_LATENCIES
 STATISTICS = ("p50", "p90", "p95", "p99", "p99_9", "mean", "max")
 _SYNTAX = re.compile(r"^(?P<metric>[a-z0-9]+)_(?P<stat>p\d+(?:_\d+)?|mean|max)_ms=(?P<value>.+)$")
 
@@ -72,8 +72,9 @@ def parse_slo(text: str) -> Slo:
     if match is None:
         raise ConfigError(f"--slo {text!r}: {hint}")
     metric, stat = match["metric"], match["stat"]
-    if metric not in METRICS:
-        raise ConfigError(f"--slo {text!r}: unknown metric {metric!r} (one of {', '.join(METRICS)})")
+    metrics = declarations.names(declarations.latencies(slo=True))
+    if metric not in metrics:
+        raise ConfigError(f"--slo {text!r}: unknown metric {metric!r} (one of {', '.join(metrics)})")
     if stat not in STATISTICS:
         raise ConfigError(f"--slo {text!r}: unknown statistic {stat!r} (one of {', '.join(STATISTICS)})")
     try:

@@ -1,35 +1,15 @@
 """The words every stage and the report share: metric names, units, statistics, column keys, result file names.
 
-Adding a metric: define it on `record.RequestRecord`, record it in `histograms.WindowMetrics.add`, and name it here;
-summary.json, histograms.json, the SLO parser and the report's full tables follow these tuples. Plain data and
-two formulas (no Locust, no gevent, no numpy), so the report and the simulator can read it too.
+The latencies themselves are declared in `declarations.py` (adding one: its record property and one declaration
+there). Plain data and two formulas (no Locust, no gevent, no numpy), so the report and the simulator can read it
+too.
 """
 
 from __future__ import annotations
 
-LATENCY_METRICS = ("ttft", "ttfo", "tpot", "itl", "e2e", "queue_delay", "ttft_failed", "e2e_cancelled")
-"""Latency histograms (integer µs inside, ms in every file: `ttft_ms`): time to first token / first output, time per
-output token, inter-token latency (every gap between token events), end-to-end latency — of successful requests
-—, the client queue delay (open loop: how late each request was sent, failed or not), and the TTFT of failed
-requests that got a first token before failing (e.g. a stream cut later), kept apart so that it never mixes into
-the successes' distributions, and the E2E of cancelled requests (--cancel-rate: to the last token before the client
-closed the stream; their TTFT counts in `ttft`)."""
 COUNT_METRICS = ("output_tokens", "output_tokens_cancelled")
-"""Count histograms (no unit suffix): output tokens per successful request, and per cancelled request."""
-HISTOGRAM_METRICS = LATENCY_METRICS + COUNT_METRICS
-"""Every histogram a time window keeps, and histograms.json holds."""
-REQUEST_LATENCIES = ("ttft", "ttfo", "tpot", "itl", "e2e")
-"""The latencies of successful requests: what --slo and the report's summary tables cover."""
-SERIES_LATENCIES = ("ttft", "tpot", "itl", "e2e")
-"""The latencies in llm_timeseries.csv, each with `SERIES_PERCENTILES`."""
-DRIFT_LATENCIES = ("ttft", "tpot")
-"""The latencies whose drift between segments of a run is measured (`drift`)."""
-LATENCY_LABELS = {
-    "ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E",
-    "queue_delay": "client queue delay", "ttft_failed": "TTFT of failed requests",
-    "e2e_cancelled": "E2E of cancelled requests",
-}  # fmt: skip
-"""The short name of each latency in tables and charts (the unit, ms, added where shown)."""
+"""Count histograms (no unit suffix): output tokens per successful request, and per cancelled request. The latency
+histograms are declared in `declarations.LATENCIES`."""
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 """The percentiles of every distribution in summary.json (`p50` .. `p99_9`), besides count, mean, min, max."""

@@ -20,17 +20,14 @@ from llm_locust.report.html import Section, heading, note, paragraph, render, ta
 from llm_locust.report.images import write_pngs
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.run_data import RunData, load_run
-from llm_locust.report.tables import all_step_rows, comparison_table, run_facts, warnings_of
+from llm_locust.report.tables import all_step_rows, comparison_table, latency_table_columns, run_facts, warnings_of
 
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
     "output_tokens_per_s": "output tok/s", "inputs_per_s": "inputs/s", "input_tokens_per_s": "input tok/s",
     "requests_ok": "ok", "failures": "failed",
-    "ttft_ms_p50": "TTFT p50", "ttft_ms_p90": "TTFT p90", "ttft_ms_p99": "TTFT p99",
-    "tpot_ms_p50": "TPOT p50", "tpot_ms_p90": "TPOT p90", "itl_ms_p50": "ITL p50", "itl_ms_p99": "ITL p99",
-    "e2e_ms_p50": "E2E p50", "e2e_ms_p90": "E2E p90", "goodput_requests_per_s": "goodput req/s",
-    "slo_attainment": "SLO attainment",
 }  # fmt: skip
+"""The steps table's first columns; then the latencies' (`tables.latency_table_columns`), goodput, SLO attainment."""
 LOCUST_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Average Response Time", "95%", "Requests/s")
 
 
@@ -170,12 +167,14 @@ def _sections(
         sections.append(Section("Comparison", [table(["", *compared.columns], body), note(explain)]))
     if not rows.empty:
         steps = Section("Steps")
+        step_columns = {**STEP_COLUMNS, **latency_table_columns(), "goodput_requests_per_s": "goodput req/s",
+                        "slo_attainment": "SLO attainment"}  # fmt: skip
         for run in runs:
             frame = rows[rows["run"] == run.name]
             if frame.empty:
                 continue
-            columns = [c for c in STEP_COLUMNS if c in frame.columns and frame[c].notna().any()]
-            headers = [STEP_COLUMNS[c] + (" ms" if c.endswith(("_p50", "_p90", "_p99")) else "") for c in columns]
+            columns = [c for c in step_columns if c in frame.columns and frame[c].notna().any()]
+            headers = [step_columns[c] for c in columns]
             body = frame[columns].astype(object).where(frame[columns].notna(), None).to_numpy().tolist()
             if hardware is not None:
                 headers.append("MBU %")

@@ -7,11 +7,14 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from llm_locust.metrics.vocabulary import LATENCY_LABELS
+from llm_locust.metrics.declarations import label
 
 PALETTE = qualitative.Plotly
-LATENCY_TITLES = {**LATENCY_LABELS, "e2e": "E2E latency"}
-"""Chart titles: the vocabulary's names, E2E spelled out."""
+
+
+def latency_title(metric: str) -> str:
+    """A latency's chart title: its declared label, E2E spelled out ("E2E latency")."""
+    return "E2E latency" if metric == "e2e" else label(metric)
 
 
 @dataclass(frozen=True)

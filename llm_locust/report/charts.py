@@ -11,15 +11,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from llm_locust.metrics.vocabulary import SERIES_LATENCIES
+from llm_locust.metrics.declarations import latencies, names, pick
 from llm_locust.report.capacity import Capacity
-from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color, with_alpha
+from llm_locust.report.chart import Chart, finish, latency_title, run_color, with_alpha
 from llm_locust.report.mbu import Hardware, achieved_bandwidth_gbs, mbu
 from llm_locust.report.run_data import RunData
 from llm_locust.report.tables import load_axis
 
-CURVE_METRICS = ("ttft", "tpot", "e2e")
-LOAD_METRICS = SERIES_LATENCIES
+CURVE_METRICS = names(pick("ttft", "tpot", "e2e"))
+"""The latencies of the operating-point curve (`latency_vs_load` shows every latency of the time series)."""
 
 
 def _load_title(runs: list[RunData]) -> str:
@@ -62,7 +62,7 @@ def throughput_latency(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     """TTFT, TPOT and E2E latency against output tokens/s: the operating-point curve."""
     if rows.empty:
         return None
-    titles = [LATENCY_TITLES[m] + " (ms)" for m in CURVE_METRICS]
+    titles = [latency_title(m) + " (ms)" for m in CURVE_METRICS]
     figure = make_subplots(rows=1, cols=len(CURVE_METRICS), subplot_titles=titles, horizontal_spacing=0.07)
     for i, run in enumerate(runs):
         frame = rows[rows["run"] == run.name]
@@ -84,21 +84,24 @@ def latency_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     """Each latency's p50/p90/p99 against the load (concurrency or offered rate)."""
     if rows.empty:
         return None
-    titles = [LATENCY_TITLES[m] + " (ms)" for m in LOAD_METRICS]
-    figure = make_subplots(rows=2, cols=2, subplot_titles=titles, vertical_spacing=0.14, horizontal_spacing=0.07)
+    metrics = names(latencies(series=True))
+    titles = [latency_title(m) + " (ms)" for m in metrics]
+    grid_rows = (len(metrics) + 1) // 2
+    figure = make_subplots(rows=grid_rows, cols=2, subplot_titles=titles, vertical_spacing=0.28 / grid_rows,
+                           horizontal_spacing=0.07)  # fmt: skip
     for i, run in enumerate(runs):
         frame = rows[rows["run"] == run.name]
         if frame.empty:
             continue
         x_key = load_axis(run)[0]
-        for n, metric in enumerate(LOAD_METRICS):
+        for n, metric in enumerate(metrics):
             _band(figure, frame, x_key, metric, run.name, run_color(i), (n // 2 + 1, n % 2 + 1), n == 0)
-    figure.update_xaxes(title_text=_load_title(runs), row=2)
+    figure.update_xaxes(title_text=_load_title(runs), row=grid_rows)
     return Chart(
         "latency_vs_load",
         "Latency against load",
         "p50 (solid), band to p90, p99 (dashed) of each step against its load.",
-        finish(figure, 640, "Latency against load"),
+        finish(figure, 320 * grid_rows, "Latency against load"),
     )
 
 

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from llm_locust.errors import ConfigError
-from llm_locust.metrics.vocabulary import LATENCY_LABELS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+from llm_locust.metrics.declarations import latencies
+from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 from llm_locust.report.bootstrap import RunSample, relative_change_interval, side_value
 from llm_locust.report.run_data import RunData
 
@@ -50,8 +51,8 @@ class MetricSpec:
 
 METRICS: tuple[MetricSpec, ...] = (
     *(
-        MetricSpec(f"{m}_{p}_ms", latency_key(m, p), f"{LATENCY_LABELS[m]} {p} ms", True, True)
-        for m in SERIES_LATENCIES
+        MetricSpec(f"{m.name}_{p}_ms", latency_key(m.name, p), f"{m.label} {p} ms", True, True)
+        for m in latencies(series=True)
         for p in SERIES_PERCENTILES
     ),
     MetricSpec("output_tokens_per_s", "output_tokens_per_s", "output tok/s", False, False),

@@ -13,11 +13,10 @@ from hdrh.histogram import HdrHistogram
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from llm_locust.metrics.vocabulary import SERIES_LATENCIES
-from llm_locust.report.chart import LATENCY_TITLES, Chart, finish, run_color
+from llm_locust.metrics.declarations import latencies, names, pick
+from llm_locust.report.chart import Chart, finish, latency_title, run_color
 from llm_locust.report.run_data import RunData
 
-METRICS = (*SERIES_LATENCIES, "output_tokens")
 HISTOGRAM_BINS = 60
 MAX_CDF_POINTS = 1000
 _PERCENTILE_POINTS = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99_9", 0.999),
@@ -26,7 +25,7 @@ _PERCENTILE_POINTS = (("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("p95", 0.95), (
 
 def _title(metric: str) -> str:
     """Axis title of `metric` with its unit."""
-    return "output tokens per request" if metric == "output_tokens" else f"{LATENCY_TITLES[metric]} (ms)"
+    return "output tokens per request" if metric == "output_tokens" else f"{latency_title(metric)} (ms)"
 
 
 def cdf_points(hist: HdrHistogram, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +74,8 @@ def distributions(runs: list[RunData]) -> Chart | None:
         return None
     kinds = ("histogram", "CDF") if any(run.histograms for run in runs) else ("CDF",)
     cdf_col = len(kinds)
-    metrics = METRICS + (("queue_delay",) if any(_has_queue_delay(run) for run in runs) else ())
+    metrics = (*names(latencies(series=True)), "output_tokens")  # every latency of the time series
+    metrics += ("queue_delay",) if any(_has_queue_delay(run) for run in runs) else ()
     figure = make_subplots(
         rows=len(metrics), cols=len(kinds), vertical_spacing=0.3 / len(metrics), horizontal_spacing=0.08,
         subplot_titles=[f"{_title(m)} {kind}" for m in metrics for kind in kinds],
@@ -139,7 +139,7 @@ def distributions(runs: list[RunData]) -> Chart | None:
     )
 
 
-STEP_METRICS = ("ttft", "tpot", "e2e")
+STEP_METRICS = names(pick("ttft", "tpot", "e2e"))
 
 
 def step_distributions(runs: list[RunData]) -> Chart | None:
@@ -148,7 +148,7 @@ def step_distributions(runs: list[RunData]) -> Chart | None:
     swept = [run for run in runs if run.steps and run.histograms and len(run.histograms) > 1]
     if not swept:
         return None
-    titles = [f"{run.name}: {LATENCY_TITLES[m]} (ms)" for run in swept for m in STEP_METRICS]
+    titles = [f"{run.name}: {latency_title(m)} (ms)" for run in swept for m in STEP_METRICS]
     figure = make_subplots(rows=len(swept), cols=len(STEP_METRICS), subplot_titles=titles,
                            vertical_spacing=0.12 / len(swept), horizontal_spacing=0.06)  # fmt: skip
     for row, run in enumerate(swept, start=1):

@@ -24,15 +24,15 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
+from llm_locust.metrics.histograms import histogram_names
 from llm_locust.metrics.vocabulary import (
-    HISTOGRAM_METRICS,
     HISTOGRAMS_FILE,
     SERVER_METRICS_FILE,
     SUMMARY_FILE,
     TELEMETRY_FILE,
     TIMESERIES_FILE,
 )
-from llm_locust.results.files import EMBEDDING_COLUMNS, FAILURE_COLUMNS, TIMESERIES_COLUMNS
+from llm_locust.results.files import BASE_COLUMNS, EMBEDDING_COLUMNS, FAILURE_COLUMNS, latency_columns
 from llm_locust.results.trace_offered import TRACE_OFFERED_COLUMNS, TRACE_OFFERED_FILE
 from llm_locust.scrape.hardware import TELEMETRY_COLUMNS
 from llm_locust.scrape.server_maps import SERVER_COLUMNS
@@ -50,9 +50,14 @@ _DECODE_ERRORS = (
     HdrHistogramSettingsException,
 )  # fmt: skip
 
-_OPTIONAL_COLUMNS = ("step", *FAILURE_COLUMNS, *EMBEDDING_COLUMNS)  # files of older runs lack the last two
-_TIMESERIES_REQUIRED = tuple(c for c in TIMESERIES_COLUMNS if c not in _OPTIONAL_COLUMNS)
-"""Columns every llm_timeseries.csv has (older runs lack `step` and the failures by kind)."""
+_TIMESERIES_REQUIRED = tuple(c for c in BASE_COLUMNS if c != "step")
+"""Columns every llm_timeseries.csv has (older runs lack `step`, the failures by kind, the embeddings' rates, and
+the columns of a latency declared since)."""
+
+
+def _timeseries_optional() -> tuple[str, ...]:
+    """The other columns of llm_timeseries.csv (see `_TIMESERIES_REQUIRED`)."""
+    return ("step", *latency_columns(), *FAILURE_COLUMNS, *EMBEDDING_COLUMNS)
 
 
 @dataclass
@@ -100,7 +105,7 @@ def load_run(path: Path) -> RunData:
     if timeseries_path.exists():
         run.timeseries = _rows_or_note(
             run,
-            read_csv(timeseries_path, _TIMESERIES_REQUIRED, _OPTIONAL_COLUMNS, allow_empty=True),
+            read_csv(timeseries_path, _TIMESERIES_REQUIRED, _timeseries_optional(), allow_empty=True),
             f"{TIMESERIES_FILE} rows (the run ended before its first interval closed)",
         )
     elif run.summary is not None:
@@ -224,7 +229,7 @@ def _read_histograms(path: Path) -> dict[str, dict[str, HdrHistogram]]:
     for scope, hists in scopes.items():
         decoded[scope] = {}
         for metric, encoded in hists.items():
-            if metric not in HISTOGRAM_METRICS:
+            if metric not in histogram_names():
                 continue
             try:
                 decoded[scope][metric] = HdrHistogram.decode(encoded)

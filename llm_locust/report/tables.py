@@ -9,13 +9,24 @@ from typing import Any
 
 import pandas as pd
 
-from llm_locust.metrics.vocabulary import PERCENTILES, REQUEST_LATENCIES, pct_key
+from llm_locust.metrics.declarations import latencies, names
+from llm_locust.metrics.vocabulary import PERCENTILES, latency_key, pct_key
 from llm_locust.report.run_data import RunData
 
-LATENCY_KEYS = REQUEST_LATENCIES
 STATS = ("mean", *(pct_key(p) for p in PERCENTILES), "max")
 THROUGHPUT_KEYS = ("requests_ok", "requests_failed", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s")
 RATE_MODELS = ("rate", "rate_sweep", "rate_search")
+
+
+def row_latencies() -> tuple[str, ...]:
+    """The latencies of the step rows: each one --slo may name (`slo`) or the tables show (`table_stats`)."""
+    return names([m for m in latencies() if m.slo or m.table_stats])
+
+
+def latency_table_columns() -> dict[str, str]:
+    """The latency columns of the steps and comparison tables with their headers, from each declaration's
+    `table_stats`: `ttft_ms_p90` -> "TTFT p90 ms"."""
+    return {latency_key(m.name, stat): f"{m.label} {stat} ms" for m in latencies() for stat in m.table_stats}
 
 
 def load_axis(run: RunData) -> tuple[str, str]:
@@ -76,7 +87,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
             row.update(inputs_per_s=throughput.get("inputs_per_s"), output_tokens_per_s=None,
                        input_tokens_per_s=throughput.get("input_tokens_per_s"))  # fmt: skip
         metrics = source["metrics"]
-        for metric in LATENCY_KEYS:
+        for metric in row_latencies():
             stats = metrics.get(f"{metric}_ms") or {}
             for stat in STATS:
                 row[f"{metric}_ms_{stat}"] = stats.get(stat)
@@ -180,15 +191,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         "rate_per_s": "offered rate req/s",
         "output_tokens_per_s": "output tok/s",
         "requests_per_s": "requests/s",
-        "ttft_ms_p50": "TTFT p50 ms",
-        "ttft_ms_p90": "TTFT p90 ms",
-        "ttft_ms_p99": "TTFT p99 ms",
-        "tpot_ms_p50": "TPOT p50 ms",
-        "tpot_ms_p90": "TPOT p90 ms",
-        "itl_ms_p50": "ITL p50 ms",
-        "itl_ms_p99": "ITL p99 ms",
-        "e2e_ms_p50": "E2E p50 ms",
-        "e2e_ms_p90": "E2E p90 ms",
+        **latency_table_columns(),
         "failures": "failed requests",
     }
     table = best.set_index("run")[list(columns)].rename(columns=columns).T

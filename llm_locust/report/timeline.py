@@ -16,12 +16,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from llm_locust.metrics.declarations import pick
 from llm_locust.report.chart import Chart, finish, run_color, with_alpha
 from llm_locust.report.run_data import RunData
 from llm_locust.results.files import FAILURE_COLUMNS
 
 MAX_POINTS = 2000
 _PERCENTILE_DASH = {"p50": None, "p90": "dash", "p99": "dot"}
+TIMELINE_LATENCIES = ("ttft", "tpot", "itl")
+"""The latencies of the LLM timeline, by declared name (one panel each)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,8 @@ def llm_timeline(runs: list[RunData]) -> Chart | None:
         return None
     span_s = max(float(run.timeseries["elapsed_s"].max()) for _, run in series)
     unit_s, axis_title = time_unit(span_s)
-    panels = ["users", "output tokens/s", "requests/s", "TTFT (ms)", "TPOT (ms)", "ITL (ms)", "failed requests/s"]
+    shown = pick(*TIMELINE_LATENCIES)
+    panels = ["users", "output tokens/s", "requests/s", *(f"{m.label} (ms)" for m in shown), "failed requests/s"]
     figure = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, subplot_titles=panels, vertical_spacing=0.035)
     for i, run in series:
         color, name = run_color(i), run.name
@@ -134,7 +138,7 @@ def llm_timeline(runs: list[RunData]) -> Chart | None:
         kinds = [c for c in FAILURE_COLUMNS if c in run.timeseries and run.timeseries[c].sum() > 0]
         failed = {f"{c}_per_s": run.timeseries[c] / interval_s for c in kinds}  # by kind, when recorded
         frame = run.timeseries.assign(failed_per_s=run.timeseries["requests_failed"] / interval_s, **failed)
-        latency = [f"{m}_ms_{p}" for m in ("ttft", "tpot", "itl") for p in _PERCENTILE_DASH]
+        latency = [f"{m.name}_ms_{p}" for m in shown for p in _PERCENTILE_DASH]
         rates = ["requests_per_s", "output_tokens_per_s", "failed_per_s", *failed]
         frame = downsample(frame, "elapsed_s", ["users", *latency], rates)
         x = frame["elapsed_s"].to_numpy(dtype=float) / unit_s
@@ -142,10 +146,10 @@ def llm_timeline(runs: list[RunData]) -> Chart | None:
             (1, "users", "users", None),
             (2, "output_tokens_per_s", "output tok/s", None),
             (3, "requests_per_s", "req/s", None),
-            *((4 + n, f"{m}_ms_{p}", f"{m.upper()} {p}", dash)
-              for n, m in enumerate(("ttft", "tpot", "itl")) for p, dash in _PERCENTILE_DASH.items()),
-            (7, "failed_per_s", "failed/s", None),
-            *((7, f"{c}_per_s", f"failed/s {c.removeprefix('failed_')}", "dot") for c in kinds),
+            *((4 + n, f"{m.name}_ms_{p}", f"{m.label} {p}", dash)
+              for n, m in enumerate(shown) for p, dash in _PERCENTILE_DASH.items()),
+            (len(panels), "failed_per_s", "failed/s", None),
+            *((len(panels), f"{c}_per_s", f"failed/s {c.removeprefix('failed_')}", "dot") for c in kinds),
         ]  # fmt: skip
         for row, column, label, dash in lines:
             figure.add_trace(

@@ -18,13 +18,12 @@ import orjson
 
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
+from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
     HISTOGRAMS_FILE,
-    LATENCY_METRICS,
-    SERIES_LATENCIES,
     SERIES_PERCENTILES,
     SUMMARY_FILE,
     TIMESERIES_FILE,
@@ -32,7 +31,7 @@ from llm_locust.metrics.vocabulary import (
     per_s,
 )
 
-TIMESERIES_COLUMNS = (
+BASE_COLUMNS = (
     "time",
     "window_start_epoch_s",
     "elapsed_s",
@@ -42,18 +41,27 @@ TIMESERIES_COLUMNS = (
     "requests_failed",
     "requests_per_s",
     "output_tokens_per_s",
-    *(latency_key(m, p) for m in SERIES_LATENCIES for p in SERIES_PERCENTILES),
 )
+"""The first columns of llm_timeseries.csv; then each declared series latency's p50, p90, p99, then the two below."""
 FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
 EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s")
 """Embeddings: inputs and their (usage) tokens per second of the interval (last: files of older runs lack them)."""
-TIMESERIES_COLUMNS += FAILURE_COLUMNS + EMBEDDING_COLUMNS
+
+
+def latency_columns() -> tuple[str, ...]:
+    """The time series' latency columns: `<name>_ms_p50` .. `_p99` of each latency declared with `series=True`."""
+    return tuple(latency_key(m.name, p) for m in latencies(series=True) for p in SERIES_PERCENTILES)
+
+
+def timeseries_columns() -> tuple[str, ...]:
+    """Every column of llm_timeseries.csv, in order."""
+    return (*BASE_COLUMNS, *latency_columns(), *FAILURE_COLUMNS, *EMBEDDING_COLUMNS)
 
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
-    """Per-metric distributions: latencies in ms (`ttft_ms`, ...), output tokens per request."""
-    stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in LATENCY_METRICS}
+    """Per-metric distributions: each declared latency in ms (`ttft_ms`, ...), output tokens per request."""
+    stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in names()}
     stats.update((m, window.distribution(m)) for m in COUNT_METRICS)
     return stats
 
@@ -287,13 +295,14 @@ class TimeseriesWriter:
         self.t_start_epoch_s = t_start_epoch_s
         self._file = self.path.open("w", newline="")
         self._csv = csv.writer(self._file)
-        self._csv.writerow(TIMESERIES_COLUMNS)
+        self.columns = timeseries_columns()
+        self._csv.writerow(self.columns)
         self._file.flush()
         self.rows = 0
 
     def row(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
         """The row of the window that starts at `start_epoch_s` (epoch seconds), in sweep step
-        `step` (None outside sweeps), keyed by `TIMESERIES_COLUMNS`; rates per second of the
+        `step` (None outside sweeps), keyed by `timeseries_columns()`; rates per second of the
         interval, latencies in ms ("" when the window has none)."""
         row: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
@@ -306,9 +315,9 @@ class TimeseriesWriter:
             "requests_per_s": per_s(window.requests_ok, self.interval_s),
             "output_tokens_per_s": per_s(window.output_tokens, self.interval_s),
         }
-        for metric in SERIES_LATENCIES:
-            stats = window.distribution(metric, scale=1000.0)
-            row.update({latency_key(metric, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
+        for metric in latencies(series=True):
+            stats = window.distribution(metric.name, scale=1000.0)
+            row.update({latency_key(metric.name, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         row.update(inputs_per_s=per_s(window.inputs, self.interval_s),
                    input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s))  # fmt: skip
@@ -317,7 +326,7 @@ class TimeseriesWriter:
     def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
         """Write the `row` of a closed window to the file; return it."""
         row = self.row(start_epoch_s, window, users, step)
-        self._csv.writerow(row[column] for column in TIMESERIES_COLUMNS)
+        self._csv.writerow(row[column] for column in self.columns)
         self._file.flush()
         self.rows += 1
         return row
@@ -335,12 +344,11 @@ def summary_table(summary: dict[str, Any]) -> str:
     ]
     t = summary["throughput"]
     embeddings = is_embeddings(summary)
-    rows = (("e2e_ms", "Latency ms"),) if embeddings else (
-        ("ttft_ms", "TTFT ms"), ("tpot_ms", "TPOT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms"))  # fmt: skip
-    for key, label in rows:
-        s = metrics[key]
+    rows = [("e2e", "Latency")] if embeddings else [(m.name, m.label) for m in latencies(series=True)]
+    for name, label in rows:
+        s = metrics[latency_key(name)]
         cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
-        lines.append(f"{label:<14}{s['count']:>9}{cells}")
+        lines.append(f"{label + ' ms':<14}{s['count']:>9}{cells}")
     rates = (
         f"{t['inputs_per_s']:.1f} inputs/s, {t['input_tokens_per_s']:.1f} input tok/s"
         if embeddings

@@ -7,24 +7,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.metrics.vocabulary import LATENCY_LABELS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+from llm_locust.metrics.declarations import latencies
+from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 from llm_locust.results.files import is_embeddings
 
-LATENCY_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in SERIES_LATENCIES)
 TAB_COLUMNS = [
     {"key": "metric", "title": "LLM metric"},
     {"key": "window", "title": "Last complete window"},
     {"key": "run", "title": "Whole run"},
 ]
-STEP_COLUMNS = [
-    {"key": "step", "title": "Step"},
-    {"key": "status", "title": "Status"},
-    {"key": "offered", "title": "Offered req/s"},
-    {"key": "achieved", "title": "Achieved req/s"},
-    {"key": "tokens", "title": "Output tok/s"},
-    *({"key": metric, "title": f"{label} ms p50 / p90 / p99"} for metric, label in LATENCY_ROWS),
-    {"key": "failed", "title": "Failed"},
-]
+
+
+def latency_rows() -> list[tuple[str, str]]:
+    """(name, label) of each latency the tabs show: those of the time series (`LatencyMetric.series`)."""
+    return [(m.name, m.label) for m in latencies(series=True)]
+
+
+def step_columns() -> list[dict[str, str]]:
+    """The columns of the "LLM steps" tab (Locust's `extended_tables` structure)."""
+    return [
+        {"key": "step", "title": "Step"},
+        {"key": "status", "title": "Status"},
+        {"key": "offered", "title": "Offered req/s"},
+        {"key": "achieved", "title": "Achieved req/s"},
+        {"key": "tokens", "title": "Output tok/s"},
+        *({"key": metric, "title": f"{label} ms p50 / p90 / p99"} for metric, label in latency_rows()),
+        {"key": "failed", "title": "Failed"},
+    ]
 
 
 def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
@@ -45,16 +54,16 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
             ("Inputs/s", _num(window.get("inputs_per_s")), _num(run.get("inputs_per_s"))),
             ("Input tokens/s", _num(window.get("input_tokens_per_s")), _num(run.get("input_tokens_per_s"))),
         ]
-        latencies = [("e2e", "Latency")]
+        shown = [("e2e", "Latency")]
     else:
         rates = [("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s")))]
-        latencies = LATENCY_ROWS
+        shown = latency_rows()
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
         *rates,
         ("Requests/s (successful)", _num(window.get("requests_per_s")), _num(run.get("requests_per_s"))),
         ("Requests ok / failed", _ok_failed(window), _ok_failed(run)),
-        *((f"{label} ms p50 / p90 / p99", latency(m, "window"), latency(m, "run")) for m, label in latencies),
+        *((f"{label} ms p50 / p90 / p99", latency(m, "window"), latency(m, "run")) for m, label in shown),
         ("Requests in flight (now)", str(snap["in_flight"]), "-"),
         ("Users (now / max)", str(snap["users"]), str(summary["run"]["users_max"]) if summary else "-"),
         ("Failures by kind", "-", _kinds(summary["failures"]) if summary else "-"),
@@ -77,7 +86,7 @@ def step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
             "tokens": _num(step["throughput"]["output_tokens_per_s"]),
             "failed": str(step["throughput"]["requests_failed"]),
         }
-        for metric, _label in LATENCY_ROWS:
+        for metric, _label in latency_rows():
             row[metric] = " / ".join(_num(metrics[latency_key(metric)][p]) for p in SERIES_PERCENTILES)
         rows.append(row)
     return rows

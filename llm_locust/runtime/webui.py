@@ -37,20 +37,20 @@ from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 
 from llm_locust import redact
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.declarations import Outcome, latencies
 from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
     HISTOGRAMS_FILE,
-    LATENCY_LABELS,
     PERCENTILES,
     REPORT_FILE,
-    REQUEST_LATENCIES,
+    SERIES_PERCENTILES,
     SUMMARY_FILE,
     TIMESERIES_FILE,
     latency_key,
     pct_key,
 )
 from llm_locust.results.files import iso_time
-from llm_locust.runtime.web_tabs import STEP_COLUMNS, TAB_COLUMNS, step_rows, tab_rows
+from llm_locust.runtime.web_tabs import TAB_COLUMNS, step_columns, step_rows, tab_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -70,8 +70,6 @@ REPORT_TIMEOUT_S = 300.0
 RESULT_FILES = (SUMMARY_FILE, TIMESERIES_FILE, HISTOGRAMS_FILE)
 PAGE = Path(__file__).resolve().parent / "static" / "llm.html"
 TAB_KEY = "llm"
-PAGE_LATENCIES = (*REQUEST_LATENCIES, "queue_delay")
-"""The latencies in the page's run table (the failed requests' TTFT stays in summary.json)."""
 STEPS_TAB_KEY = "llm-steps"
 
 
@@ -125,7 +123,7 @@ def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
         extended_tabs=tabs,
         extended_tables=[
             {"key": TAB_KEY, "structure": TAB_COLUMNS},
-            {"key": STEPS_TAB_KEY, "structure": STEP_COLUMNS},
+            {"key": STEPS_TAB_KEY, "structure": step_columns()},
         ],
         extended_csv_files=[
             {"href": "./llm", "title": "LLM live view: charts, steps, downloads"},
@@ -220,15 +218,21 @@ class LiveView:
 
 
 def page_html() -> str:
-    """The /llm page with its run table's metrics and statistics (summary.json keys, labels) filled in from the
-    vocabulary."""
-    metrics = [[latency_key(m), f"{LATENCY_LABELS[m]} ms"] for m in PAGE_LATENCIES]
+    """The /llm page with the declared latencies filled in (`metrics/declarations.py`): a chart and a steps-table
+    column per latency of the time series; the run table's metrics — the latencies of successful requests (the
+    failed requests' TTFT and the cancelled requests' E2E stay in summary.json), then the counts — and statistics,
+    by summary.json key and label."""
+    charts = [
+        {"key": m.name, "title": f"{m.label} ms", "series": [[latency_key(m.name, p), p] for p in SERIES_PERCENTILES]}
+        for m in latencies(series=True)
+    ]
+    metrics = [[latency_key(m.name), f"{m.label} ms"] for m in latencies(outcome=Outcome.OK)]
     metrics += [[m, m.replace("_", " ")] for m in COUNT_METRICS]
     stats = ["count", "mean", "min", *(pct_key(p) for p in PERCENTILES), "max"]
     page = PAGE.read_text(encoding="utf-8")
-    return page.replace('"__METRICS__"', orjson.dumps(metrics).decode()).replace(
-        '"__STATS__"', orjson.dumps(stats).decode()
-    )
+    for placeholder, value in (("__LATENCY_CHARTS__", charts), ("__METRICS__", metrics), ("__STATS__", stats)):
+        page = page.replace(f'"{placeholder}"', orjson.dumps(value).decode())
+    return page
 
 
 def _steps(summary: dict[str, Any] | None, spans: tuple[StepSpan, ...]) -> list[dict[str, Any]]:
