@@ -65,8 +65,10 @@ class LoadController:
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
         self.search: RateSearch | None = None
-        if settings.search_max_rate:
-            self.search = RateSearch(settings.search_max_rate, settings.search_precision, settings.search_budget_s)
+        if settings.load.search_max_rate:
+            self.search = RateSearch(
+                settings.load.search_max_rate, settings.load.search_precision, settings.load.search_budget_s
+            )
         self.paused = self.search is not None  # no process sends while paused
         self._sent: dict[str, Plan] = {}
         self._resent_s = time.monotonic()
@@ -75,7 +77,7 @@ class LoadController:
         self._assignment: Assignment | None = None
         self._assigned: set[str] = set()  # every process some arrival may still be assigned to
         self._low_water: dict[str, int] = {}
-        self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
+        self._seed = settings.workload.seed if settings.workload.seed is not None else random.randrange(2**31)
 
     @property
     def origin_epoch_s(self) -> float | None:
@@ -130,8 +132,8 @@ class LoadController:
         quotas = {}
         if self.paused:  # a search between trials: every process idle
             quotas = dict.fromkeys(users, 0)
-        elif sequence is None and self.settings.max_requests:
-            quotas = integer_shares(self.settings.max_requests, users)
+        elif sequence is None and self.settings.load.max_requests:
+            quotas = integer_shares(self.settings.load.max_requests, users)
         for process in sorted(users):
             if sequence is None:
                 plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
@@ -149,7 +151,7 @@ class LoadController:
         """The sequence to follow now (None: closed loop); keeps `_assignment` up to date with the processes."""
         settings = self.settings
         trace = bool(self.trace_due_s)
-        rate_per_s = settings.request_rate or None
+        rate_per_s = settings.load.request_rate or None
         if step is not None:
             rate_per_s = step.rate_per_s
         if rate_per_s is None and not trace:
@@ -162,16 +164,18 @@ class LoadController:
         key = (index, rate_per_s)
         current = self._sequence
         if current is None or (-1 if current.step is None else current.step.index, current.rate_per_s) != key:
-            limit = settings.max_requests or None
+            limit = settings.load.max_requests or None
             seed = self._seed * 1000 + index + 1
-            arrival = "trace" if trace else settings.arrival
+            arrival = "trace" if trace else settings.load.arrival
             current = self._sequence = Plan(step=step, rate_per_s=rate_per_s, arrival=arrival,
-                                            burstiness=settings.burstiness, seed=seed,
+                                            burstiness=settings.load.burstiness, seed=seed,
                                             origin_epoch_s=time.time() + START_LEAD_S, limit=limit)  # fmt: skip
             if trace:
                 self._due = DueTimes(self.trace_due_s, limit=limit)
             else:
-                self._due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
+                self._due = DueTimes.of_process(
+                    rate_per_s or 0.0, settings.load.arrival, settings.load.burstiness, seed, limit
+                )
             self._assignment = Assignment.of(members)
             self._assigned = set(members)
             self._low_water.clear()
@@ -211,12 +215,12 @@ class LoadController:
         done = total.requests_finished
         if self.trace_due_s and done >= len(self.trace_due_s):
             return f"the trace's {len(self.trace_due_s)} requests were sent"
-        limit = self.settings.max_requests
+        limit = self.settings.load.max_requests
         if limit and done >= limit:
             return f"--max-requests {limit} reached"
         if total.failures.get(ErrorKind.TLS) and not total.requests_ok:  # no later request can do better
             return "the server's TLS certificate was rejected"
-        abort = self.settings.abort_error_rate
+        abort = self.settings.load.abort_error_rate
         if abort and done >= ABORT_MIN_REQUESTS and total.requests_failed / done > abort:
             return f"error rate {total.requests_failed / done:.0%} exceeded --abort-error-rate {abort:g}"
         return None
