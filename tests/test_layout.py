@@ -171,3 +171,17 @@ def test_results_writer_never_reaches_back_into_run_state() -> None:
     tree = ast.parse(Path(results_writer.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "llm_locust.runtime.state" not in imported
+
+
+def test_settings_groups_are_the_stages_own_and_their_fields_distinct() -> None:
+    """`Settings` holds one group per stage, each defined in a stage's package, and no field name is in two groups:
+    summary.json's flat "settings" mapping (`Settings.public`) loses none."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from llm_locust.config.settings import Settings
+
+    groups = get_type_hints(Settings)
+    assert {cls.__module__.split(".")[1] for cls in groups.values()} <= set(STAGES)
+    names = [f.name for cls in groups.values() for f in fields(cls)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
