@@ -74,9 +74,8 @@ class _StreamingUser(FastHttpUser):
             settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
             self.llm.prefix_pool, server_family=settings.endpoint.server_family,
         )  # fmt: skip
-        self.output_counter = (
-            token_counter(settings.workload.tokenizer) if settings.workload.tokenizer else None
-        )  # --tokenizer
+        tokenizer = settings.workload.tokenizer
+        self.output_counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer
         self.session_header = settings.workload.session_header
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
         self.canceller = Canceller(
@@ -87,11 +86,7 @@ class _StreamingUser(FastHttpUser):
             from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
 
             self.sdk = SdkClient(
-                self,
-                settings.endpoint,
-                settings.timeouts,
-                settings.workload.session_header,
-                settings.workload.tokenizer,
+                self, settings.endpoint, settings.timeouts, settings.workload.session_header, tokenizer
             )
         self.model = ""
 
