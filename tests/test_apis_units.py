@@ -135,14 +135,19 @@ def settings(*args: str) -> Settings:
     return Settings.from_options(options("--host", "http://127.0.0.1:1", *args))
 
 
+def workload(s: Settings, endpoint: str) -> Workload:
+    """One user's workload for `endpoint` under the settings `s`."""
+    return Workload(s.workload, endpoint, server_family=s.endpoint.server_family)
+
+
 def test_request_shapes():
     s = settings("--prompt-tokens", "16", "--max-tokens", "9", "--seed", "1", "--extra-body", '{"temperature": 0}')
-    body = json.loads(Workload(s, "responses").next_request("m").body)
+    body = json.loads(workload(s, "responses").next_request("m").body)
     assert isinstance(body["input"], str) and body["max_output_tokens"] == 9 and body["stream"] is True
     assert "stream_options" not in body and "max_tokens" not in body and body["temperature"] == 0
-    body = json.loads(Workload(s, "messages").next_request("m").body)
+    body = json.loads(workload(s, "messages").next_request("m").body)
     assert body["messages"][0]["role"] == "user" and body["max_tokens"] == 9 and "stream_options" not in body
-    spec = Workload(settings("--embedding-batch", "4", "--prompt-tokens", "16"), "embeddings").next_request("m")
+    spec = workload(settings("--embedding-batch", "4", "--prompt-tokens", "16"), "embeddings").next_request("m")
     body = json.loads(spec.body)
     assert spec.inputs == 4 and len(body["input"]) == 4 and "stream" not in body and "max_tokens" not in body
     assert spec.expected_prompt_tokens is not None and spec.expected_prompt_tokens >= 4 * 16
@@ -152,7 +157,7 @@ def test_messages_system_field_from_a_dataset(tmp_path):
     dataset = tmp_path / "d.jsonl"
     dataset.write_text(json.dumps({"messages": [{"role": "system", "content": "Be brief."},
                                                 {"role": "user", "content": "Hi"}]}) + "\n")  # fmt: skip
-    body = json.loads(Workload(settings("--dataset", str(dataset)), "messages").next_request("m").body)
+    body = json.loads(workload(settings("--dataset", str(dataset)), "messages").next_request("m").body)
     assert body["system"] == "Be brief." and body["messages"] == [{"role": "user", "content": "Hi"}]
 
 
@@ -161,7 +166,7 @@ def test_anthropic_provider_headers_and_path():
     assert provider_headers("anthropic") == {"anthropic-version": "2023-06-01"}
     assert completion_path("anthropic", "messages") == "/v1/messages"
     assert completion_path("azure", "embeddings", "dep", "v1") == "/openai/deployments/dep/embeddings?api-version=v1"
-    assert settings("--provider", "anthropic").api_key_env == "ANTHROPIC_API_KEY"
+    assert settings("--provider", "anthropic").endpoint.api_key_env == "ANTHROPIC_API_KEY"
 
 
 @pytest.mark.parametrize(("args", "needle"), [

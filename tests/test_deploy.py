@@ -180,14 +180,14 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
 
         parsed = options(*local(args, tmp_path))  # every option exists, config file included
         settings = Settings.from_options(parsed)
-        assert parsed.master and settings.max_tokens.kind in ("fixed", "uniform", "normal", "lognormal")
+        assert parsed.master and settings.workload.max_tokens.kind in ("fixed", "uniform", "normal", "lognormal")
         if master["kind"] != "Deployment":  # Job and CronJob: headless, wait for the workers
             assert parsed.headless and parsed.expect_workers == worker["spec"]["replicas"]
             assert parsed.run_time and parsed.stop_timeout == 30
         if master["kind"] == "CronJob":
             assert args[0] == f"--locustfile={CONTAINER_LOCUSTFILES}/soak.py"
-            assert [str(s) for s in settings.slo] == ["ttft_p99_ms=3000", "tpot_p99_ms=100"]
-            assert settings.max_error_rate == 0.01 and settings.max_drift_pct == 20
+            assert [str(s) for s in settings.objectives.slo] == ["ttft_p99_ms=3000", "tpot_p99_ms=100"]
+            assert settings.objectives.max_error_rate == 0.01 and settings.objectives.max_drift_pct == 20
             assert master["spec"]["concurrencyPolicy"] == "Forbid"
     assert objects["PersistentVolumeClaim/llm-locust-results"]["spec"]["accessModes"] == ["ReadWriteOnce"]
 
@@ -211,4 +211,4 @@ def test_compose_master_command_and_config_file_parse():
     parsed = options(*local(compose("docker-compose.yml")["master"]["command"]))
     settings = Settings.from_options(parsed)
     assert parsed.master and parsed.headless and parsed.expect_workers == 2 and parsed.stop_timeout == 30
-    assert settings.ignore_eos is True and settings.interval_s == 5 and settings.model == ""
+    assert settings.workload.ignore_eos is True and settings.output.interval_s == 5 and settings.endpoint.model == ""

@@ -49,6 +49,8 @@ PURE = (
     "llm_locust.load",
     "llm_locust.transport.ca_file",
     "llm_locust.transport.proxy",
+    "llm_locust.transport.settings",
+    "llm_locust.option_values",
     "llm_locust.errors",
     "llm_locust.redact",
     "llm_locust.cli",
@@ -56,6 +58,34 @@ PURE = (
 )
 """What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, with the pacer, the
 controller and the sweep shape; the `plugin`/`users`/`shape` re-exports) and the transport's I/O."""
+
+STAGES = ("transport", "workload", "scrape", "results", "metrics", "load", "report", "sim")
+"""The stages: each receives its own settings group from the wiring and imports neither `config` nor `runtime`."""
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_imports_neither_config_nor_runtime(stage: str) -> None:
+    """No module of the stage imports `llm_locust.config` or `llm_locust.runtime`, not even under TYPE_CHECKING or
+    inside a function."""
+    import ast
+    from pathlib import Path
+
+    import llm_locust
+
+    found = []
+    for path in sorted((Path(llm_locust.__file__).parent / stage).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):  # `from llm_locust import config` names the package as an alias
+                module = node.module or ""
+                names = [f"{module}.{alias.name}" for alias in node.names] if module == "llm_locust" else [module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.startswith(("llm_locust.config", "llm_locust.runtime")) for name in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == [], f"{stage} imports config or runtime: {found}"
+
 
 IMPORT_ALL = """
 import importlib, pkgutil, sys
@@ -242,3 +272,17 @@ def test_every_cited_markdown_file_is_in_the_repository() -> None:
                 missing.append(f"{name}: {ref}")
     assert count > 50, count
     assert missing == []
+
+
+def test_settings_groups_are_the_stages_own_and_their_fields_distinct() -> None:
+    """`Settings` holds one group per stage, each defined in a stage's package, and no field name is in two groups:
+    summary.json's flat "settings" mapping (`Settings.public`) loses none."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from llm_locust.config.settings import Settings
+
+    groups = get_type_hints(Settings)
+    assert {cls.__module__.split(".")[1] for cls in groups.values()} <= set(STAGES)
+    names = [f.name for cls in groups.values() for f in fields(cls)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

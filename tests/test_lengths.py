@@ -104,9 +104,9 @@ def test_a_steps_lengths_set_the_request_exactly_with_a_tokenizer(tmp_path):
     tokenizer = str(build_tokenizer(tmp_path / "tokenizer.json"))
     settings = Settings.from_options(options("--tokenizer", tokenizer, "--sweep-prompt-tokens", "8,300",
                                              "--sweep-max-tokens", "7"))  # fmt: skip
-    workload = Workload(settings, "chat")
+    workload = Workload(settings.workload, "chat", server_family=settings.endpoint.server_family)
     counter = token_counter(tokenizer)
-    for step in settings.steps:
+    for step in settings.load.steps:
         request = workload.next_request("m", step)
         body = orjson.loads(request.body)
         assert request.expected_prompt_tokens == counter.count(body["messages"][0]["content"]) == step.prompt_tokens

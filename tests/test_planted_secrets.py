@@ -57,7 +57,7 @@ class ChatUser(ChatCompletionsUser):
     def complete(self):
         if not self.raised:
             self.raised = True
-            raise RuntimeError("a task failed, quoting " + dict(self.llm.settings.header)["A-Tm"])
+            raise RuntimeError("a task failed, quoting " + dict(self.llm.settings.endpoint.header)["A-Tm"])
         super().complete()
 '''
 

@@ -59,10 +59,10 @@ def test_empty_secret_fields_of_the_web_ui_form_keep_the_start_up_values():
     given = secret_options(opts)
     opts.api_key, opts.header = "", [""]  # what Locust's /swarm makes of the form's empty fields
     keep_secrets(opts, given)
-    assert opts.api_key == "k" * 8 and Settings.from_options(opts).header == (("A", "1"), ("B", "2"))
+    assert opts.api_key == "k" * 8 and Settings.from_options(opts).endpoint.header == (("A", "1"), ("B", "2"))
     opts.header = ["C: 3"]  # typed in the form: used
     keep_secrets(opts, given)
-    assert Settings.from_options(opts).header == (("C", "3"),)
+    assert Settings.from_options(opts).endpoint.header == (("C", "3"),)
 
 
 def test_a_secret_quoted_escaped_in_html_or_json_is_redacted_too():

@@ -88,7 +88,7 @@ def test_several_hosts_need_the_fast_client():
     from llm_locust.transport.tls import check_connection
 
     with pytest.raises(ConfigError, match="several --host URLs need the fast client"):
-        check_connection(opts.host, Settings.from_options(opts))
+        check_connection(opts.host, Settings.from_options(opts).endpoint)
 
 
 def test_per_replica_counts_equal_each_replicas_trace(tmp_path):

@@ -220,11 +220,15 @@ def test_settings_validation(monkeypatch):
                    "--deployment", "ep")  # fmt: skip
     monkeypatch.setenv("DATABRICKS_TOKEN", "tok")
     settings = Settings.from_options(opts)
-    assert settings.api_key == "tok" and settings.server_family == "openai" and settings.seed is None
+    assert (
+        settings.endpoint.api_key == "tok"
+        and settings.endpoint.server_family == "openai"
+        and settings.workload.seed is None
+    )
     public = settings.public()
     assert public["header"] == ["A"] and "secret" not in repr(settings) and "secret" not in json.dumps(public)
     opts.seed = "12"  # what the web UI form sends
-    assert Settings.from_options(opts).seed == 12
+    assert Settings.from_options(opts).workload.seed == 12
 
 
 def test_master_workload_options_reach_the_workers(fast_sim, tmp_path):

@@ -1,7 +1,8 @@
 """llm-locust's command-line options, registered on Locust's parser (`add_arguments`), grouped by stage.
 
 Registered on Locust's parser, they work on the command line, in config files, in the web UI, and reach workers
-from the master. `settings.Settings.from_options` validates them once; nothing else reads the raw options.
+from the master. `settings.Settings.from_options` has each stage's settings group validate its own, once; nothing
+else reads the raw options.
 """
 
 from __future__ import annotations

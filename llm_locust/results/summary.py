@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_locust import __version__
-from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
+from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
     breakdowns,
@@ -29,6 +30,8 @@ from llm_locust.results.files import (
     token_accounting,
     token_warnings,
 )
+from llm_locust.results.settings import OutputSettings
+from llm_locust.workload.settings import WorkloadSettings
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,11 @@ class ProcessHealth:
 class RunView:
     """What summary.json says about a run besides its metrics; epoch seconds unless a name says otherwise."""
 
-    settings: Settings
+    settings: Mapping[str, Any]  # as written to results (`config.settings.Settings.public`)
+    load: LoadSettings
+    workload: WorkloadSettings
+    objectives: ObjectiveSettings
+    output: OutputSettings
     locust_version: str
     host_shown: str | None  # redacted
     user_classes: tuple[str, ...]
@@ -80,7 +87,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
     `final=False`: a snapshot taken while the test runs ("status": "incomplete"; no diagnosis, drift nor verdict
     yet). The final document is "incomplete" too when the run was interrupted or lost workers.
     """
-    s = view.settings
+    load, objectives = view.load, view.objectives
     duration_s = view.t_end_s - view.t_start_s
     warnings = []
     if view.interrupted:
@@ -123,18 +130,18 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
             "locust_csv_prefix": view.locust_csv_prefix,
             "stop_reason": view.stop_reason,
         },
-        "settings": s.public(),
+        "settings": dict(view.settings),
         "load": {
-            "model": s.load_model,
-            "rate_per_s": s.request_rate or None,
-            "arrival": s.arrival if s.load_model.startswith("rate") else None,
-            "burstiness": s.burstiness if s.arrival == "gamma" else None,
-            "prompt_lengths": PROMPT_LENGTHS_EXACT if s.tokenizer else PROMPT_LENGTHS_APPROXIMATE,
+            "model": load.load_model,
+            "rate_per_s": load.request_rate or None,
+            "arrival": load.arrival if load.load_model.startswith("rate") else None,
+            "burstiness": load.burstiness if load.arrival == "gamma" else None,
+            "prompt_lengths": PROMPT_LENGTHS_EXACT if view.workload.tokenizer else PROMPT_LENGTHS_APPROXIMATE,
             "trace": None if view.trace is None else dict(view.trace),
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),
-        "slo": [r.as_dict() for r in evaluate(s.slo, stats)],
+        "slo": [r.as_dict() for r in evaluate(objectives.slo, stats)],
         "steps": [
             step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
             for span in view.spans
@@ -146,7 +153,11 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": tokens,
         "prefix_reuse": prefix_reuse(run.total),
-        "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
+        "timeseries": {
+            "file": view.timeseries_file,
+            "interval_s": view.output.interval_s,
+            "rows": view.timeseries_rows,
+        },
         "client": _client(view),
         "server": view.server,
         "telemetry": view.telemetry,
@@ -154,7 +165,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
     }
     if view.health is not None:
         summary["drift"] = dict(view.health.drift)
-        summary["verdict"] = verdict(summary, s.slo, s.max_error_rate, s.max_drift_pct)
+        summary["verdict"] = verdict(summary, objectives.slo, objectives.max_error_rate, objectives.max_drift_pct)
     return summary
 
 

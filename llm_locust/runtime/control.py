@@ -68,15 +68,17 @@ class LoadController:
         self.spans: list[StepSpan] = []
         self.stop_reason: str | None = None
         self.search: RateSearch | None = None
-        if settings.search_max_rate:
-            self.search = RateSearch(settings.search_max_rate, settings.search_precision, settings.search_budget_s)
+        if settings.load.search_max_rate:
+            self.search = RateSearch(
+                settings.load.search_max_rate, settings.load.search_precision, settings.load.search_budget_s
+            )
         self.paused = self.search is not None  # no process sends while paused
         self._sent: dict[str, Plan] = {}
         self._resent_s = time.monotonic()
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
         self._sharing: Sharing | None = None  # its assignment to the processes
-        self._limits = Limits(len(self.trace_due_s), settings.max_requests, settings.abort_error_rate)
-        self._seed = settings.seed if settings.seed is not None else random.randrange(2**31)
+        self._limits = Limits(len(self.trace_due_s), settings.load.max_requests, settings.load.abort_error_rate)
+        self._seed = settings.workload.seed if settings.workload.seed is not None else random.randrange(2**31)
 
     @property
     def origin_epoch_s(self) -> float | None:
@@ -132,8 +134,8 @@ class LoadController:
         quotas = {}
         if self.paused:  # a search between trials: every process idle
             quotas = dict.fromkeys(users, 0)
-        elif sequence is None and self.settings.max_requests:
-            quotas = integer_shares(self.settings.max_requests, users)
+        elif sequence is None and self.settings.load.max_requests:
+            quotas = integer_shares(self.settings.load.max_requests, users)
         for process in sorted(users):
             if sequence is None:
                 plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
@@ -152,7 +154,7 @@ class LoadController:
         """The sequence to follow now (None: closed loop); keeps its `_sharing` up to date with the processes."""
         settings = self.settings
         trace = bool(self.trace_due_s)
-        rate_per_s = settings.request_rate or None
+        rate_per_s = settings.load.request_rate or None
         if step is not None:
             rate_per_s = step.rate_per_s
         if rate_per_s is None and not trace:
@@ -165,16 +167,18 @@ class LoadController:
         key = (index, rate_per_s)
         current = self._sequence
         if current is None or (-1 if current.step is None else current.step.index, current.rate_per_s) != key:
-            limit = settings.max_requests or None
+            limit = settings.load.max_requests or None
             seed = self._seed * 1000 + index + 1
-            arrival = "trace" if trace else settings.arrival
+            arrival = "trace" if trace else settings.load.arrival
             current = self._sequence = Plan(step=step, rate_per_s=rate_per_s, arrival=arrival,
-                                            burstiness=settings.burstiness, seed=seed,
+                                            burstiness=settings.load.burstiness, seed=seed,
                                             origin_epoch_s=time.time() + START_LEAD_S, limit=limit)  # fmt: skip
             if trace:
                 due = DueTimes(self.trace_due_s, limit=limit)
             else:
-                due = DueTimes.of_process(rate_per_s or 0.0, settings.arrival, settings.burstiness, seed, limit)
+                due = DueTimes.of_process(
+                    rate_per_s or 0.0, settings.load.arrival, settings.load.burstiness, seed, limit
+                )
             self._sharing = Sharing(due, members)
         elif self._sharing is not None and self._sharing.changed(members, set(users)):
             # processes joined, left, or have no user now: from the first arrival REASSIGN_LEAD_S ahead

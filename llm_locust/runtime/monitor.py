@@ -91,7 +91,7 @@ class RunMonitor:
         self.settings = settings
         self.is_master = is_master
         self.t_start_s = t_start_s
-        self.drift = DriftTracker(t_start_s, settings.drift_window_s, settings.drift_warmup_s)
+        self.drift = DriftTracker(t_start_s, settings.objectives.drift_window_s, settings.objectives.drift_warmup_s)
         self.processes: dict[str, ProcessStats] = {}
         self.cpu_saturated: set[str] = set()
         self._next_sample_s = t_start_s
@@ -110,8 +110,8 @@ class RunMonitor:
             self.cpu_saturated.update(str(w.id) for w in list(runner.clients.values()) if w.cpu_warning_emitted)
         if now_s < self._next_sample_s or self._file.closed:
             return
-        self._next_sample_s = now_s + self.settings.interval_s
-        after_warmup = now_s - self.t_start_s >= self.settings.drift_warmup_s
+        self._next_sample_s = now_s + self.settings.output.interval_s
+        after_warmup = now_s - self.t_start_s >= self.settings.objectives.drift_warmup_s
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now_s))
         for process, cpu_percent, rss_bytes in process_samples(runner, self.is_master):
             rss_mb = rss_bytes / _MB

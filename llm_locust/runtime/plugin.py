@@ -87,7 +87,13 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             _check_shape(state.settings, environment.shape_class)
         settings = state.settings
         for endpoint in sorted({getattr(user, "endpoint", "") for user in environment.user_classes} - {""}):
-            check_api(settings.provider, settings.server_family, endpoint, settings.ignore_eos, settings.client)
+            check_api(
+                settings.endpoint.provider,
+                settings.endpoint.server_family,
+                endpoint,
+                settings.workload.ignore_eos,
+                settings.endpoint.client,
+            )
         _states[environment] = state
     except ConfigError as e:
         for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)
@@ -103,11 +109,11 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 def _check_shape(settings: Any, shape: Any) -> None:
     """ConfigError when the load options and the locustfile's load shape do not go together."""
     searching = bool(getattr(shape, "capacity_search", False))
-    if settings.steps and shape is None:
+    if settings.load.steps and shape is None:
         raise ConfigError("--sweep-users / --sweep-rates need the sweep's load shape: run -f locustfiles/sweep.py")
-    if settings.search_max_rate and not searching:
+    if settings.load.search_max_rate and not searching:
         raise ConfigError("--search-max-rate needs the search's load shape: run -f locustfiles/search.py")
-    if searching and not settings.search_max_rate:
+    if searching and not settings.load.search_max_rate:
         raise ConfigError("locustfiles/search.py needs --search-max-rate R: the highest request rate tried, req/s")
 
 

@@ -89,15 +89,17 @@ class ResultsWriter:
         self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
-        self._timeseries = TimeseriesWriter(results_dir, self.settings.interval_s, self.t_start)
+        self._timeseries = TimeseriesWriter(results_dir, self.settings.output.interval_s, self.t_start)
         self.trace = self._write_trace_offered()
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
         self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
         self.monitor = RunMonitor(results_dir, self.settings, self.t_start, sources.is_master)
         # windows close once every worker has reported past them
-        self._lag_s = self.settings.interval_s + (2 * WORKER_REPORT_INTERVAL if sources.is_master else TICK_S) + 1
+        self._lag_s = (
+            self.settings.output.interval_s + (2 * WORKER_REPORT_INTERVAL if sources.is_master else TICK_S) + 1
+        )
         self._ticker = gevent.spawn(self._tick_forever)
-        self.scraper = new_scraper(self.settings, results_dir, self.t_start)  # --metrics-url: server's view
+        self.scraper = new_scraper(self.settings.scrape, results_dir, self.t_start)  # --metrics-url: server's view
         self._scrape_loop = ScrapeLoop(self.scraper) if self.scraper is not None else None
         self._finalizer: gevent.Greenlet | None = None
         self._final = False
@@ -110,13 +112,13 @@ class ResultsWriter:
         origin_epoch_s = None if control is None else control.origin_epoch_s
         if trace is None or origin_epoch_s is None:
             return None
-        rows = offered_rows(trace, origin_epoch_s, self.settings.interval_s, self.t_start)
+        rows = offered_rows(trace, origin_epoch_s, self.settings.output.interval_s, self.t_start)
         path = write_offered(self.results_dir, rows)
         settings = self.settings
         return {
             "file": Path(trace.path).name,
-            "format": settings.trace_format,
-            "speedup": settings.trace_speedup,
+            "format": settings.load.trace_format,
+            "speedup": settings.load.trace_speedup,
             "requests": len(trace.requests),
             "replay_s": round(trace.due_s[-1], 3),
             "offered_file": path.name,
@@ -265,7 +267,11 @@ class ResultsWriter:
         control = src.control
         t_end_s = self.t_stop or time.time()
         return RunView(
-            settings=self.settings,
+            settings=self.settings.public(),
+            load=self.settings.load,
+            workload=self.settings.workload,
+            objectives=self.settings.objectives,
+            output=self.settings.output,
             locust_version=locust.__version__,
             host_shown=redact.redact(env.host) if env.host else env.host,
             user_classes=tuple(u.__name__ for u in env.user_classes),

@@ -47,7 +47,7 @@ class SearchShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         """(users, spawn rate) while the search runs, all users at once; None once it is over."""
         state = run_state(self.runner.environment)
-        users = state.settings.max_concurrency
+        users = state.settings.load.max_concurrency
         control = state.control
         if control is None or control.search is None:  # before the test starts
             return users, float(users)
@@ -76,11 +76,17 @@ class SearchShape(LoadTestShape):
             if state.in_flight:
                 logger.warning("judging the trial with %d requests still in flight", state.in_flight)
             search.trials.append(self._judge(state, control))
-        rate = search.next_rate(now_s - self._start_s, settings.step_duration_s)
+        rate = search.next_rate(now_s - self._start_s, settings.load.step_duration_s)
         if rate is None:
             logger.info("capacity search over: %s", search.stopped)
             return None
-        step = Step(len(control.spans), settings.max_concurrency, rate, settings.step_duration_s, settings.warmup_s)
+        step = Step(
+            len(control.spans),
+            settings.load.max_concurrency,
+            rate,
+            settings.load.step_duration_s,
+            settings.load.warmup_s,
+        )
         control.enter_step(step)
         self._trial_end_s, self._drain_from_s = now_s + step.duration_s, None
         return step.users, float(step.users)
@@ -92,7 +98,7 @@ class SearchShape(LoadTestShape):
         span = control.spans[-1]
         index = span.step.index
         source = step_summary(span, state.run.steps.get(index), state.run.warmup_requests[index])
-        check = check_step(source, state.settings.slo, state.settings.max_error_rate)
+        check = check_step(source, state.settings.objectives.slo, state.settings.objectives.max_error_rate)
         throughput = source["throughput"]
         trial = Trial(
             step=index,
@@ -112,4 +118,4 @@ class SearchShape(LoadTestShape):
     def _drain_max_s(state: RunState) -> float:
         """The longest pause after a trial: its own length, at least 10 s (requests still in flight then are left
         out of its judgement)."""
-        return max(10.0, state.settings.step_duration_s)
+        return max(10.0, state.settings.load.step_duration_s)

@@ -23,7 +23,7 @@ class SweepShape(LoadTestShape):
         back to its lowest: Locust stops users at the spawn rate too, and holds the shape meanwhile); None after the
         last step."""
         state = run_state(self.runner.environment)
-        steps = state.settings.steps
+        steps = state.settings.load.steps
         step = step_at(steps, self.get_run_time())
         if step is None:
             return None

@@ -149,7 +149,7 @@ class RunState:
         self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
         self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
         self._host = environment.host  # of the last test (or given at start-up), credentials included
-        proxy = check_connection(environment.host, self.settings)
+        proxy = check_connection(environment.host, self.settings.endpoint)
         redact.install_log_filter()
         runner = environment.runner
         self.role = role_of(runner)
@@ -157,7 +157,7 @@ class RunState:
         self.is_master = not self.role.runs_users
         if proxy is not None and not self.is_worker:
             logger.info("connecting through the proxy %s", proxy.shown)
-        if self.settings.insecure and not self.is_worker:
+        if self.settings.endpoint.insecure and not self.is_worker:
             logger.warning("--insecure: TLS certificates and host names are not verified (the API key goes to "
                            "whichever server answers)")  # fmt: skip
         self.signals = SignalWatch()
@@ -207,7 +207,7 @@ class RunState:
             self.control = LoadController(
                 environment, self.settings, None if self.is_master else self.pacer, self.trace
             )
-            steps = self.settings.steps
+            steps = self.settings.load.steps
             if steps and environment.shape_class is not None:  # the sweep starts now
                 self.control.enter_step(steps[0])
             self.control.update()
@@ -223,7 +223,7 @@ class RunState:
                 merge_local=self.merge_local,
                 sample_local=self.sample_local,
             )
-            self._results = ResultsWriter(sources, Path(self.settings.results_dir))
+            self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
 
     def _on_users_stopped(self, **_: Any) -> None:
         """Processes running users: the test is over, the garbage collector back to automatic."""
@@ -234,12 +234,12 @@ class RunState:
         """Fresh per-test state from the current settings (a worker may create its state after the test started:
         the pacer learns of an open loop here, before any user asks it for a ticket)."""
         settings = self.settings
-        open_loop = bool(settings.trace or settings.request_rate or settings.sweep_rates)
+        open_loop = bool(settings.load.trace or settings.load.request_rate or settings.load.sweep_rates)
         self.pacer.use_trace(self.trace.due_s if self.trace is not None else (), open_loop)
-        self.model = self.settings.model
+        self.model = self.settings.endpoint.model
         self._model_error: str | None = None
-        self.recorder = MetricsRecorder(self.settings.interval_s, self.settings.slo)
-        self.prefix_pool = prefix_pool(self.settings)  # the users of this test share it (and its reuse count)
+        self.recorder = MetricsRecorder(self.settings.output.interval_s, self.settings.objectives.slo)
+        self.prefix_pool = prefix_pool(self.settings.workload)  # the users of this test share it (and its reuse count)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
         self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
@@ -247,7 +247,9 @@ class RunState:
         if self.watchdog is not None:
             self.watchdog.stop()
         self.watchdog = TimeoutWatchdog(
-            settings.read_timeout_s, settings.request_timeout_s, settings.first_token_timeout_s
+            settings.timeouts.read_timeout_s,
+            settings.timeouts.request_timeout_s,
+            settings.timeouts.first_token_timeout_s,
         )
         self._replica_sets: dict[str, ReplicaSet] = {}
 
@@ -256,19 +258,19 @@ class RunState:
         replica_set = self._replica_sets.get(host)
         if replica_set is None:
             start = getattr(self.environment.runner, "worker_index", 0)
-            replica_set = self._replica_sets[host] = ReplicaSet(host, self.settings.balance, start)
+            replica_set = self._replica_sets[host] = ReplicaSet(host, self.settings.endpoint.balance, start)
         return replica_set
 
     def _load_trace(self) -> Trace | None:
         """`--trace` read and selected (every process reads the same file: workers build the requests of their
         share, the master the due times it assigns); None without a trace."""
         settings = self.settings
-        if not settings.trace:
+        if not settings.load.trace:
             return None
-        trace = load_trace(settings.trace, settings.trace_format, settings.trace_window())
+        trace = load_trace(settings.load.trace, settings.load.trace_format, settings.load.trace_window())
         if not self.is_worker:
-            logger.info("trace %s: %d requests over %.1f s (speed-up %g)", redact.redact(settings.trace),
-                        len(trace.requests), trace.due_s[-1], settings.trace_speedup)  # fmt: skip
+            logger.info("trace %s: %d requests over %.1f s (speed-up %g)", redact.redact(settings.load.trace),
+                        len(trace.requests), trace.due_s[-1], settings.load.trace_speedup)  # fmt: skip
         return trace
 
     def resolve_model(self, fetch: Callable[[], str]) -> str:
@@ -303,7 +305,7 @@ class RunState:
             final=writer is not None and writer.final_summary is not None,
             history=() if writer is None else tuple(writer.recent_rows()),
             in_flight=self.in_flight,
-            interval_s=self.settings.interval_s,
+            interval_s=self.settings.output.interval_s,
             settings=self.settings.public(),
             spans=tuple(control.spans) if control is not None else (),
         )
@@ -421,4 +423,4 @@ class RunState:
 
 def _trace_of(settings: Settings) -> tuple[object, ...]:
     """What decides the trace's requests and times."""
-    return settings.trace, settings.trace_format, settings.trace_window()
+    return settings.load.trace, settings.load.trace_format, settings.load.trace_window()

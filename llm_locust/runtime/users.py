@@ -40,17 +40,17 @@ class _StreamingUser(FastHttpUser):
         settings = self.llm.settings
         # FastHttpUser reads these when it builds its client in __init__; read and request
         # timeouts are the watchdog's (a socket timeout would cost a timer per read)
-        self.connection_timeout = settings.connect_timeout_s
+        self.connection_timeout = settings.timeouts.connect_timeout_s
         self.network_timeout = None
-        self.insecure = settings.insecure  # FastHttpUser's default (True) verifies nothing
-        self.ssl_context_factory = context_factory(settings.ca_bundle, settings.insecure)
+        self.insecure = settings.endpoint.insecure  # FastHttpUser's default (True) verifies nothing
+        self.ssl_context_factory = context_factory(settings.endpoint.ca_bundle, settings.endpoint.insecure)
         self.replicas = self.llm.replicas(self.host or "")
         if self.replicas.several:  # the session's base URL: the first replica (its credentials go per request)
             self.host = self.replicas.first.url
         try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
             proxy = env_proxy(self.host)
         except ConfigError:  # a proxy only httpx can use: fatal for the fast client (checked at start)
-            if settings.client == "fast":
+            if settings.endpoint.client == "fast":
                 raise
             proxy = None  # openai-sdk: only the /v1/models lookup goes direct
         if proxy is not None:
@@ -62,25 +62,32 @@ class _StreamingUser(FastHttpUser):
         self.headers = {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
-            **auth_headers(settings.provider, settings.api_key),
-            **provider_headers(settings.provider),
-            **family_headers(settings.server_family),
-            **dict(settings.header),
+            **auth_headers(settings.endpoint.provider, settings.endpoint.api_key),
+            **provider_headers(settings.endpoint.provider),
+            **family_headers(settings.endpoint.server_family),
+            **dict(settings.endpoint.header),
         }
-        self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)
+        self.path = completion_path(
+            settings.endpoint.provider, self.endpoint, settings.endpoint.deployment, settings.endpoint.api_version
+        )
         self.workload = Workload(
-            settings, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
-            self.llm.prefix_pool,
+            settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
+            self.llm.prefix_pool, server_family=settings.endpoint.server_family,
         )  # fmt: skip
-        self.output_counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # --tokenizer
-        self.session_header = settings.session_header
+        tokenizer = settings.workload.tokenizer
+        self.output_counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer
+        self.session_header = settings.workload.session_header
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
-        self.canceller = Canceller(settings, self.workload.rng.getrandbits(64) if settings.cancel_rate else 0)
+        self.canceller = Canceller(
+            settings.cancel, self.workload.rng.getrandbits(64) if settings.cancel.cancel_rate else 0
+        )
         self.sdk = None
-        if settings.client == "openai-sdk":
+        if settings.endpoint.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
 
-            self.sdk = SdkClient(self, settings)
+            self.sdk = SdkClient(
+                self, settings.endpoint, settings.timeouts, settings.workload.session_header, tokenizer
+            )
         self.model = ""
 
     def _first_model(self) -> str:
@@ -120,7 +127,9 @@ class _StreamingUser(FastHttpUser):
         the model in the path: their default model is the deployment.
         """
         if not self.model:
-            self.model = self.llm.model or self.llm.settings.deployment or self.llm.resolve_model(self._first_model)
+            self.model = (
+                self.llm.model or self.llm.settings.endpoint.deployment or self.llm.resolve_model(self._first_model)
+            )
         ticket = self.llm.pacer.take()
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's request

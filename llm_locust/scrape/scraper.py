@@ -23,7 +23,7 @@ import logging
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from llm_locust import redact
@@ -42,9 +42,7 @@ from llm_locust.scrape.server_maps import (
     all_maps,
     load_maps,
 )
-
-if TYPE_CHECKING:
-    from llm_locust.config.settings import Settings
+from llm_locust.scrape.settings import ScrapeSettings
 
 logger = logging.getLogger("llm_locust")
 
@@ -294,7 +292,7 @@ def _hist_fields(hist: Hist | None) -> tuple[Any, ...]:
     return (round(hist.count), *("" if v is None else round(v, 3) for v in values))
 
 
-def new_scraper(settings: Settings, results_dir: Path, t_start_s: float) -> ServerScraper | None:
+def new_scraper(settings: ScrapeSettings, results_dir: Path, t_start_s: float) -> ServerScraper | None:
     """The scraper of the run's --metrics-url values, its CSV opened (None when there are none)."""
     if not settings.metrics_url:
         return None

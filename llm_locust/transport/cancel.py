@@ -11,13 +11,11 @@ output tokens are kept apart (`metrics.histograms.WindowMetrics.add`).
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
 
 import gevent
 from gevent.hub import get_hub
 
-if TYPE_CHECKING:
-    from llm_locust.config.settings import Settings
+from llm_locust.transport.settings import CancelSettings
 
 
 class StreamCancelled(OSError):
@@ -62,7 +60,7 @@ class Cancel:
 class Canceller:
     """One user's draws: which of its requests to cancel, and when (see the module docstring)."""
 
-    def __init__(self, settings: Settings, seed: int) -> None:
+    def __init__(self, settings: CancelSettings, seed: int) -> None:
         self.rate = settings.cancel_rate
         self.after_tokens = settings.cancel_after_tokens
         self.after_ms = settings.cancel_after_ms

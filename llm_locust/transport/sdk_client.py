@@ -20,13 +20,13 @@ from typing import Any
 import openai
 import orjson
 
-from llm_locust.config.settings import Settings
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.stream_text import chunk_text
 from llm_locust.redact import redact
 from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
+from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
 from llm_locust.transport.tls import certificate_error, client_context, rejected_line
 from llm_locust.workload.builder import RequestSpec
 from llm_locust.workload.tokens import token_counter
@@ -37,29 +37,32 @@ _SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("mode
 class SdkClient:
     """One user's openai SDK client; `stream(request)` sends one request and reports it."""
 
-    def __init__(self, user: Any, settings: Settings) -> None:
+    def __init__(
+        self, user: Any, endpoint: EndpointSettings, timeouts: TimeoutSettings, session_header: str, tokenizer: str
+    ) -> None:
+        """`session_header` and `tokenizer`: the workload's (`--session-header`, `--tokenizer`)."""
         self.user = user
         host = (user.host or "").rstrip("/")
         common: dict[str, Any] = {
-            "api_key": settings.api_key or "none",
+            "api_key": endpoint.api_key or "none",
             "max_retries": 0,
             "timeout": openai.Timeout(
-                settings.request_timeout_s, connect=settings.connect_timeout_s, read=settings.read_timeout_s
+                timeouts.request_timeout_s, connect=timeouts.connect_timeout_s, read=timeouts.read_timeout_s
             ),
-            "default_headers": dict(settings.header),
+            "default_headers": dict(endpoint.header),
             # the fast client's trust store; httpx reads HTTPS_PROXY / HTTP_PROXY / NO_PROXY itself
-            "http_client": openai.DefaultHttpxClient(verify=client_context(settings.ca_bundle, settings.insecure)),
+            "http_client": openai.DefaultHttpxClient(verify=client_context(endpoint.ca_bundle, endpoint.insecure)),
         }
-        if settings.provider == "azure":
+        if endpoint.provider == "azure":
             self.sdk: Any = openai.AzureOpenAI(
-                azure_endpoint=host, azure_deployment=settings.deployment, api_version=settings.api_version, **common
+                azure_endpoint=host, azure_deployment=endpoint.deployment, api_version=endpoint.api_version, **common
             )
         else:
-            base = "/serving-endpoints" if settings.provider == "databricks" else "/v1"
+            base = "/serving-endpoints" if endpoint.provider == "databricks" else "/v1"
             self.sdk = openai.OpenAI(base_url=host + base, **common)
         self.name = user.path  # the same Locust row as the fast client's
-        self.counter = token_counter(settings.tokenizer) if settings.tokenizer else None  # counts the streamed text
-        self.session_header = settings.session_header
+        self.counter = token_counter(tokenizer) if tokenizer else None  # counts the streamed text
+        self.session_header = session_header
 
     def stream(self, request: RequestSpec, ticket: Ticket | None = None) -> RequestRecord:
         """Send `request` with the SDK, read its stream to the end, report it; return its record

@@ -13,7 +13,6 @@ import functools
 import os
 import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import gevent.ssl
@@ -22,9 +21,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.proxy import Proxy, env_proxy
 from llm_locust.transport.replicas import check_hosts, split_hosts
-
-if TYPE_CHECKING:
-    from llm_locust.config.settings import Settings
+from llm_locust.transport.settings import EndpointSettings
 
 _UNKNOWN_ISSUER = (18, 19, 20, 21)  # self-signed (in chain), unable to get (local) issuer, unable to verify first
 _EXPIRED = (9, 10)  # not yet valid, expired
@@ -66,7 +63,7 @@ def _context(ca_bundle: str, insecure: bool, trust_env: tuple[str, str, str]) ->
     return context
 
 
-def check_connection(host: str | None, settings: Settings) -> Proxy | None:
+def check_connection(host: str | None, endpoint: EndpointSettings) -> Proxy | None:
     """Raise ConfigError now for what would stop the first connection to the replicas of `host` (Locust's
     --host, `replicas.split_hosts`): a bad URL (one line each), an unusable CA file of an https:// replica, a
     proxy variable the fast client cannot use, several replicas with the openai-sdk client. Returns the fast
@@ -74,11 +71,11 @@ def check_connection(host: str | None, settings: Settings) -> Proxy | None:
     its own)."""
     check_hosts(host)
     urls = split_hosts(host)
-    if len(urls) > 1 and settings.client != "fast":
+    if len(urls) > 1 and endpoint.client != "fast":
         raise ConfigError("several --host URLs need the fast client (--client fast): the openai-sdk client has one")
     if any(url.lower().startswith("https://") for url in urls):
-        client_context(settings.ca_bundle, settings.insecure)
-    if settings.client != "fast":
+        client_context(endpoint.ca_bundle, endpoint.insecure)
+    if endpoint.client != "fast":
         return None
     proxies = [env_proxy(url) for url in urls]
     return proxies[0] if proxies else None

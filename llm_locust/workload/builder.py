@@ -27,7 +27,6 @@ from typing import Any
 
 import orjson
 
-from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import Step
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
@@ -35,6 +34,7 @@ from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.prompts import PromptMaker
 from llm_locust.workload.providers import length_fields
+from llm_locust.workload.settings import WorkloadSettings
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.traces import Trace, TraceRequest
 
@@ -61,7 +61,7 @@ def _block_texts(tokenizer: str, seed: int | None) -> BlockTexts:
     return BlockTexts(token_counter(tokenizer), seed)
 
 
-def prefix_pool(settings: Settings) -> PrefixPool | None:
+def prefix_pool(settings: WorkloadSettings) -> PrefixPool | None:
     """A fresh pool of the run's shared prefixes (None without --prefix-tokens): one per process and test."""
     if settings.prefix_tokens <= 0:
         return None
@@ -74,13 +74,17 @@ class Workload:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: WorkloadSettings,
         endpoint: str,
         worker_index: int = 0,
         trace: Trace | None = None,
         prefixes: PrefixPool | None = None,
+        *,
+        server_family: str,
     ) -> None:
+        """`server_family`: the endpoint's (`transport.settings.EndpointSettings`), which names the length fields."""
         self.settings = settings
+        self.server_family = server_family
         self.trace = trace
         self.endpoint = endpoint
         seed = settings.seed
@@ -162,7 +166,7 @@ class Workload:
             model=model,
             stream=True,
             **({"stream_options": {"include_usage": True}} if self.endpoint in ("chat", "completions") else {}),
-            **length_fields(settings.server_family, self.endpoint, max_tokens, settings.ignore_eos),
+            **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
         body.update(settings.extra_body)
         return body

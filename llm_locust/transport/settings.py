@@ -1,0 +1,118 @@
+"""The transport's settings: the endpoint (`EndpointSettings`), the timeouts (`TimeoutSettings`) and the streams
+closed early (`CancelSettings`), each validated from Locust's parsed options by its `from_options`.
+
+Pure (no Locust, no gevent): `config.settings` assembles them with the other stages' settings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_locust.errors import ConfigError
+from llm_locust.option_values import as_list, build, positive, shown_as
+from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.workload.providers import API_KEY_ENV, check_length_control, parse_header, server_family
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Where and how requests go: the model, the provider and its server family, the API key (never in repr, logs
+    or results), extra headers (their names only in results), TLS trust, the client and the balance over replicas.
+    The host is Locust's own (`--host`, the web UI's field)."""
+
+    model: str
+    api_key: str = field(repr=False, metadata=shown_as(bool, "api_key_set"))
+    api_key_env: str
+    provider: str
+    deployment: str
+    api_version: str
+    server_family: str
+    header: tuple[tuple[str, str], ...] = field(
+        repr=False,
+        metadata=shown_as(lambda header: [name for name, _ in header]),  # values may be credentials
+    )
+    ca_bundle: str
+    insecure: bool
+    client: str
+    balance: str
+
+    @classmethod
+    def from_options(cls, options: Any) -> EndpointSettings:
+        """Validated from `options`; ConfigError naming the bad option. The openai SDK is imported now with
+        `--client openai-sdk` (~1 s), not while the first users start."""
+        provider = options.provider
+        if provider in ("azure", "databricks") and not options.deployment:
+            what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
+            raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
+        family = server_family(options.server_family, provider)
+        check_length_control(family, options.ignore_eos)
+        headers = tuple(parse_header(text) for text in as_list(options.header))
+        if options.ca_bundle:
+            check_ca_file(options.ca_bundle, "--ca-bundle")
+        if options.client == "openai-sdk":
+            _import_openai()
+        api_key_env = options.api_key_env or API_KEY_ENV[provider]
+        return build(
+            cls,
+            options,
+            api_key=options.api_key or os.environ.get(api_key_env, ""),
+            api_key_env=api_key_env,
+            server_family=family,
+            header=headers,
+        )
+
+
+def _import_openai() -> None:
+    """Import the openai SDK now; ConfigError if it is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigError("--client openai-sdk needs the openai package: pip install openai") from None
+
+
+@dataclass(frozen=True)
+class TimeoutSettings:
+    """Connect, read (idle), first-token and whole-request timeouts, in seconds (`transport.timeouts`)."""
+
+    connect_timeout_s: float
+    read_timeout_s: float
+    first_token_timeout_s: float
+    request_timeout_s: float
+
+    @classmethod
+    def from_options(cls, options: Any) -> TimeoutSettings:
+        """Validated from `options`: each > 0, else ConfigError naming it."""
+        positive(options, "connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s")
+        return build(cls, options)
+
+
+@dataclass(frozen=True)
+class CancelSettings:
+    """The share of requests whose stream is closed early (`cancel_rate`), and when: after `cancel_after_tokens`
+    token events or `cancel_after_ms` after sending (`transport.cancel`)."""
+
+    cancel_rate: float
+    cancel_after_tokens: int
+    cancel_after_ms: float
+
+    @classmethod
+    def from_options(cls, options: Any) -> CancelSettings:
+        """Validated from `options`: ConfigError naming an option out of its range or missing its partner."""
+        rate, tokens, after_ms = options.cancel_rate, options.cancel_after_tokens, options.cancel_after_ms
+        if not 0 <= rate <= 1:
+            raise ConfigError(f"--cancel-rate must be a fraction in [0, 1], e.g. 0.2, got {rate:g}")
+        if tokens < 0 or after_ms < 0:
+            raise ConfigError("--cancel-after-tokens and --cancel-after-ms must be >= 0")
+        if tokens and after_ms:
+            raise ConfigError("--cancel-after-tokens and --cancel-after-ms exclude each other: give one")
+        if rate and not (tokens or after_ms):
+            raise ConfigError("--cancel-rate needs --cancel-after-tokens N or --cancel-after-ms T (when to close)")
+        if (tokens or after_ms) and not rate:
+            raise ConfigError("--cancel-after-tokens / --cancel-after-ms need --cancel-rate P (the share to close)")
+        if rate and options.client != "fast":
+            raise ConfigError(
+                "--cancel-rate needs the fast client (--client fast): the openai-sdk client cannot cancel"
+            )
+        return build(cls, options)

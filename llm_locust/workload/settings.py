@@ -1,0 +1,89 @@
+"""The workload's settings (`WorkloadSettings`): what each request carries, validated from Locust's parsed options.
+
+Files (dataset, tokenizer, images) are read once here, so that a bad one fails at start with its name. Pure:
+`config.settings` assembles it with the other stages' settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from llm_locust.errors import ConfigError
+from llm_locust.option_values import as_list, build, optional_int, shown_as
+from llm_locust.workload.datasets import load_dataset
+from llm_locust.workload.input_images import file_data_url, parse_size
+from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.tokens import token_counter
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
+    tokenizer that counts, the session header, the embeddings batch and the extra body fields."""
+
+    extra_body: dict[str, Any]
+    prompt_tokens: LengthDist = field(metadata=shown_as(str))
+    max_tokens: LengthDist = field(metadata=shown_as(str))
+    ignore_eos: bool
+    seed: int | None
+    prefix_tokens: int
+    prefix_pool: int
+    prefix_zipf: float
+    session_header: str
+    tokenizer: str
+    dataset: str
+    dataset_format: str
+    image: tuple[str, ...]
+    image_size: tuple[int, int] | None
+    embedding_batch: int
+
+    @classmethod
+    def from_options(cls, options: Any) -> WorkloadSettings:
+        """Validated from `options`; ConfigError naming the bad option."""
+        extra_body: dict[str, Any] = {}
+        if options.extra_body:
+            try:
+                extra_body = orjson.loads(options.extra_body)
+            except orjson.JSONDecodeError as e:
+                raise ConfigError(f"--extra-body is not valid JSON: {e}") from None
+            if not isinstance(extra_body, dict):
+                raise ConfigError("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'")
+        if options.embedding_batch < 1:
+            raise ConfigError(f"--embedding-batch must be >= 1, got {options.embedding_batch}")
+        if options.prefix_tokens < 0:
+            raise ConfigError(f"--prefix-tokens must be >= 0, got {options.prefix_tokens}")
+        if options.prefix_pool < 1:
+            raise ConfigError(f"--prefix-pool must be >= 1, got {options.prefix_pool}")
+        if options.prefix_pool > 1 and not options.prefix_tokens:
+            raise ConfigError(
+                f"--prefix-pool {options.prefix_pool} needs --prefix-tokens T (the length of each prefix)"
+            )
+        if not options.prefix_zipf >= 0:
+            raise ConfigError(f"--prefix-zipf must be >= 0, got {options.prefix_zipf}")
+        name = options.session_header
+        if ":" in name or any(c.isspace() for c in name):
+            raise ConfigError(f"--session-header {name!r}: expected a header name, without ':' or spaces")
+        if options.tokenizer:
+            token_counter(options.tokenizer)  # a bad file fails now, with its name
+        if options.dataset:
+            load_dataset(options.dataset, options.dataset_format)
+            if options.sweep_prompt_tokens:
+                raise ConfigError(
+                    "--sweep-prompt-tokens and --dataset exclude each other: the dataset sets the prompts"
+                )
+        images = tuple(as_list(options.image))
+        for path in images:
+            file_data_url(path)
+        return build(
+            cls,
+            options,
+            extra_body=extra_body,
+            seed=optional_int(options.seed, "--seed"),
+            prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
+            max_tokens=parse_length(options.max_tokens, "--max-tokens"),
+            image=images,
+            image_size=parse_size(options.image_size) if options.image_size else None,
+        )
