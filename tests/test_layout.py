@@ -179,8 +179,8 @@ def test_results_writer_never_reaches_back_into_run_state() -> None:
     assert "llm_locust.runtime.state" not in imported
 
 
-def _sim_imports() -> dict[str, set[str]]:
-    """Every module of `llm_locust.sim` → the `llm_locust` modules it imports anywhere in its source (at the top, in a
+def _module_imports(package: str = "llm_locust") -> dict[str, set[str]]:
+    """Every module of `package` → the `llm_locust` modules it imports anywhere in its source (at the top, in a
     function, under TYPE_CHECKING); `from package import name` counts as importing `package.name` when that is a
     module."""
     import ast
@@ -188,21 +188,19 @@ def _sim_imports() -> dict[str, set[str]]:
     import pkgutil
     from pathlib import Path
 
-    import llm_locust.sim
-
     def is_module(name: str) -> bool:
         try:
             return importlib.util.find_spec(name) is not None
         except ModuleNotFoundError:
             return False
 
+    root = importlib.import_module(package)
     graph: dict[str, set[str]] = {}
-    names = ["llm_locust.sim", *(m.name for m in pkgutil.walk_packages(llm_locust.sim.__path__, "llm_locust.sim."))]
-    for name in names:
+    for name in [package, *(m.name for m in pkgutil.walk_packages(root.__path__, f"{package}."))]:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None, name
         tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-        package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+        parent_package = name if spec.submodule_search_locations else name.rpartition(".")[0]
         imported: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -210,7 +208,7 @@ def _sim_imports() -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:  # relative: from the package, one level up per further dot
-                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    parent = parent_package.rsplit(".", node.level - 1)[0] if node.level > 1 else parent_package
                     base = f"{parent}.{base}" if base else parent
                 for alias in node.names:
                     full = f"{base}.{alias.name}"
@@ -219,10 +217,31 @@ def _sim_imports() -> dict[str, set[str]]:
     return graph
 
 
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of `graph` (its modules in order, the first repeated at the end), [] when there is none."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        if name in done:
+            return []
+        for imported in sorted(graph.get(name, ())):
+            if found := visit(imported, [*path, name]):
+                return found
+        done.add(name)
+        return []
+
+    for name in sorted(graph):
+        if found := visit(name, []):
+            return found
+    return []
+
+
 def test_simulator_imports_no_client_module() -> None:
     """The simulator is the oracle the client is checked against: it imports nothing of `llm_locust` outside `sim/`
     (constants it shares with the client are its own copies, checked equal in tests/test_sim_units.py)."""
-    graph = _sim_imports()
+    graph = _module_imports("llm_locust.sim")
     assert len(graph) > 10, sorted(graph)
     outside = {
         name: sorted(m for m in imported if not m.startswith("llm_locust.sim")) for name, imported in graph.items()
@@ -232,20 +251,60 @@ def test_simulator_imports_no_client_module() -> None:
 
 def test_simulator_has_no_import_cycle() -> None:
     """No module of `sim/` imports, directly or through others, a module that imports it back."""
-    graph = _sim_imports()
-    done: set[str] = set()
+    assert _cycle(_module_imports("llm_locust.sim")) == []
 
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(name) :], name]))
-        if name in done:
-            return
-        for imported in sorted(graph.get(name, ())):
-            visit(imported, [*path, name])
-        done.add(name)
 
-    for name in sorted(graph):
-        visit(name, [])
+LAYERS = (
+    ("llm_locust", "llm_locust.errors"),
+    ("llm_locust.option_values", "llm_locust.redact"),
+    ("llm_locust.metrics",),
+    ("llm_locust.workload", "llm_locust.scrape"),
+    ("llm_locust.load",),
+    ("llm_locust.transport",),
+    ("llm_locust.results",),
+    ("llm_locust.report",),
+    ("llm_locust.config",),
+    ("llm_locust.runtime", "llm_locust.sim"),
+    ("llm_locust.plugin", "llm_locust.users", "llm_locust.shape", "llm_locust.demo"),
+    ("llm_locust.cli",),
+)
+"""The import direction, lowest first: a module imports only its own stage and the stages of lower layers. The
+stages of one layer know nothing of each other; the simulator (`llm_locust.sim`) imports nothing outside itself and
+only `demo` and `cli` start it. Only the locustfiles' entry points (`plugin`, `users`, `shape`) import `runtime`."""
+
+
+def _layer(module: str) -> tuple[int, str]:
+    """(layer, stage) of an `llm_locust` module: its stage is the package right under `llm_locust`."""
+    stage = ".".join(module.split(".")[:2])
+    for index, stages in enumerate(LAYERS):
+        if stage in stages:
+            return index, stage
+    raise AssertionError(f"{module}: in no layer of LAYERS")
+
+
+def test_every_module_imports_only_its_stage_and_lower_layers() -> None:
+    """The import-direction contract, for every module of the package (imports inside functions and under
+    TYPE_CHECKING included); and no import cycle anywhere."""
+    graph = _module_imports()
+    assert len(graph) > 100, len(graph)
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        layer, stage = _layer(module)
+        for target in sorted(imported):
+            target_layer, target_stage = _layer(target)
+            if target_stage != stage and target_layer >= layer:
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+    def importers(stage: str) -> set[str]:
+        """The modules outside `stage` that import it."""
+        return {
+            m for m, imported in graph.items() if not m.startswith(stage) and any(t.startswith(stage) for t in imported)
+        }
+
+    assert importers("llm_locust.runtime") <= {"llm_locust.plugin", "llm_locust.users", "llm_locust.shape"}
+    assert importers("llm_locust.sim") <= {"llm_locust.demo", "llm_locust.cli"}
+    assert _cycle(graph) == []
 
 
 def test_every_cited_markdown_file_is_in_the_repository() -> None:

@@ -27,9 +27,9 @@ from typing import Any
 
 import orjson
 
-from llm_locust.load.arrivals import Step
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
+from llm_locust.workload.lengths import StepLengths
 from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.prompts import PromptMaker
@@ -101,7 +101,7 @@ class Workload:
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
-    def next_request(self, model: str, step: Step | None = None, index: int | None = None) -> RequestSpec:
+    def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
         """The next request of this user for `model`: with a trace, the trace's request `index`; else a sweep `step`
         that sets lengths sets them."""
         if self.trace is not None and index is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 from llm_locust.errors import ConfigError
 
@@ -58,6 +59,17 @@ class LengthDist:
             return str(int(self.a))
         params = [self.a, self.b] + ([self.low, self.high] if (self.low, self.high) != (1, None) else [])
         return f"{self.kind}:" + ",".join(f"{p:g}" if isinstance(p, float) else str(p) for p in params)
+
+
+class StepLengths(Protocol):
+    """What a request takes from a length sweep's step (`load.arrivals.Step` is one): the prompt and output lengths
+    it sets, None where the step leaves the option's distribution in force."""
+
+    @property
+    def prompt_tokens(self) -> int | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
 
 
 def parse_length(text: str, option: str) -> LengthDist:
