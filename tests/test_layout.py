@@ -42,6 +42,7 @@ PURE = (
     "llm_locust.config",
     "llm_locust.workload",
     "llm_locust.metrics",
+    "llm_locust.apis",
     "llm_locust.results",
     "llm_locust.scrape",
     "llm_locust.report",
