@@ -19,6 +19,8 @@ from recording_server import LoopbackServer
 from llm_locust.apis import APIS, INPUTS, Api, api, openai_paths, register
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.report.run_data import load_run
+from llm_locust.report.tables import step_rows
 from llm_locust.results.files import summary_table
 from llm_locust.runtime.users import ApiUser
 from llm_locust.workload.providers import check_api, completion_path
@@ -93,7 +95,8 @@ def rerank():
 
 def test_a_registered_api_runs_end_to_end(rerank, tmp_path):
     """Registered once, the API gets its path, body, body reader and counting: summary.json counts its requests,
-    inputs and tokens exactly as the server answered them, with E2E latencies above the server's delay."""
+    inputs and tokens exactly as the server answered them, with E2E latencies above the server's delay; the console
+    table, Locust's row and the report's steps table show them as inputs."""
     assert completion_path("openai-compatible", "rerank") == "/v1/rerank"
     with pytest.raises(ConfigError, match="--provider databricks does not serve reranking"):
         check_api("databricks", "openai", "rerank", False, "fast")
@@ -122,6 +125,8 @@ def test_a_registered_api_runs_end_to_end(rerank, tmp_path):
     assert "inputs/s" in table and "Latency ms" in table and "output tok/s" not in table
     row = env.stats.get("/v1/rerank", "POST")
     assert row.num_requests == len(answered) and row.num_failures == 0
+    steps = step_rows(load_run(tmp_path)).iloc[0]  # the report's steps table: inputs/s, no output tok/s
+    assert steps["inputs_per_s"] == t["inputs_per_s"] and steps["output_tokens_per_s"] is None
 
 
 def test_the_registry_refuses_a_taken_name_and_names_the_registered_ones():
