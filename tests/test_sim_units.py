@@ -141,7 +141,7 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
     import struct
     import time
 
-    from llm_locust.metrics.apis import ENDPOINTS
+    from llm_locust.apis import APIS as ENDPOINTS
     from llm_locust.sim import prefix_cache, receive_time
     from llm_locust.sim.apis import BY_ENDPOINT
     from llm_locust.transport import kernel_time

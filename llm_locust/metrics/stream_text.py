@@ -2,12 +2,15 @@
 
 The body's bytes are kept as they arrive and decoded to text in large batches (`StreamText`) — never per event,
 so the client's hot path (`protocol.EventStream`) stays as it is; the text is counted once, at the end. The text
-is what `protocol` counts as generated: chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool
-calls' function names and arguments, and text-completion `text` — and the deltas of the Responses and Messages
-APIs' token-bearing events (`responses_stream.event_text`, `messages_stream.event_text`). Pure; never raises.
+is what the API's parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`): for OpenAI
+chunks (`openai_text`) chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool calls' function
+names and arguments, and text-completion `text`; the deltas of the Responses and Messages APIs' token-bearing
+events (`responses_stream.event_text`, `messages_stream.event_text`). Pure; never raises.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import orjson
 
@@ -16,6 +19,8 @@ from llm_locust.metrics.sse import SSEDecoder
 
 _DONE = b"[DONE]"
 
+EventText = Callable[[dict], "str | None"]
+"""The generated text one decoded event carries (None or "": none)."""
 
 DRAIN_BYTES = 65_536
 """Body bytes a `StreamText` buffers before decoding them to text (bounds its memory per stream)."""
@@ -27,11 +32,13 @@ class StreamText:
     `add` only buffers a piece; every `DRAIN_BYTES` the buffer is decoded to text in one go, so a stream costs at
     most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
     whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
+    `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`).
     """
 
-    __slots__ = ("_decoder", "_done", "_parts", "_pending", "_pending_bytes")
+    __slots__ = ("_decoder", "_done", "_event_text", "_parts", "_pending", "_pending_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, event_text: EventText | None = None) -> None:
+        self._event_text = event_text or chunk_text
         self._decoder = SSEDecoder()
         self._pending: list[bytes | bytearray] = []
         self._pending_bytes = 0
@@ -66,25 +73,31 @@ class StreamText:
             except orjson.JSONDecodeError:
                 continue
             if type(chunk) is dict:
-                self._parts += chunk_text(chunk)
+                text = self._event_text(chunk)
+                if text:
+                    self._parts.append(text)
 
 
-def chunk_text(chunk: dict) -> list[str]:
-    """The pieces of generated text in one decoded chunk (first choice) or typed event, in order; [] for any other
-    shape."""
+def chunk_text(chunk: dict) -> str | None:
+    """The generated text of a decoded event of any built-in API: a typed Responses or Messages event, else an OpenAI
+    chunk (`openai_text`)."""
     kind = chunk.get("type")
     if type(kind) is str:  # a Responses or Messages event
-        api = responses_stream if kind.startswith("response.") else messages_stream
-        text = api.event_text(chunk)
-        return [text] if text else []
+        return (responses_stream if kind.startswith("response.") else messages_stream).event_text(chunk)
+    return openai_text(chunk)
+
+
+def openai_text(chunk: dict) -> str | None:
+    """The generated text of one decoded OpenAI chunk (first choice): its pieces in order; None for any other
+    shape."""
     choices = chunk.get("choices")
     if type(choices) is not list or not choices or type(choices[0]) is not dict:
-        return []
+        return None
     choice = choices[0]
     delta = choice.get("delta")
     if type(delta) is not dict:
         text = choice.get("text")
-        return [text] if type(text) is str else []
+        return text if type(text) is str else None
     parts = [delta.get(key) for key in ("reasoning_content", "reasoning", "content")]
     calls = delta.get("tool_calls")
     if type(calls) is list:
@@ -92,4 +105,4 @@ def chunk_text(chunk: dict) -> list[str]:
             function = call.get("function") if type(call) is dict else None
             if type(function) is dict:
                 parts += [function.get("name"), function.get("arguments")]
-    return [part for part in parts if type(part) is str and part]
+    return "".join(part for part in parts if type(part) is str)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from llm_locust.apis import OUTPUTS, summary_counting
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.vocabulary import PERCENTILES, latency_key, pct_key
 from llm_locust.report.run_data import RunData
@@ -60,13 +61,14 @@ def step_rows(run: RunData) -> pd.DataFrame:
     """One row per step of `run` (one row, step None, for a run without steps; empty without summary).
 
     Columns: run, step, label, users, rate_per_s (offered; None for closed loop),
-    achieved_rate_per_s, the throughput keys (embeddings: inputs_per_s and input_tokens_per_s instead of
-    output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
+    achieved_rate_per_s, the throughput keys (a run whose API counts inputs, embeddings: its rates, inputs_per_s and
+    input_tokens_per_s, instead of output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
     for every latency metric and statistic, output_tokens_mean, and goodput_requests_per_s /
     slo_attainment when the summary has them.
     """
     rows = []
     slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
+    counting = summary_counting(run.summary or {})
     for index, label, source in step_sources(run):
         throughput = source["throughput"]
         row: dict[str, Any] = {
@@ -83,9 +85,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
             **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
             "failures": sum((source.get("failures") or {}).values()),
         }
-        if throughput.get("inputs"):  # embeddings: inputs and their tokens instead of output tokens
-            row.update(inputs_per_s=throughput.get("inputs_per_s"), output_tokens_per_s=None,
-                       input_tokens_per_s=throughput.get("input_tokens_per_s"))  # fmt: skip
+        if counting is not OUTPUTS:  # embeddings: inputs and their tokens, no output
+            row.update(output_tokens_per_s=None, **{rate.key: throughput.get(rate.key) for rate in counting.rates})
         metrics = source["metrics"]
         for metric in row_latencies():
             stats = metrics.get(f"{metric}_ms") or {}

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.apis import summary_counting
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
 from llm_locust.metrics.declarations import latencies, names
@@ -343,17 +344,13 @@ def summary_table(summary: dict[str, Any]) -> str:
         f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
     t = summary["throughput"]
-    embeddings = is_embeddings(summary)
-    rows = [("e2e", "Latency")] if embeddings else [(m.name, m.label) for m in latencies(series=True)]
+    counting = summary_counting(summary)  # what the run's API counts: output tokens, or inputs (embeddings)
+    rows = counting.latencies or [(m.name, m.label) for m in latencies(series=True)]
     for name, label in rows:
         s = metrics[latency_key(name)]
         cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
         lines.append(f"{label + ' ms':<14}{s['count']:>9}{cells}")
-    rates = (
-        f"{t['inputs_per_s']:.1f} inputs/s, {t['input_tokens_per_s']:.1f} input tok/s"
-        if embeddings
-        else f"{t['output_tokens_per_s']:.1f} output tok/s"
-    )
+    rates = ", ".join(f"{t[rate.key]:.1f} {rate.unit}" for rate in counting.rates)
     lines.append(
         f"Throughput: {rates}, {t['requests_per_s']:.2f} req/s "
         f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
@@ -377,11 +374,6 @@ def summary_table(summary: dict[str, Any]) -> str:
     if verdict is not None:
         lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
-
-
-def is_embeddings(summary: dict[str, Any]) -> bool:
-    """True when the run measured embeddings: inputs embedded and no token streamed (its latency is E2E only)."""
-    return bool(summary["throughput"].get("inputs")) and not summary["metrics"]["ttft_ms"]["count"]
 
 
 def iso_time(epoch_s: float) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_locust import __version__
+from llm_locust.apis import run_counting
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.gates import verdict
@@ -56,6 +57,7 @@ class RunView:
     locust_version: str
     host_shown: str | None  # redacted
     user_classes: tuple[str, ...]
+    endpoints: tuple[str, ...]  # the APIs the user classes send to (`apis.APIS` keys)
     role: str  # "master" or "local"
     t_start_s: float
     t_end_s: float
@@ -118,6 +120,8 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "run": {
             "host": view.host_shown,
             "user_classes": list(view.user_classes),
+            "endpoints": list(view.endpoints),
+            "counts": run_counting(view.endpoints).name,
             "role": view.role,
             "start_time": iso_time(view.t_start_s),
             "end_time": iso_time(view.t_end_s),

@@ -38,6 +38,7 @@ from typing import Any
 
 from locust.env import Environment
 
+from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
 from llm_locust.runtime.state import RunState
@@ -86,7 +87,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         if not state.is_worker:
             _check_shape(state.settings, environment.shape_class)
         settings = state.settings
-        for endpoint in sorted({getattr(user, "endpoint", "") for user in environment.user_classes} - {""}):
+        for endpoint in endpoints_of(environment.user_classes):
             check_api(
                 settings.endpoint.provider,
                 settings.endpoint.server_family,

@@ -20,6 +20,7 @@ import locust
 from locust.runners import WORKER_REPORT_INTERVAL
 
 from llm_locust import redact
+from llm_locust.apis import endpoints_of
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.results.files import (
     TimeseriesWriter,
@@ -275,6 +276,7 @@ class ResultsWriter:
             locust_version=locust.__version__,
             host_shown=redact.redact(env.host) if env.host else env.host,
             user_classes=tuple(u.__name__ for u in env.user_classes),
+            endpoints=endpoints_of(env.user_classes),
             role="master" if src.is_master else "local",
             t_start_s=self.t_start,
             t_end_s=t_end_s,

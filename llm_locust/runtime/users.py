@@ -2,11 +2,12 @@
 
 `ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
 (POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
-/v1/embeddings) does not. They send when the process's pacer hands them a ticket: in closed loop as soon as
-their last request ended, in open loop (`--request-rate`) at the due times of the arrival process. What a user
-sends is its `Workload`'s business; the path and auth headers come from the provider. Subclass them in a
-locustfile (see locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the plugin supplies the
-settings (command-line options) and collects the metrics.
+/v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
+They send when the process's pacer hands them a ticket: in closed loop as soon as their last request ended, in
+open loop (`--request-rate`) at the due times of the arrival process. What a user sends is its `Workload`'s
+business; the path and auth headers come from the provider. Subclass them in a locustfile (see
+locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the plugin supplies the settings (command-line
+options) and collects the metrics.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any, ClassVar
 import orjson
 from locust import FastHttpUser, constant, task
 
+from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
-from llm_locust.transport.client import embed, stream_completion
+from llm_locust.transport.client import post_json, stream_completion
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
@@ -28,12 +30,13 @@ from llm_locust.workload.providers import auth_headers, completion_path, family_
 from llm_locust.workload.tokens import token_counter
 
 
-class _StreamingUser(FastHttpUser):
-    """Shared machinery: timeouts, path and auth from the settings, the model, one request per task."""
+class ApiUser(FastHttpUser):
+    """The user of one API (a subclass names its `endpoint`, a key of `apis.APIS`): timeouts, path and auth from the
+    settings, the model, one request per task."""
 
     abstract = True
     wait_time = constant(0)
-    endpoint: ClassVar[str]  # one of metrics.apis.ENDPOINTS
+    endpoint: ClassVar[str]  # a key of apis.APIS
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -67,6 +70,7 @@ class _StreamingUser(FastHttpUser):
             **family_headers(settings.endpoint.server_family),
             **dict(settings.endpoint.header),
         }
+        self.api = api(self.endpoint)
         self.path = completion_path(
             settings.endpoint.provider, self.endpoint, settings.endpoint.deployment, settings.endpoint.api_version
         )
@@ -141,44 +145,44 @@ class _StreamingUser(FastHttpUser):
         if self.session_header:
             headers = {**headers, self.session_header: request.session}
         with self.replicas.use() as replica:
-            if self.endpoint == "embeddings":
-                embed(self.client, self.path, request.body, headers, request.inputs, watchdog,
-                      request.expected_prompt_tokens, ticket, replica)  # fmt: skip
+            if not self.api.streams:
+                post_json(self.client, self.path, request.body, headers, self.endpoint, request.inputs, watchdog,
+                          request.expected_prompt_tokens, ticket, replica)  # fmt: skip
                 return
             stream_completion(self.client, self.path, request.body, headers, self.endpoint, watchdog,
                               request.expected_prompt_tokens, ticket, self.output_counter, replica,
                               self.canceller.draw(), request.prefix_blocks)  # fmt: skip
 
 
-class ChatCompletionsUser(_StreamingUser):
+class ChatCompletionsUser(ApiUser):
     """Streams POST /v1/chat/completions with a synthetic user message."""
 
     abstract = True
     endpoint = "chat"
 
 
-class CompletionsUser(_StreamingUser):
+class CompletionsUser(ApiUser):
     """Streams POST /v1/completions with a synthetic prompt."""
 
     abstract = True
     endpoint = "completions"
 
 
-class ResponsesUser(_StreamingUser):
+class ResponsesUser(ApiUser):
     """Streams POST /v1/responses (OpenAI Responses API) with the prompt as `input`."""
 
     abstract = True
     endpoint = "responses"
 
 
-class MessagesUser(_StreamingUser):
+class MessagesUser(ApiUser):
     """Streams POST /v1/messages (Anthropic Messages API; `--provider anthropic` for Anthropic itself)."""
 
     abstract = True
     endpoint = "messages"
 
 
-class EmbeddingsUser(_StreamingUser):
+class EmbeddingsUser(ApiUser):
     """Sends POST /v1/embeddings with `--embedding-batch` inputs per request (not streamed)."""
 
     abstract = True

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_locust.apis import summary_counting
 from llm_locust.metrics.declarations import latencies
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
-from llm_locust.results.files import is_embeddings
 
 TAB_COLUMNS = [
     {"key": "metric", "title": "LLM metric"},
@@ -49,15 +49,9 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
         stats = metrics.get(latency_key(metric), {})
         return " / ".join(_num(stats.get(p)) for p in SERIES_PERCENTILES)
 
-    if summary and is_embeddings(summary):
-        rates = [
-            ("Inputs/s", _num(window.get("inputs_per_s")), _num(run.get("inputs_per_s"))),
-            ("Input tokens/s", _num(window.get("input_tokens_per_s")), _num(run.get("input_tokens_per_s"))),
-        ]
-        shown = [("e2e", "Latency")]
-    else:
-        rates = [("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s")))]
-        shown = latency_rows()
+    counting = summary_counting(summary or {})  # what the run's API counts: output tokens, or inputs (embeddings)
+    rates = [(rate.label, _num(window.get(rate.key)), _num(run.get(rate.key))) for rate in counting.rates]
+    shown = latency_rows() if counting.latencies is None else counting.latencies
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
         *rates,

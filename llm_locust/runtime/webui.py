@@ -36,6 +36,7 @@ from flask import Blueprint, Response, make_response, request, send_from_directo
 from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
 
 from llm_locust import redact
+from llm_locust.apis import COUNTINGS
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.declarations import Outcome, latencies
 from llm_locust.metrics.vocabulary import (
@@ -221,7 +222,7 @@ def page_html() -> str:
     """The /llm page with the declared latencies filled in (`metrics/declarations.py`): a chart and a steps-table
     column per latency of the time series; the run table's metrics — the latencies of successful requests (the
     failed requests' TTFT and the cancelled requests' E2E stay in summary.json), then the counts — and statistics,
-    by summary.json key and label."""
+    by summary.json key and label; the throughput words of each `apis.Counting`, by summary.json's `run.counts`."""
     charts = [
         {"key": m.name, "title": f"{m.label} ms", "series": [[latency_key(m.name, p), p] for p in SERIES_PERCENTILES]}
         for m in latencies(series=True)
@@ -230,7 +231,9 @@ def page_html() -> str:
     metrics += [[m, m.replace("_", " ")] for m in COUNT_METRICS]
     stats = ["count", "mean", "min", *(pct_key(p) for p in PERCENTILES), "max"]
     page = PAGE.read_text(encoding="utf-8")
-    for placeholder, value in (("__LATENCY_CHARTS__", charts), ("__METRICS__", metrics), ("__STATS__", stats)):
+    countings = {c.name: [[rate.key, rate.unit] for rate in c.rates] for c in COUNTINGS.values()}
+    for placeholder, value in (("__LATENCY_CHARTS__", charts), ("__METRICS__", metrics), ("__STATS__", stats),
+                               ("__COUNTINGS__", countings)):  # fmt: skip
         page = page.replace(f'"{placeholder}"', orjson.dumps(value).decode())
     return page
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
+from llm_locust.apis import api
 from llm_locust.load.pacing import Ticket
-from llm_locust.metrics.apis import EVENT_APPLIERS
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
@@ -74,7 +74,7 @@ def stream_completion(
     this request is to be closed early, and when; `prefix_blocks` its shared prompt blocks (whole, seen before).
     """
     record = new_record(endpoint, expected_prompt_tokens, ticket, prefix_blocks)
-    kept = None if counter is None else StreamText()
+    kept = None if counter is None else StreamText(api(endpoint).event_text)
     url, auth = path, None
     if replica is not None:
         url, auth = replica.url + path, replica.auth
@@ -108,25 +108,27 @@ def stream_completion(
     return record
 
 
-def embed(
+def post_json(
     session: Any,
     path: str,
     body: bytes,
     headers: dict[str, str],
+    endpoint: str,
     inputs: int,
     watchdog: TimeoutWatchdog,
     expected_prompt_tokens: int | None = None,
     ticket: Ticket | None = None,
     replica: Replica | None = None,
 ) -> RequestRecord:
-    """POST an embeddings request of `inputs` inputs, read its JSON response, report it; return its record.
+    """POST a request of a non-streamed API (`endpoint`; embeddings) carrying `inputs` inputs, read its JSON
+    response with the API's body reader (`Api.read_body`), report it; return its record.
 
     Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
-    token (`t_first` None: the first-token timeout does not apply); the prompt tokens are usage.prompt_tokens. It
-    fails when the response is not 2xx, not JSON, or holds another number of embeddings than `inputs`. `replica`
-    as for `stream_completion`.
+    token (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
+    reader refuses its body (embeddings: not JSON, or another number of embeddings than `inputs`). `replica` as for
+    `stream_completion`.
     """
-    record = new_record("embeddings", expected_prompt_tokens, ticket)
+    record = new_record(endpoint, expected_prompt_tokens, ticket)
     url, auth = path, None
     if replica is not None:
         url, auth, record.groups = replica.url + path, replica.auth, replica.groups
@@ -137,7 +139,7 @@ def embed(
             t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
             record.status_code = resp.status_code or 0
             if _check_status(resp, record):
-                _read_embeddings(resp.content or b"", record, inputs)
+                api(endpoint).read_body(resp.content or b"", record, inputs)  # type: ignore[misc]
             watchdog.end(watch)
             record.t_done = t_body
             if record.ok:
@@ -146,26 +148,6 @@ def embed(
     finally:
         watchdog.end(watch)
     return record
-
-
-def _read_embeddings(content: bytes, record: RequestRecord, inputs: int) -> None:
-    """Check an embeddings response body (`data`: one embedding per input) and take its usage onto `record`."""
-    try:
-        data = orjson.loads(content)
-        embeddings, usage = data["data"], data.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        record.fail(
-            ErrorKind.BAD_STREAM, f"embeddings response is not an OpenAI embeddings object: {error_text(content)}"
-        )
-        return
-    if type(embeddings) is not list or len(embeddings) != inputs:
-        got = len(embeddings) if type(embeddings) is list else type(embeddings).__name__
-        record.fail(ErrorKind.BAD_STREAM, f"embeddings response holds {got} embeddings for {inputs} inputs")
-        return
-    record.inputs = inputs
-    if type(prompt_tokens) is int and prompt_tokens >= 0:
-        record.prompt_tokens = prompt_tokens
 
 
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
@@ -231,7 +213,7 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText
     stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    events = EventStream(record, EVENT_APPLIERS[record.endpoint])
+    events = EventStream(record, api(record.endpoint).parser)
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)
@@ -320,11 +302,11 @@ def _report(resp: Any, record: RequestRecord) -> None:
 
 
 def report_values(record: RequestRecord) -> tuple[float, int]:
-    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens — for embeddings,
-    prompt tokens); for a failed one (time to its end, 0), for a cancelled one (time to its end, the tokens it
-    got)."""
+    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens — for an API that
+    counts inputs (embeddings), prompt tokens); for a failed one (time to its end, 0), for a cancelled one (time to
+    its end, the tokens it got)."""
     t_end = record.t_last if record.ok else record.t_done
     if not (record.ok or record.cancelled):
         return (t_end - record.t_send) * 1000, 0
-    length = (record.prompt_tokens or 0) if record.endpoint == "embeddings" else record.output_tokens
+    length = record.output_tokens if api(record.endpoint).counts_outputs else (record.prompt_tokens or 0)
     return (t_end - record.t_send) * 1000, length

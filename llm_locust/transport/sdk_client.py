@@ -14,24 +14,23 @@ and for Databricks `{host}/serving-endpoints/chat/completions` with the endpoint
 
 from __future__ import annotations
 
+from operator import attrgetter
 from time import perf_counter
 from typing import Any
 
 import openai
 import orjson
 
+from llm_locust.apis import api
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
-from llm_locust.metrics.stream_text import chunk_text
 from llm_locust.redact import redact
 from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
 from llm_locust.transport.tls import certificate_error, client_context, rejected_line
 from llm_locust.workload.builder import RequestSpec
 from llm_locust.workload.tokens import token_counter
-
-_SDK_ARGUMENTS = {"chat": ("model", "messages", "stream"), "completions": ("model", "prompt", "stream")}
 
 
 class SdkClient:
@@ -69,11 +68,12 @@ class SdkClient:
         (`ticket`: from the pacer, as for `client.stream_completion`)."""
         user = self.user
         endpoint = user.endpoint
+        sent = api(endpoint)  # one the SDK sends (`check_api`): its method and the body fields it takes as arguments
         body = orjson.loads(request.body)
-        arguments = {key: body.pop(key) for key in _SDK_ARGUMENTS[endpoint]}
+        arguments = {key: body.pop(key) for key in sent.sdk_arguments}
         if self.session_header:
             arguments["extra_headers"] = {self.session_header: request.session}
-        create = self.sdk.chat.completions.create if endpoint == "chat" else self.sdk.completions.create
+        create = attrgetter(f"{sent.sdk_method}.create")(self.sdk)
         watchdog = user.llm.watchdog
         record = new_record(endpoint, request.expected_prompt_tokens, ticket, request.prefix_blocks)
         watch = watchdog.start(record)
@@ -85,7 +85,7 @@ class SdkClient:
                     watch.t_active_s = t
                     fields = chunk.model_dump(exclude_unset=True)
                     if texts is not None:
-                        texts += chunk_text(fields)
+                        texts.append(sent.event_text(fields) or "")  # type: ignore[misc]
                     if apply_chunk(record, fields, t):
                         break
             except Exception as e:

@@ -6,14 +6,11 @@ each turn carrying the history, by this one user: a session is never split or sh
 (`prompts.PromptMaker`, `--prompt-tokens`, behind a shared prefix of `prefix_pool.PrefixPool`: `--prefix-tokens`,
 `--prefix-pool`, `--prefix-zipf`); each conversation (each synthetic request) has its own session id, sent in
 `--session-header` when given; `max_tokens` comes from the dataset entry or `--max-tokens`; the length
-fields from the server family (`providers.length_fields`); images are attached to chat
-messages. Every request streams (chat and text completions with `stream_options.include_usage`;
-the Responses and Messages APIs send usage anyway); `--extra-body` wins on conflicts.
-
-Each API's shape of the prompt is one function in `_SHAPES`: chat `messages`, text completions
-`prompt`, Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with
-the system messages moved to its `system` field. An embeddings request carries
-`--embedding-batch` prompts as its `input` list and is not streamed.
+fields from the API and the server family (`providers.length_fields`); images are attached to the
+messages of an API that takes them (`Api.images`: chat). The user's API (`apis.Api`) shapes the prompt
+into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a streamed API's `stream`;
+chat and text completions also `stream_options.include_usage`); `--extra-body` wins on conflicts. A request
+of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.apis import api, shapes
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
@@ -52,7 +50,7 @@ class RequestSpec:
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
     prefix_blocks: tuple[int, int] = (0, 0)
     session: str = ""  # the conversation's id (a synthetic request is its own conversation)
-    inputs: int = 1  # embeddings: the inputs in the request's `input` list
+    inputs: int = 1  # an API that counts inputs (embeddings): the texts the request carries
 
 
 @lru_cache(maxsize=2)
@@ -70,7 +68,7 @@ def prefix_pool(settings: WorkloadSettings) -> PrefixPool | None:
 
 
 class Workload:
-    """The request stream of one user; `endpoint` is one of `metrics.apis.ENDPOINTS`."""
+    """The request stream of one user; `endpoint` names its API (`apis.APIS`)."""
 
     def __init__(
         self,
@@ -87,6 +85,7 @@ class Workload:
         self.server_family = server_family
         self.trace = trace
         self.endpoint = endpoint
+        self.api = api(endpoint)
         seed = settings.seed
         self.rng = random.Random(None if seed is None else f"{seed}/{worker_index}/{next(_user_numbers)}")
         self.counter = token_counter(settings.tokenizer)
@@ -106,11 +105,11 @@ class Workload:
         that sets lengths sets them."""
         if self.trace is not None and index is not None:
             return self._trace_request(model, self.trace.requests[index])
-        if self.endpoint == "embeddings":
-            return self._embeddings_request(model, step.prompt_tokens if step is not None else None)
+        if not self.api.counts_outputs:
+            return self._inputs_request(model, step.prompt_tokens if step is not None else None)
         fields, expected, blocks = self._next_fields(step.prompt_tokens if step is not None else None)
         body = self._body(fields, model, step.max_tokens if step is not None else None)
-        if self.endpoint == "chat" and (self.images or self.image_pool):
+        if self.api.images and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
         return RequestSpec(orjson.dumps(body), expected, blocks, self.session)
@@ -122,15 +121,18 @@ class Workload:
         body = self._body({"prompt": text}, model, request.output_tokens)
         return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen))
 
-    def _embeddings_request(self, model: str, prompt_tokens: int | None) -> RequestSpec:
-        """The next embeddings request: `--embedding-batch` prompts (a dataset entry's messages joined) as `input`."""
+    def _inputs_request(self, model: str, prompt_tokens: int | None) -> RequestSpec:
+        """The next request of an API that counts inputs (embeddings): `--embedding-batch` prompt texts (a dataset
+        entry's messages joined), shaped by the API."""
         texts: list[str] = []
         expected: int | None = 0
         for _ in range(self.settings.embedding_batch):
             fields, tokens, _ = self._next_fields(prompt_tokens)
-            texts.append(fields["prompt"] if "prompt" in fields else _joined(fields["messages"]))
+            texts.append(fields["prompt"] if "prompt" in fields else shapes.joined(fields["messages"]))
             expected = None if tokens is None or expected is None else expected + tokens
-        body = {"model": model, "input": texts, **self.settings.extra_body}
+        shaped: dict[str, Any] = {"texts": texts}
+        self.api.shape(shaped)
+        body = {"model": model, **shaped, **self.api.fixed_fields, **self.settings.extra_body}
         return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts))
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
@@ -161,11 +163,10 @@ class Workload:
         body = dict(fields)
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
-        _SHAPES[self.endpoint](body)
+        self.api.shape(body)
         body.update(
             model=model,
-            stream=True,
-            **({"stream_options": {"include_usage": True}} if self.endpoint in ("chat", "completions") else {}),
+            **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
         body.update(settings.extra_body)
@@ -174,43 +175,6 @@ class Workload:
     def _images(self) -> list[str]:
         """Data URLs to attach to this request: the --image files, then one generated image."""
         return self.images + ([self.rng.choice(self.image_pool)] if self.image_pool else [])
-
-
-def _chat_shape(body: dict[str, Any]) -> None:
-    """Chat: the prompt as one user message."""
-    if "prompt" in body:
-        body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
-
-
-def _completions_shape(body: dict[str, Any]) -> None:
-    """Text completions: the messages' texts joined into one prompt."""
-    if "messages" in body:
-        body["prompt"] = _joined(body.pop("messages"))
-
-
-def _responses_shape(body: dict[str, Any]) -> None:
-    """Responses API: the prompt text, or the messages, as `input`."""
-    body["input"] = body.pop("prompt") if "prompt" in body else body.pop("messages")
-
-
-def _messages_shape(body: dict[str, Any]) -> None:
-    """Anthropic Messages: user/assistant messages; the system messages' texts go to the `system` field."""
-    _chat_shape(body)
-    messages = body["messages"]
-    system = [m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str)]
-    body["messages"] = [m for m in messages if m.get("role") != "system"]
-    if system:
-        body["system"] = "\n".join(system)
-
-
-_SHAPES = {"chat": _chat_shape, "completions": _completions_shape, "responses": _responses_shape,
-           "messages": _messages_shape}  # fmt: skip
-"""Each streamed API's prompt fields, made from the prompt or the messages (in place)."""
-
-
-def _joined(messages: list[dict[str, Any]]) -> str:
-    """The texts of `messages` joined by newlines (parts that are not text left out)."""
-    return "\n".join(m["content"] for m in messages if isinstance(m["content"], str))
 
 
 def _attach_images(body: dict[str, Any], urls: list[str]) -> None:

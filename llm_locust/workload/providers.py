@@ -5,10 +5,10 @@ Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, 
 (serving endpoint invocations, bearer token) and `anthropic` (the Messages API only: `x-api-key`
 and `anthropic-version` headers).
 
-APIs (the user class's endpoint, `metrics.apis.ENDPOINTS`): `chat`, `completions`, `responses`
-(`max_output_tokens`), `messages` (`max_tokens`; it has no field that forces the output length,
-so `--ignore-eos` is refused) and `embeddings`; `check_api` refuses the combinations that cannot
-work before the test starts.
+APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
+length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is
+refused), and whether the openai SDK sends it; `check_api` refuses the combinations that cannot work before
+the test starts.
 
 Server families (`--server-family`) say which request fields make an output exactly
 `max_tokens` long when `--ignore-eos` is given — checked against each server's source:
@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 
 PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic")
@@ -37,11 +38,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
                    "anthropic": "anthropic"}  # fmt: skip
 _NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)", "anthropic": "Anthropic"}
-_OPENAI_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-                 "messages": "/v1/messages", "embeddings": "/v1/embeddings"}  # fmt: skip
-_AZURE_KINDS = {"chat": "chat/completions", "completions": "completions", "embeddings": "embeddings"}
-_API_NAMES = {"chat": "chat completions", "completions": "text completions", "responses": "the Responses API",
-              "messages": "the Messages API", "embeddings": "embeddings"}  # fmt: skip
 
 
 def server_family(family: str, provider: str) -> str:
@@ -60,33 +56,34 @@ def check_length_control(family: str, ignore_eos: bool) -> None:
 
 def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, client: str) -> None:
     """ConfigError if `endpoint` (the locustfile's API) cannot be measured with these options."""
-    api = _API_NAMES[endpoint]
-    if provider == "anthropic" and endpoint != "messages":
+    served = api(endpoint)
+    name = served.title
+    if provider not in served.paths:
+        if provider == "anthropic":
+            raise ConfigError(
+                f"--provider anthropic serves the Messages API only, not {name}: run -f locustfiles/messages.py"
+            )
         raise ConfigError(
-            f"--provider anthropic serves the Messages API only, not {api}: run -f locustfiles/messages.py"
+            f"--provider {provider} does not serve {name} under a deployment: use --provider openai-compatible with "
+            "the base URL that serves it"
         )
-    if (provider == "azure" and endpoint not in _AZURE_KINDS) or (provider == "databricks" and endpoint == "messages"):
+    if ignore_eos and not served.forces_length:
         raise ConfigError(
-            f"--provider {provider} does not serve {api} under a deployment: use --provider openai-compatible with the "
-            "base URL that serves it"
-        )
-    if ignore_eos and endpoint == "messages":
-        raise ConfigError(
-            "--ignore-eos: the Messages API has no request field that forces the output length; drop --ignore-eos, "
+            f"--ignore-eos: {name} has no request field that forces the output length; drop --ignore-eos, "
             "outputs will stop at end-of-sequence or max_tokens"
         )
-    if client != "fast" and endpoint not in ("chat", "completions"):
-        raise ConfigError(f"--client {client} measures chat and text completions only, not {api}: use --client fast")
+    if client != "fast" and not served.sdk_method:
+        raise ConfigError(f"--client {client} measures chat and text completions only, not {name}: use --client fast")
 
 
 def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
-    """The body fields of `endpoint` that set the output length (`max_tokens` tokens, exactly if `ignore_eos`)."""
-    if endpoint == "responses":
-        key = "max_output_tokens"
-    else:
-        key = "max_completion_tokens" if family == "openai" and endpoint == "chat" else "max_tokens"
-    fields: dict[str, Any] = {key: max_tokens}
-    if ignore_eos and endpoint != "messages":
+    """The body fields of `endpoint` that set the output length (`max_tokens` tokens, exactly if `ignore_eos`);
+    none for an API without an output length."""
+    served = api(endpoint)
+    if not served.max_tokens_field:
+        return {}
+    fields: dict[str, Any] = {served.family_max_tokens_fields.get(family, served.max_tokens_field): max_tokens}
+    if ignore_eos and served.forces_length:
         if family in ("vllm", "sglang"):
             fields.update(ignore_eos=True, min_tokens=max_tokens)
         elif family == "llamacpp":
@@ -106,12 +103,8 @@ def family_headers(family: str) -> dict[str, str]:
 
 def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
     """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones)."""
-    if provider == "azure":
-        kind = _AZURE_KINDS[endpoint]
-        return f"/openai/deployments/{quote(deployment, safe='')}/{kind}?api-version={quote(api_version, safe='')}"
-    if provider == "databricks":
-        return f"/serving-endpoints/{quote(deployment, safe='')}/invocations"
-    return _OPENAI_PATHS[endpoint]
+    path = api(endpoint).paths[provider]
+    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""))
 
 
 def auth_headers(provider: str, api_key: str) -> dict[str, str]:
