@@ -227,8 +227,8 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText
     """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
     body also goes to `kept` unless it is None.
 
-    Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
-    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
+    On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
+    and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
     events = EventStream(record, EVENT_APPLIERS[record.endpoint])
