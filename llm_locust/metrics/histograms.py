@@ -122,6 +122,9 @@ class WindowMetrics:
     output_max_abs_diff: int = 0  # largest |client - server|
     prefix_blocks: int = 0  # shared prompt blocks sent, every request (failed too): see RequestRecord
     prefix_blocks_seen: int = 0  # ... of which seen before: expected reuse = prefix_blocks_seen / prefix_blocks
+    connections_new: int = 0  # requests sent on a connection opened for them
+    connections_reused: int = 0  # ... on a kept-alive connection
+    retried_stale: int = 0  # requests sent again on a new connection: the kept-alive one was closed before any byte
 
     def add(self, record: RequestRecord, good: bool = True) -> None:
         """Count one finished request (`good`: it met every SLO): latencies only when it succeeded."""
@@ -130,6 +133,8 @@ class WindowMetrics:
         queue_delay_s = record.queue_delay_s
         if queue_delay_s is not None:  # how late it left is known even when it failed
             self._record("queue_delay", _us(queue_delay_s))
+        if record.new_connection is not None:  # the connection's phases, failed or not
+            self._add_connection(record)
         if record.cancelled:
             self._add_cancelled(record)
             return
@@ -172,6 +177,20 @@ class WindowMetrics:
             gaps_us = np.minimum(np.frombuffer(record.itl_us, dtype=np.int64), _HIGHEST_US)
             record_values(hist["itl"], gaps_us)
             self.sums["itl"] += int(gaps_us.sum())
+
+    def _add_connection(self, record: RequestRecord) -> None:
+        """Count the connection `record` went on, and its phases (`vocabulary.PHASE_LATENCIES`)."""
+        if record.new_connection:
+            self.connections_new += 1
+            if record.connect_s is not None:
+                self._record("connect", _us(record.connect_s))
+            if record.tls_handshake_s is not None:
+                self._record("tls_handshake", _us(record.tls_handshake_s))
+        else:
+            self.connections_reused += 1
+        self.retried_stale += record.retried_stale
+        if record.t_headers is not None:
+            self._record("ttfb", _us(record.ttfb_s))
 
     def _add_cancelled(self, record: RequestRecord) -> None:
         """Count a cancelled request: its TTFT with the others', its E2E and output tokens apart."""
@@ -225,6 +244,9 @@ class WindowMetrics:
         self.output_max_abs_diff = max(self.output_max_abs_diff, other.output_max_abs_diff)
         self.prefix_blocks += other.prefix_blocks
         self.prefix_blocks_seen += other.prefix_blocks_seen
+        self.connections_new += other.connections_new
+        self.connections_reused += other.connections_reused
+        self.retried_stale += other.retried_stale
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
@@ -265,6 +287,7 @@ class WindowMetrics:
                 self.output_max_abs_diff,
             ],
             "prefix": [self.prefix_blocks, self.prefix_blocks_seen],
+            "connections": [self.connections_new, self.connections_reused, self.retried_stale],
         }
 
     @classmethod
@@ -291,6 +314,7 @@ class WindowMetrics:
         (window.output_checks, window.output_mismatches, window.output_diff_sum, window.output_abs_diff_sum,
          window.output_max_abs_diff) = data["output"]  # fmt: skip
         window.prefix_blocks, window.prefix_blocks_seen = data["prefix"]
+        window.connections_new, window.connections_reused, window.retried_stale = data["connections"]
         return window
 
 

@@ -24,6 +24,7 @@ from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
     HISTOGRAMS_FILE,
     LATENCY_METRICS,
+    PHASE_LATENCIES,
     SERIES_LATENCIES,
     SERIES_PERCENTILES,
     SUMMARY_FILE,
@@ -48,7 +49,9 @@ FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
 EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s")
 """Embeddings: inputs and their (usage) tokens per second of the interval (last: files of older runs lack them)."""
-TIMESERIES_COLUMNS += FAILURE_COLUMNS + EMBEDDING_COLUMNS
+PHASE_COLUMNS = tuple(latency_key(m, p) for m in PHASE_LATENCIES for p in SERIES_PERCENTILES)
+"""The connection's phases in the interval (last: files of older runs lack them)."""
+TIMESERIES_COLUMNS += FAILURE_COLUMNS + EMBEDDING_COLUMNS + PHASE_COLUMNS
 
 
 def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
@@ -176,6 +179,13 @@ def prefix_reuse(window: WindowMetrics) -> dict[str, Any]:
     `expected_reuse` (0..1, None without blocks) is the share a prefix cache of unbounded capacity would hit."""
     blocks, seen = window.prefix_blocks, window.prefix_blocks_seen
     return {"blocks": blocks, "blocks_seen": seen, "expected_reuse": round(seen / blocks, 4) if blocks else None}
+
+
+def connections(window: WindowMetrics) -> dict[str, int]:
+    """The connections requests went on: `new` (opened for them: their connect and TLS handshake are in
+    `metrics.connect_ms` / `tls_handshake_ms`), `reused` (kept alive), and `retried_stale` (requests sent again on a
+    new connection because the kept-alive one was closed before any byte of the response)."""
+    return {"new": window.connections_new, "reused": window.connections_reused, "retried_stale": window.retried_stale}
 
 
 def token_warnings(tokens: dict[str, Any]) -> list[str]:
@@ -306,7 +316,7 @@ class TimeseriesWriter:
             "requests_per_s": per_s(window.requests_ok, self.interval_s),
             "output_tokens_per_s": per_s(window.output_tokens, self.interval_s),
         }
-        for metric in SERIES_LATENCIES:
+        for metric in SERIES_LATENCIES + PHASE_LATENCIES:
             stats = window.distribution(metric, scale=1000.0)
             row.update({latency_key(metric, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})

@@ -20,6 +20,7 @@ from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
     breakdowns,
+    connections,
     iso_time,
     metric_stats,
     prefix_reuse,
@@ -146,6 +147,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": tokens,
         "prefix_reuse": prefix_reuse(run.total),
+        "connections": connections(run.total),
         "timeseries": {"file": view.timeseries_file, "interval_s": s.interval_s, "rows": view.timeseries_rows},
         "client": _client(view),
         "server": view.server,

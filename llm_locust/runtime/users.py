@@ -24,7 +24,7 @@ from llm_locust.transport.client import embed, stream_completion
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, completion_path, family_headers, provider_headers
+from llm_locust.workload.providers import auth_headers, completion_path, provider_headers
 from llm_locust.workload.tokens import token_counter
 
 
@@ -64,7 +64,6 @@ class _StreamingUser(FastHttpUser):
             "Accept-Encoding": "identity",
             **auth_headers(settings.provider, settings.api_key),
             **provider_headers(settings.provider),
-            **family_headers(settings.server_family),
             **dict(settings.header),
         }
         self.path = completion_path(settings.provider, self.endpoint, settings.deployment, settings.api_version)

@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.metrics.vocabulary import LATENCY_LABELS, SERIES_LATENCIES, SERIES_PERCENTILES, latency_key
+from llm_locust.metrics.vocabulary import (
+    LATENCY_LABELS,
+    PHASE_LATENCIES,
+    SERIES_LATENCIES,
+    SERIES_PERCENTILES,
+    latency_key,
+)
 from llm_locust.results.files import is_embeddings
 
 LATENCY_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in SERIES_LATENCIES)
+PHASE_ROWS = tuple((metric, LATENCY_LABELS[metric]) for metric in PHASE_LATENCIES)  # in the "LLM" tab only
 TAB_COLUMNS = [
     {"key": "metric", "title": "LLM metric"},
     {"key": "window", "title": "Last complete window"},
@@ -48,7 +55,7 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
         latencies = [("e2e", "Latency")]
     else:
         rates = [("Output tokens/s", _num(window.get("output_tokens_per_s")), _num(run.get("output_tokens_per_s")))]
-        latencies = LATENCY_ROWS
+        latencies = LATENCY_ROWS + PHASE_ROWS
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
         *rates,

@@ -8,7 +8,7 @@ These methods are replaced, process-wide (geventhttpclient has no hook for them)
 - `_connect_socket` times the TCP connect (plain and TLS pools) and, for https, makes a `TLSConnection`
   (`tls_memory`: TLS decrypted in memory over the raw socket, so the pump reads it like plain TCP) instead of
   an `ssl.SSLSocket`;
-- `get_socket` notes which connection each request's greenlet took (`checked_out`: new or reused, its connect
+- `get_socket` notes which connection each request's greenlet took (`take_checked_out`: new or reused, its connect
   and handshake times) and gives a new one to a greenlet retrying a stale kept-alive connection (`fresh_only`).
 
 `install()` is called by the Locust wiring (`runtime.plugin.install`); importing this module changes nothing.
@@ -28,7 +28,7 @@ from gevent import getcurrent
 from gevent.monkey import get_original
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 
-from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS, SO_TIMESTAMPNS, StampedRecv, connect_rtt_s
 from llm_locust.transport.tls_memory import TLSConnection
 
 _select = get_original("select", "select")
@@ -88,23 +88,31 @@ def open_tunnel(pool: Any, sock: Any) -> None:
         raise ProxyError(f"proxy {pool._connection_host}:{pool._connection_port}: {e}") from None
 
 
-def timed_connect(_pool: Any, sock: StampedSocket, address: Any) -> StampedSocket:
-    """geventhttpclient's TCP connect (`ConnectionPool._connect_socket`), its time kept on `sock`."""
+def timed_connect(pool: Any, sock: StampedSocket, address: Any) -> StampedSocket:
+    """geventhttpclient's TCP connect (`ConnectionPool._connect_socket`), its time kept on `sock` (`connect`)."""
+    connect(pool, sock, address, False)
+    return sock
+
+
+def connect(pool: Any, sock: StampedSocket, address: Any, tunnel: bool) -> None:
+    """Connect `sock` to `address` (and open the CONNECT tunnel through the proxy `pool` speaks to, if `tunnel`);
+    `sock.connect_s` is how long it took: the kernel's TCP handshake round trip (`kernel_time.connect_rtt_s`), or to
+    the arrival of the proxy's answer to CONNECT — not the client's wait to be scheduled after them (the time
+    this greenlet took, where the kernel says neither)."""
     t_start = perf_counter()
     sock.connect(address)
-    sock.connect_s = perf_counter() - t_start
-    return sock
+    rtt_s = connect_rtt_s(sock)
+    if tunnel:
+        pool._setup_proxy(sock)
+        rtt_s = sock.t_arrival_s - t_start if sock.t_arrival_s > t_start else None
+    sock.connect_s = rtt_s if rtt_s is not None else perf_counter() - t_start
 
 
 def tls_connect(pool: Any, sock: StampedSocket, address: Any) -> TLSConnection:
     """`SSLConnectionPool._connect_socket`: the TCP connect, the proxy's CONNECT tunnel if any (both timed), then
     the TLS handshake with the pool's context and server name over the same raw socket — a `TLSConnection`
     instead of geventhttpclient's `SSLSocket`, with the same checks and the same `ssl` exceptions."""
-    t_start = perf_counter()
-    sock.connect(address)
-    if pool._use_proxy:
-        pool._setup_proxy(sock)
-    sock.connect_s = perf_counter() - t_start
+    connect(pool, sock, address, pool._use_proxy)
     server_hostname = pool.ssl_options.get("server_hostname", pool._request_host)
     return TLSConnection(sock, pool.ssl_context, server_hostname)
 
@@ -115,10 +123,11 @@ _fresh_only: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
 """The greenlets whose next request must go on a new connection (`fresh_connection`)."""
 
 
-def checked_out() -> Any:
-    """The connection (`StampedSocket` or `TLSConnection`) the current greenlet's last request took, None if
-    none. Its `requests` says whether it was new (1) or reused; `connect_s` (and `tls_handshake_s`) its set-up."""
-    return _checked_out.get(getcurrent())
+def take_checked_out() -> Any:
+    """The connection (`StampedSocket` or `TLSConnection`) the current greenlet's last request took, forgotten
+    here; None if none since the last call. Its `requests` says whether it was new (1) or reused, `connect_s` (and
+    `tls_handshake_s`) its set-up, `t_arrival_s` the arrival of its last read."""
+    return _checked_out.pop(getcurrent(), None)
 
 
 @contextmanager
@@ -132,7 +141,7 @@ def fresh_connection() -> Iterator[None]:
 
 
 def noted_socket(pool: Any) -> Any:
-    """`ConnectionPool.get_socket`, noting which connection the current greenlet took (`checked_out`); a new
+    """`ConnectionPool.get_socket`, noting which connection the current greenlet took (`take_checked_out`); a new
     one under `fresh_connection`."""
     current = getcurrent()
     if current in _fresh_only:
