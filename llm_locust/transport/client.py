@@ -35,6 +35,7 @@ from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
+from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
@@ -171,7 +172,8 @@ def send(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) 
         record.new_connection = connection.requests == 1
         if record.new_connection:
             record.connect_s = connection.connect_s
-            record.tls_handshake_s = getattr(connection, "tls_handshake_s", None)
+            # (not getattr: a closed gevent socket raises OSError for any attribute it lacks)
+            record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
         if streamed and resp.status_code:  # its head was read: the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
     return resp
