@@ -16,12 +16,17 @@ actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
 - RSS: peak resident memory of the largest client process, MB; RSS Δ: how much it grew over the
   measurement window (flat memory: about 0).
 
+`--scheme https` runs the same over HTTPS: the simulator serves TLS (`--tls-cert/--tls-key`) with a certificate of
+a throw-away CA made for the run (trustme), which the client trusts (`--ca-bundle`, and `SSL_CERT_FILE` for
+GuideLLM); `--scheme both` runs each level over http and then https, side by side in one table.
+
 A level is within the bound when ITL p99 err ≤ --itl-bound-ms and TTFT p99 err ≤ --ttft-bound-ms;
 after the first level out of bound the client's ramp stops (unless --no-stop). `--repeat N` runs
 each level N times and prints every run: tail errors depend on stalls of the machine, which vary.
 
     .venv/bin/python benchmarks/client_capacity.py --clients fast,openai-sdk,guidellm \
         --streams 50,100,200,400,600 --run-time-s 12
+    .venv/bin/python benchmarks/client_capacity.py --scheme both --streams 16,128,256 --no-stop
 
 GuideLLM runs from its own venv (default benchmarks/.venv-guidellm, see benchmarks/RESULTS.md);
 its row is skipped with a note when that venv is missing.
@@ -54,6 +59,7 @@ GUIDELLM = ROOT / "benchmarks" / ".venv-guidellm" / "bin" / "guidellm"
 COLUMNS = (
     ("client", "client", "{:>10}"),
     ("streams", "streams", "{:>7}"),
+    ("scheme", "scheme", "{:>6}"),
     ("events/s", "events_per_s", "{:>9.0f}"),
     ("CPU %", "cpu_pct", "{:>6.0f}"),
     ("µs/event", "cpu_us_per_event", "{:>8.1f}"),
@@ -184,6 +190,8 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
         "--ignore-eos", "--prompt-tokens", "16", "--client", client,
         "--results-dir", str(out), "--loglevel", "WARNING",
     ]  # fmt: skip
+    if args.pki is not None and sim.url.startswith("https://"):
+        command += ["--ca-bundle", str(args.pki / "ca.pem")]
     if args.processes > 1:
         port = str(free_port())
         command += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
@@ -243,16 +251,35 @@ def client_measures(client: str, out: Path) -> dict[str, Any]:
     }
 
 
-def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[int | None, int | None]) -> dict:
-    """One client at one concurrency level; returns the table row."""
-    sim_args = ("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--output-tokens", str(args.tokens))
+def make_pki(folder: Path) -> Path:
+    """A throw-away CA (`ca.pem`) and a certificate it issued for 127.0.0.1 (`sim.crt`, `sim.key`) in `folder`."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    leaf = ca.issue_cert("127.0.0.1")
+    (folder / "sim.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(folder / "sim.key"))
+    return folder
+
+
+def run_level(
+    client: str, streams: int, scheme: str, args: argparse.Namespace, cores: tuple[int | None, int | None]
+) -> dict:
+    """One client at one concurrency level over `scheme` (http, https); returns the table row."""
+    sim_args: tuple[str, ...] = ("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--output-tokens",
+                                 str(args.tokens))  # fmt: skip
+    env = None
+    if scheme == "https":
+        sim_args += ("--tls-cert", str(args.pki / "sim.crt"), "--tls-key", str(args.pki / "sim.key"))
+        env = {**os.environ, "SSL_CERT_FILE": str(args.pki / "ca.pem")}  # GuideLLM's httpx trusts the CA so
     with tempfile.TemporaryDirectory() as tmp, run_sim(*sim_args) as sim:
         out = Path(tmp)
         if cores[0] is not None:
             os.sched_setaffinity(sim.pid, {cores[0]})
         command = client_command(client, streams, sim, args, out)
         proc = subprocess.Popen(
-            command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
+            command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
         )
         samples, rss = sample_cpu(proc, args.run_time_s + 120)
         stderr = proc.stderr.read() if proc.stderr else b""
@@ -281,6 +308,7 @@ def run_level(client: str, streams: int, args: argparse.Namespace, cores: tuple[
     return {
         "client": client,
         "streams": streams,
+        "scheme": scheme,
         "processes": 1 if client == "guidellm" else args.processes,
         "events_per_s": events_per_s,
         "cpu_pct": 100 * cpu_s / (t1 - t0),
@@ -317,6 +345,26 @@ def header() -> str:
     return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS)
 
 
+def ramp(client: str, schemes: tuple[str, ...], args: argparse.Namespace, cores: tuple[int | None, int | None]) -> list:
+    """Run `client` at each level of --streams, over each of `schemes` in turn, printing each row; a scheme's ramp
+    stops after a level where no run was within the bound (unless --no-stop)."""
+    rows, going = [], list(schemes)
+    for streams in (int(s) for s in args.streams.split(",")):
+        for scheme in list(going):
+            try:
+                level = [run_level(client, streams, scheme, args, cores) for _ in range(max(1, args.repeat))]
+            except LevelFailed as e:
+                print(e, flush=True)
+                going.remove(scheme)
+                continue
+            rows.extend(level)
+            for row in level:
+                print(format_row(row), flush=True)
+            if not any(row["in_bound"] for row in level) and not args.no_stop:
+                going.remove(scheme)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the table (and write --json); return the exit code."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -344,7 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guidellm", type=Path, default=GUIDELLM, help="the guidellm executable")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the simulator and the client to cores")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--scheme", choices=("http", "https", "both"), default="http",
+        help="http, https (the simulator over TLS, a throw-away CA trusted), or both side by side at each level",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    schemes = ("http", "https") if args.scheme == "both" else (args.scheme,)
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = sorted(set(clients) - set(CLIENTS))
     if unknown:
@@ -358,21 +411,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{load:.2f}")  # fmt: skip
     print(header(), flush=True)
     rows = []
-    for client in clients:
-        if client == "guidellm" and not args.guidellm.exists():
-            print(f"{client:>10} skipped: {args.guidellm} not found (see benchmarks/RESULTS.md to install it)")
-            continue
-        for streams in (int(s) for s in args.streams.split(",")):
-            try:
-                level = [run_level(client, streams, args, cores) for _ in range(max(1, args.repeat))]
-            except LevelFailed as e:
-                print(e, flush=True)
-                break
-            rows.extend(level)
-            for row in level:
-                print(format_row(row), flush=True)
-            if not any(row["in_bound"] for row in level) and not args.no_stop:
-                break
+    with tempfile.TemporaryDirectory() as pki:
+        args.pki = make_pki(Path(pki)) if "https" in schemes else None
+        for client in clients:
+            if client == "guidellm" and not args.guidellm.exists():
+                print(f"{client:>10} skipped: {args.guidellm} not found (see benchmarks/RESULTS.md to install it)")
+                continue
+            rows += ramp(client, schemes, args, cores)
     if any(not r["itl_per_gap"] for r in rows):
         print("* GuideLLM: per-request mean gap ((last − first token) / (N − 1)), it keeps no per-gap ITL")
     if args.json:

@@ -138,7 +138,7 @@ print(",".join(changed), "|", ",".join(installed), "|", ",".join(again))
 """
     changed, installed, again = (part.strip() for part in _run_python(code).split("|"))
     assert changed == "", f"importing llm_locust changed ConnectionPool.{changed}"
-    assert installed == "_create_tcp_socket,_is_socket_alive,_setup_proxy"
+    assert installed == "_connect_socket,_create_tcp_socket,_is_socket_alive,_setup_proxy,get_socket"
     assert again == "", "a second install() changed ConnectionPool again"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 
 import gevent
@@ -14,7 +15,7 @@ from gevent.monkey import get_original
 from gevent.server import StreamServer
 from test_timeouts import HEADERS, chunk, read_request, serve
 
-from llm_locust.transport import byte_arrival
+from llm_locust.transport import byte_arrival, pump
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 from llm_locust.transport.patches import pooled_socket_alive
 
@@ -193,3 +194,158 @@ def server_context(ca: trustme.CA) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
     return context
+
+
+# -- TLS read by the pump: the raw socket's kernel receive times, decrypted in memory ----------------------------------
+class ServerTLS:
+    """The server's side of a TLS connection over a raw socket, decrypted in memory, so that a test can cut or
+    spoil its records on the wire."""
+
+    def __init__(self, sock, context: ssl.SSLContext) -> None:
+        self.sock, self.incoming, self.outgoing = sock, ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                self.incoming.write(self.sock.recv(65536) or b"")
+        self.sock.sendall(self.outgoing.read())
+
+    def recv(self, size: int) -> bytes:
+        while True:
+            try:
+                return self.tls.read(size)
+            except ssl.SSLWantReadError:
+                data = self.sock.recv(65536)
+                if not data:
+                    return b""
+                self.incoming.write(data)
+            except ssl.SSLError:  # the client closed
+                return b""
+
+    def records(self, data: bytes) -> bytes:
+        """`data` as TLS records, not sent."""
+        self.tls.write(data)
+        return self.outgoing.read()
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(self.records(data))
+
+    def close_notify(self) -> None:
+        with contextlib.suppress(ssl.SSLWantReadError):
+            self.tls.unwrap()
+        self.sock.sendall(self.outgoing.read())
+
+
+def tls_handler(ending):
+    """A StreamServer handler: TLS in memory, one request's head and two tokens, then `ending(tls)`."""
+
+    def handle(sock, _address):
+        tls = ServerTLS(sock, TLS_CONTEXT[0])
+        if read_request(tls):
+            tls.sendall(HEADERS + chunk(EVENTS[0]) + chunk(EVENTS[1]))
+            ending(tls)
+            gevent.sleep(0.05)
+        sock.close()
+
+    return handle
+
+
+def cut(tls: ServerTLS) -> None:
+    """The connection closes (no close_notify) after whole records."""
+
+
+def truncated(tls: ServerTLS) -> None:
+    """The next record only in part, then the connection closes."""
+    tls.sock.sendall(tls.records(chunk(EVENTS[2]))[:-5])
+
+
+def bad_record(tls: ServerTLS) -> None:
+    """A record whose authentication tag is spoilt: the client's TLS rejects it."""
+    wire = bytearray(tls.records(chunk(EVENTS[2])))
+    wire[-1] ^= 0xFF
+    tls.sock.sendall(bytes(wire))
+
+
+def close_notify(tls: ServerTLS) -> None:
+    tls.close_notify()
+
+
+def tls_token_then_busy(sock, _address):
+    """`token_then_busy` over TLS (its reads by the pump: true gaps 0.25 s, then ~0)."""
+    tls = ServerTLS(sock, TLS_CONTEXT[0])
+    while read_request(tls):
+        tls.sendall(HEADERS)
+        gevent.sleep(0.05)
+        tls.sendall(chunk(EVENTS[0]))
+        blocking_sleep(0.2)
+        gevent.sleep(0.05)
+        tls.sendall(b"".join(chunk(e) for e in [*EVENTS[1:], DONE]) + b"0\r\n\r\n")
+
+
+def tls_close_delimited(sock, _address):
+    """`close_delimited` over TLS, the body ended by close_notify."""
+    tls = ServerTLS(sock, TLS_CONTEXT[0])
+    read_request(tls)
+    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+    for event in [*EVENTS, DONE]:
+        tls.sendall(event)
+        gevent.sleep(0.002)
+    tls.close_notify()
+    gevent.sleep(0.05)
+    sock.close()
+
+
+TLS_CONTEXT: list[ssl.SSLContext] = []  # the server's context of the running test (`run_tls_against`)
+
+
+def run_tls_against(handler, tmp_path):
+    """`run_against` over TLS (a throw-away CA trusted with --ca-bundle); also how many reads the pump did."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    TLS_CONTEXT[:] = [server_context(ca)]
+    server = serve(handler)
+    the_pump = pump.pump()
+    reads_before = the_pump.reads
+    try:
+        opts = options("--host", f"https://127.0.0.1:{server.server_port}", "--model", "m",
+                       "--ca-bundle", str(tmp_path / "ca.pem"), "--results-dir", str(tmp_path / "r"))  # fmt: skip
+        env = run_local(opts, users=1, seconds=1.0)
+    finally:
+        server.stop(timeout=0)
+    return env, read_summary(tmp_path / "r"), the_pump.reads - reads_before
+
+
+@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
+def test_https_token_read_late_by_the_pump_has_its_kernel_receive_time(tmp_path):
+    """Over TLS as over plain TCP: the first gap is 0.25 s (when the records arrived), not 0.05 s (when read)."""
+    _env, summary, reads = run_tls_against(tls_token_then_busy, tmp_path)
+    ok = summary["throughput"]["requests_ok"]
+    assert summary["failures"] == {} and ok >= 2
+    assert summary["metrics"]["itl_ms"]["max"] >= 240
+    assert summary["metrics"]["ttft_ms"]["max"] < 100
+    assert reads >= 2 * ok  # the pump read the streams
+
+
+def test_https_close_delimited_body_ends_at_close_notify(tmp_path):
+    _env, summary, _reads = run_tls_against(tls_close_delimited, tmp_path)
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 3
+    assert summary["metrics"]["output_tokens"]["max"] == 5
+
+
+@pytest.mark.parametrize(
+    ("ending", "message"),
+    [
+        (cut, "HTTPConnectionClosed: the connection closed without TLS close_notify before the end of the response"),
+        (truncated, "HTTPConnectionClosed: the connection closed without TLS close_notify before the end of the"),
+        (close_notify, "HTTPConnectionClosed: the server ended TLS (close_notify) before the end of the response"),
+        (bad_record, "SSLError: [SSL: "),
+    ],
+)  # fmt: skip
+def test_https_stream_ended_mid_response_is_a_transport_failure_with_its_reason(tmp_path, ending, message):
+    env, summary, _reads = run_tls_against(tls_handler(ending), tmp_path)
+    assert summary["throughput"]["requests_ok"] == 0 and summary["failures"].get("transport", 0) >= 2, summary
+    errors = {str(e.error) for e in env.stats.errors.values()}
+    assert errors and all(error.startswith(f"transport: {message}") for error in errors), errors

@@ -20,7 +20,6 @@ from llm_locust.workload.prompts import VOCABULARY, PromptMaker
 from llm_locust.workload.providers import (
     check_length_control,
     completion_path,
-    family_headers,
     length_fields,
     parse_header,
 )
@@ -227,6 +226,3 @@ def test_paths_and_header_parsing():
     with pytest.raises(ConfigError) as e:
         parse_header("no colon secret")
     assert "secret" not in str(e.value)
-    # llama.cpp closes the connection after each stream: no reuse (tests/engine_tier runs it for real)
-    assert family_headers("llamacpp") == {"Connection": "close"}
-    assert family_headers("vllm") == family_headers("sglang") == {}

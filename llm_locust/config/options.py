@@ -171,8 +171,7 @@ def add_provider_arguments(group: Any) -> None:
         default="",
         choices=("", *FAMILIES),
         metavar="{" + ",".join(FAMILIES) + "}",
-        help="Server software: which fields --ignore-eos sends, llamacpp: a connection per request "
-        "(default: vllm; openai for hosted providers)",
+        help="Server software: which fields --ignore-eos sends (default: vllm; openai for hosted providers)",
     )
     group.add_argument(
         "--header",

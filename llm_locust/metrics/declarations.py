@@ -95,12 +95,19 @@ LATENCIES: tuple[LatencyMetric, ...] = (
                   outcomes=frozenset({Outcome.FAILED})),
     LatencyMetric("e2e_cancelled", "E2E of cancelled requests", read_s=attrgetter("e2e_s"),
                   outcomes=frozenset({Outcome.CANCELLED})),
+    LatencyMetric("connect", "TCP connect", read_s=attrgetter("connect_s"), outcomes=ALL_OUTCOMES, series=True),
+    LatencyMetric("tls_handshake", "TLS handshake", read_s=attrgetter("tls_handshake_s"), outcomes=ALL_OUTCOMES,
+                  series=True),
+    LatencyMetric("ttfb", "time to response headers", read_s=attrgetter("ttfb_s"), outcomes=ALL_OUTCOMES,
+                  series=True),
 )  # fmt: skip
 """Every latency, in the order of summary.json, the tables and the time series: TTFT (time to first token: of
 successful and cancelled requests), TTFO (first non-reasoning output), TPOT (time per output token), ITL (every gap
 between token events, pooled), E2E (to the last token) — of successful requests —, the client queue delay (open
 loop: how late each request was sent, whatever its outcome), the TTFT of failed requests that got a first token
-(kept apart so that it never mixes into the successes'), and the E2E of cancelled requests (to their last token).
+(kept apart so that it never mixes into the successes'), the E2E of cancelled requests (to their last token), and the
+phases of each request's connection, whatever its outcome: a new connection's TCP connect and TLS handshake (none on a
+reused one), and the time to the response headers (TTFB).
 Definitions: `record.RequestRecord` and docs/metrics.md."""
 
 

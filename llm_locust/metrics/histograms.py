@@ -129,6 +129,9 @@ class Counts:
     output_max_abs_diff: int = field(default=0, metadata=_MAX)  # largest |client - server|
     prefix_blocks: int = 0  # shared prompt blocks sent, every request (failed too): see RequestRecord
     prefix_blocks_seen: int = 0  # ... of which seen before: expected reuse = prefix_blocks_seen / prefix_blocks
+    connections_new: int = 0  # requests sent on a connection opened for them
+    connections_reused: int = 0  # ... on a kept-alive connection
+    retried_stale: int = 0  # requests sent again on a new connection: the kept-alive one was closed before any byte
 
     @property
     def requests_failed(self) -> int:
@@ -203,6 +206,12 @@ class WindowMetrics(Counts):
         outcome (`LatencyMetric.outcomes`) that it has."""
         self.prefix_blocks += record.prefix_blocks
         self.prefix_blocks_seen += record.prefix_blocks_seen
+        if record.new_connection is not None:  # the connection it went on, failed or not (its phases: declared)
+            if record.new_connection:
+                self.connections_new += 1
+            else:
+                self.connections_reused += 1
+        self.retried_stale += record.retried_stale
         if record.cancelled:
             self.requests_cancelled += 1
             self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))

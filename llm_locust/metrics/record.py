@@ -12,6 +12,10 @@ the moment never happened (e.g. no token arrived).
 - ITL   = every gap between consecutive token-bearing events (vLLM's ITL), in `itl_us`.
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
+- connection phases: `connect_s`, `tls_handshake_s` (a new connection's TCP connect and TLS handshake; None on a
+  reused one) and TTFB = t_headers - t_send (the response headers). t_send is taken before the connection is
+  checked out, so a new connection's connect and handshake are inside TTFB and TTFT (as in vLLM's bench and
+  GuideLLM); these show the parts.
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
@@ -86,6 +90,12 @@ class RequestRecord:
     error_kind: ErrorKind | None = None
     error_message: str = ""
     cancelled: bool = False  # the client closed the stream early on purpose (--cancel-rate): neither ok nor failed
+    # its connection: None before one was taken from the pool (e.g. the connect failed); True: opened for it
+    new_connection: bool | None = None
+    connect_s: float | None = None  # a new connection's TCP connect (and proxy tunnel), seconds
+    tls_handshake_s: float | None = None  # a new https connection's TLS handshake, seconds
+    t_headers: float | None = None  # arrival (kernel receive time) of the read that completed the response head
+    retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
 
@@ -117,6 +127,13 @@ class RequestRecord:
         if self.usage_completion_tokens is not None:
             return TokenSource.USAGE
         return TokenSource.EVENTS if self.local_output_tokens is None else TokenSource.TOKENIZER
+
+    @property
+    def ttfb_s(self) -> float | None:
+        """Time to the response headers ("first byte"), seconds: `t_headers` − `t_send`. Like TTFT it includes a new
+        connection's connect and handshake (`connect_s`, `tls_handshake_s`): `t_send` is taken before the
+        connection is checked out."""
+        return None if self.t_headers is None else self.t_headers - self.t_send
 
     @property
     def ttft_s(self) -> float | None:

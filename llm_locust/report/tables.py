@@ -20,8 +20,9 @@ RATE_MODELS = ("rate", "rate_sweep", "rate_search")
 
 
 def row_latencies() -> tuple[str, ...]:
-    """The latencies of the step rows: each one --slo may name (`slo`) or the tables show (`table_stats`)."""
-    return names([m for m in latencies() if m.slo or m.table_stats])
+    """The latencies of the step rows: each one --slo may name (`slo`), the tables show (`table_stats`) or the
+    latency-vs-load charts draw (`series`)."""
+    return names([m for m in latencies() if m.slo or m.table_stats or m.series])
 
 
 def latency_table_columns() -> dict[str, str]:

@@ -187,6 +187,13 @@ def prefix_reuse(window: WindowMetrics) -> dict[str, Any]:
     return {"blocks": blocks, "blocks_seen": seen, "expected_reuse": round(seen / blocks, 4) if blocks else None}
 
 
+def connections(window: WindowMetrics) -> dict[str, int]:
+    """The connections requests went on: `new` (opened for them: their connect and TLS handshake are in
+    `metrics.connect_ms` / `tls_handshake_ms`), `reused` (kept alive), and `retried_stale` (requests sent again on a
+    new connection because the kept-alive one was closed before any byte of the response)."""
+    return {"new": window.connections_new, "reused": window.connections_reused, "retried_stale": window.retried_stale}
+
+
 def token_warnings(tokens: dict[str, Any]) -> list[str]:
     """The lines a `token_accounting` result adds to the summary's warnings: ITL per event, and a local
     tokenizer's count that disagrees with the server's usage."""

@@ -22,6 +22,7 @@ from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results.files import (
     breakdowns,
+    connections,
     iso_time,
     metric_stats,
     prefix_reuse,
@@ -157,6 +158,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": tokens,
         "prefix_reuse": prefix_reuse(run.total),
+        "connections": connections(run.total),
         "timeseries": {
             "file": view.timeseries_file,
             "interval_s": view.output.interval_s,

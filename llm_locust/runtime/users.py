@@ -26,7 +26,7 @@ from llm_locust.transport.client import post_json, stream_completion
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, completion_path, family_headers, provider_headers
+from llm_locust.workload.providers import auth_headers, completion_path, provider_headers
 from llm_locust.workload.tokens import token_counter
 
 
@@ -67,7 +67,6 @@ class ApiUser(FastHttpUser):
             "Accept-Encoding": "identity",
             **auth_headers(settings.endpoint.provider, settings.endpoint.api_key),
             **provider_headers(settings.endpoint.provider),
-            **family_headers(settings.endpoint.server_family),
             **dict(settings.endpoint.header),
         }
         self.api = api(self.endpoint)

@@ -121,6 +121,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--tls-cert", default=d.tls_cert, help="serve HTTPS with this PEM certificate (chain)")
     parser.add_argument("--tls-key", default=d.tls_key, help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--accept-delay-ms",
+        type=float,
+        default=d.accept_delay_ms,
+        help="each new connection waits this long before it is read (its TLS handshake, its first request), ms",
+    )
     add_fault_arguments(parser)
     parser.add_argument(
         "--ready-file",
@@ -202,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
     if config.prefix_cache_blocks < 0:
         print(f"llm-locust sim: error: --prefix-cache-blocks must be >= 0, got {config.prefix_cache_blocks}",
               file=sys.stderr)  # fmt: skip
+        return 2
+    if config.accept_delay_ms < 0:
+        print(f"llm-locust sim: error: --accept-delay-ms must be >= 0, got {config.accept_delay_ms}", file=sys.stderr)
         return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)

@@ -47,6 +47,9 @@ class SimConfig:
     tls_cert: str = ""
     """PEM certificate (chain) to serve HTTPS with, together with `tls_key`; empty: plain HTTP."""
     tls_key: str = ""
+    accept_delay_ms: float = 0.0
+    """How long each new connection waits after the accept before it is read (its TLS handshake, its first request):
+    a known set-up delay that the client's connection phases must show; 0: none."""
     faults: tuple[tuple[str, float], ...] = ()
     """(kind, probability) pairs, see `llm_locust.sim.faults`."""
     fault_seed: int = 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+from asyncio.sslproto import SSLProtocol
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
@@ -71,6 +73,32 @@ def listener(host: str, port: int) -> StampedListener:
     sock.listen(4096)
     sock.setblocking(False)
     return sock
+
+
+class DelayedStart(asyncio.Protocol):
+    """A new connection left unread for `delay_s` after its accept (`--accept-delay-ms`), then served by the protocol
+    `connection()` makes — over TLS with `tls`, whose handshake starts only then (the ClientHello waits, as the
+    first request of a plain connection does)."""
+
+    def __init__(self, connection: Callable[[], asyncio.Protocol], delay_s: float, tls: ssl.SSLContext | None) -> None:
+        self._connection, self._delay_s, self._tls = connection, delay_s, tls
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.pause_reading()  # type: ignore[attr-defined]
+        asyncio.get_running_loop().call_later(self._delay_s, self._start, transport)
+
+    def _start(self, transport: Any) -> None:
+        if transport.is_closing():  # the client went away meanwhile
+            return
+        protocol = self._connection()
+        if self._tls is not None:  # TLS over the transport, as create_server(ssl=...) sets it up (sslproto)
+            protocol = SSLProtocol(asyncio.get_running_loop(), protocol, self._tls, None, server_side=True)
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:  # reading is paused until the start: nothing comes here
+        pass
 
 
 class SimConnection(asyncio.Protocol):

@@ -23,7 +23,7 @@ from llm_locust.sim import exporters, faults, http
 from llm_locust.sim.apis import BY_ENDPOINT, BY_PATH, parse_completion
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body
 from llm_locust.sim.config import SimConfig
-from llm_locust.sim.connection import SimConnection, listener
+from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
@@ -247,12 +247,14 @@ async def serve(
     socket is bound."""
     loop = asyncio.get_running_loop()
     app = SimApp(config, build_driver(config, Timeline(loop)))
+    factory: Callable[[], asyncio.Protocol] = lambda: SimConnection(app)  # noqa: E731
+    if config.accept_delay_ms > 0:  # the TLS handshake too starts after the delay: done by DelayedStart
+        factory = partial(DelayedStart, factory, config.accept_delay_ms / 1e3, tls)
+        tls = None
     if KERNEL_TIMESTAMPS:
-        server = await loop.create_server(lambda: SimConnection(app), sock=listener(config.host, config.port), ssl=tls)
+        server = await loop.create_server(factory, sock=listener(config.host, config.port), ssl=tls)
     else:
-        server = await loop.create_server(
-            lambda: SimConnection(app), config.host, config.port, reuse_address=True, backlog=4096, ssl=tls
-        )
+        server = await loop.create_server(factory, config.host, config.port, reuse_address=True, backlog=4096, ssl=tls)
     try:
         on_listening(server.sockets[0].getsockname()[1])
         await stop.wait()

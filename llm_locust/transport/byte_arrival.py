@@ -4,11 +4,13 @@ The one place that touches the connection under Locust's FastHttp response (geve
 `HTTPSocketPoolResponse`: its socket, its HTTP parser `feed`, its body buffer). Everything
 above it sees `(bytes, t)` pairs, `t` in `time.perf_counter()` seconds.
 
-Arrival time: on Linux over plain TCP, the kernel's receive time of the last TCP segment in
-the read (`SO_TIMESTAMPNS`), so a busy client — many streams whose events arrive in the same
-instant, processed one after the other — does not delay the timestamps of the later ones.
-Over TLS, or where the option is missing, the time the read returned. Each read takes all
-that is there (never waiting to fill a buffer: Locust's `iter_content` waits for 1 KiB).
+Used where the pump cannot read (not Linux): the request's own greenlet reads its body. On Linux the
+pump (`transport.pump`) reads every body, plain TCP and TLS alike, with the kernel's receive times.
+
+Arrival time: where the kernel gives it (`SO_TIMESTAMPNS`, on a plain socket), the receive time of the
+last TCP segment in the read, so a busy client does not delay the timestamps; otherwise — and for a
+TLS connection (`tls_memory.TLSConnection`, read with `recv`) — the time the read returned. Each read
+takes all that is there (never waiting to fill a buffer: Locust's `iter_content` waits for 1 KiB).
 """
 
 from __future__ import annotations

@@ -14,25 +14,28 @@ context under `RECORD_KEY` — the plugin's request listener takes it from there
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from functools import partial
 from ssl import SSLCertVerificationError
 from time import perf_counter
 from typing import Any
 
 import orjson
+from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.apis import api
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
-from llm_locust.transport import pump
+from llm_locust.transport import patches, pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
-from llm_locust.transport.patches import ProxyError
 from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import rejected_line
+from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
@@ -83,8 +86,9 @@ def stream_completion(
     if cancel is not None:
         cancel.start()
     try:
-        with session.post(url, data=body, headers=headers, stream=True, catch_response=True, name=path,
-                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
+        post = partial(session.post, url, data=body, headers=headers, stream=True, catch_response=True, name=path,
+                       **({"auth": auth} if auth else {}))  # fmt: skip
+        with send(record, post) as resp:
             record.status_code = resp.status_code or 0
             if _check_response(resp, record):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
@@ -134,8 +138,9 @@ def post_json(
         url, auth, record.groups = replica.url + path, replica.auth, replica.groups
     watch = watchdog.start(record, first_token=False)
     try:
-        with session.post(url, data=body, headers=headers, catch_response=True, name=path,
-                          **({"auth": auth} if auth else {})) as resp:  # fmt: skip
+        post = partial(session.post, url, data=body, headers=headers, catch_response=True, name=path,
+                       **({"auth": auth} if auth else {}))  # fmt: skip
+        with send(record, post, streamed=False) as resp:
             t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
             record.status_code = resp.status_code or 0
             if _check_status(resp, record):
@@ -148,6 +153,42 @@ def post_json(
     finally:
         watchdog.end(watch)
     return record
+
+
+def send(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) -> Any:
+    """Send the request: `post()` (through Locust's session, `catch_response`: its response context, reported when
+    the caller's `with` ends). Sent once more, on a new connection, when it went on a reused connection that the
+    server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
+    never once a byte of the response arrived); the first attempt is not reported, its time stays in the request's
+    (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
+    handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`."""
+    patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
+    resp = post()
+    connection = patches.take_checked_out()
+    if connection is not None and connection.requests > 1 and _closed_before_response(resp):
+        record.retried_stale = True
+        with patches.fresh_connection():
+            resp = post()
+        connection = patches.take_checked_out()
+    if connection is not None:
+        record.new_connection = connection.requests == 1
+        if record.new_connection:
+            record.connect_s = connection.connect_s
+            # (not getattr: a closed gevent socket raises OSError for any attribute it lacks)
+            record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
+        if streamed and resp.status_code:  # its head was read: the connection's last read completed it
+            record.t_headers = connection.t_arrival_s or None
+    return resp
+
+
+def _closed_before_response(resp: Any) -> bool:
+    """True when `resp` (Locust's response) is the failure of a connection closed before any byte of a response:
+    geventhttpclient's `HTTPConnectionClosed` from the head's first read (reset or end of input there)."""
+    error = getattr(resp, "error", None)
+    if error is None or resp.status_code:
+        return False
+    original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
+    return isinstance(original if isinstance(original, BaseException) else error, HTTPConnectionClosed)
 
 
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
@@ -209,8 +250,8 @@ def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText
     """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
     body also goes to `kept` unless it is None.
 
-    Plain TCP on Linux: the process's `StreamPump` reads the body (one greenlet for every
-    stream); otherwise (TLS) this greenlet reads it with `byte_arrival.body_chunks`. Raises
+    On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
+    and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
     events = EventStream(record, api(record.endpoint).parser)
@@ -272,7 +313,7 @@ def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, 
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
         return ErrorKind.TIMEOUT, str(error)
-    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError | ProxyError):
+    if isinstance(error, ConnectionRefusedError | socket.gaierror | TimeoutError | patches.ProxyError):
         return ErrorKind.CONNECT, text  # a socket timeout can only be the connect timeout (reads have none)
     return ErrorKind.TRANSPORT, text
 

@@ -36,6 +36,24 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float
     return now
 
 
+_TCP_INFO_RTT = struct.Struct("@I")  # struct tcp_info's tcpi_rtt (µs): 8 bytes of u8 fields, then 15 u32 before it
+_TCP_INFO_RTT_OFFSET = 68
+
+
+def connect_rtt_s(sock: Any) -> float | None:
+    """The kernel's round-trip time of the TCP handshake of `sock`, just connected (SYN to SYN-ACK: `tcpi_rtt`, whose
+    first sample it is), seconds; None where the kernel does not say (not Linux)."""
+    if not KERNEL_TIMESTAMPS:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except (OSError, AttributeError):
+        return None
+    if len(info) < _TCP_INFO_RTT_OFFSET + _TCP_INFO_RTT.size:
+        return None
+    return _TCP_INFO_RTT.unpack_from(info, _TCP_INFO_RTT_OFFSET)[0] * 1e-6
+
+
 class StampedRecv:
     """Mixin for a socket class (stdlib or gevent): its `recv` and `recv_into` also keep the
     kernel's receive time of what they read, `t_arrival_s` (perf_counter s; the time of the call

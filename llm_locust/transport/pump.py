@@ -18,7 +18,13 @@ the queue a few reads at a time, looking for ready sockets again in between: a s
 at most a few parses, not for a whole round of parsing, and the timing stays exact until the
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
-Only for plain-TCP sockets on Linux (`available`); TLS connections keep `byte_arrival.body_chunks`.
+TLS connections alike (`tls_memory.TLSConnection`): the pump reads their raw TCP socket the same way, and
+decrypts each read in memory when it parses it — each decrypted piece keeps the kernel time of the read it
+came from (a record split over two reads: the time of the second). A read that completes no record hands
+nothing on; a close_notify, a TCP close without one, a TLS alert end the stream as the end of input (the HTTP
+parser decides whether the response was complete; if not, the request fails with the reason). Plain streams
+take no extra step per read: each stream's `parse` is chosen once. Linux only (`available`); elsewhere
+`byte_arrival.body_chunks` reads the body from the request's greenlet.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from llm_locust.transport.byte_arrival import READ_BYTES
 from llm_locust.transport.chunked import ChunkedBody
 from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
 from llm_locust.transport.timeouts import Watch
+from llm_locust.transport.tls_memory import TLSConnection
 
 BodyCallback = Callable[[bytes | bytearray, float], bool]
 """Called with each piece of body bytes (from the parser: a bytearray of its own) and its arrival
@@ -68,22 +75,29 @@ def available(raw: Any) -> bool:
         KERNEL_TIMESTAMPS
         and _epoll is not None
         and sock is not None
-        and not hasattr(sock, "getpeercert")
-        and hasattr(sock, "_sock")
+        and (isinstance(sock, TLSConnection) or (hasattr(sock, "_sock") and not hasattr(sock, "getpeercert")))
     )
 
 
 class _Stream:
     """One response being read by the pump."""
 
-    __slots__ = ("chunks", "done", "error", "fd", "on_body", "raw", "reading", "recvmsg_into", "t", "waiter", "watch")
+    __slots__ = (
+        "chunks", "closed", "done", "error", "fd", "on_body", "parse", "raw", "reading", "recvmsg_into", "t", "tls",
+        "waiter", "watch",
+    )  # fmt: skip
 
-    def __init__(self, raw: Any, on_body: BodyCallback, watch: Watch) -> None:
+    def __init__(self, raw: Any, on_body: BodyCallback, watch: Watch, parse: Callable[..., None]) -> None:
         self.raw = raw
         self.on_body = on_body
         self.watch = watch
-        self.recvmsg_into = raw._sock._sock.recvmsg_into  # the non-blocking socket under gevent's
-        self.fd = raw._sock.fileno()
+        self.parse = parse  # the pump's parse of one read of this stream (decrypting first for TLS)
+        sock = raw._sock
+        self.tls: TLSConnection | None = sock if isinstance(sock, TLSConnection) else None
+        tcp = sock.raw if self.tls is not None else sock
+        self.recvmsg_into = tcp._sock.recvmsg_into  # the non-blocking socket under gevent's
+        self.fd = tcp.fileno()
+        self.closed = "connection closed before the end of the response"  # the end of input, if premature
         self.done = False  # on_body needs no more bytes
         self.error: BaseException | None = None
         self.waiter = Waiter()
@@ -129,13 +143,17 @@ class StreamPump:
         server closed first), an exception of `on_body`; and what is thrown into the waiting
         greenlet (the watchdog's `RequestTimeout`, a stopping user's `GreenletExit`).
         """
-        stream = _Stream(raw, on_body, watch)  # its socket keeps kernel receive times (patches.StampedSocket)
+        tls = isinstance(raw._sock, TLSConnection)
+        # its socket keeps kernel receive times (patches.StampedSocket)
+        stream = _Stream(raw, on_body, watch, self._parse_tls if tls else self._parse)
         stream.done = done
         self._epoll.register(stream.fd, _EPOLLIN)
         self._streams[stream.fd] = stream
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._run)
         try:
+            if stream.tls is not None:  # plaintext decrypted, or records read, with the head: parsed here and now
+                self._parse_tls(stream, None, stream.tls.t_arrival_s or perf_counter(), None)
             stream.waiter.get()
         finally:
             self._forget(stream)
@@ -160,7 +178,8 @@ class StreamPump:
                 turn_end_s = perf_counter() + _TURN_S
                 while backlog and perf_counter() < turn_end_s:
                     for _ in range(min(_PARSE_SLICE, len(backlog))):
-                        self._parse(*backlog.popleft())
+                        entry = backlog.popleft()
+                        entry[0].parse(*entry)
                     self._read_ready()
                 if backlog:  # a long turn: let the other greenlets run, then go on
                     gevent.sleep(_YIELD_S)
@@ -225,7 +244,27 @@ class StreamPump:
         if raw.message_complete:  # the parser has handed the socket back to the pool
             self._end(stream, None)
         elif end_of_input:
-            self._end(stream, HTTPConnectionClosed("connection closed before the end of the response"))
+            self._end(stream, HTTPConnectionClosed(stream.closed))
+
+    def _parse_tls(self, stream: _Stream, data: bytes | None, t: float, error: BaseException | None) -> None:
+        """`_parse` for a TLS stream: `data` is ciphertext (None: what was read before, with the head), decrypted
+        first; its plaintext is parsed as arrived at `t`, then the end of the TLS stream if it came."""
+        tls = stream.tls
+        if error is not None or tls is None or self._streams.get(stream.fd) is not stream:
+            self._parse(stream, b"", t, error)
+            return
+        try:
+            plain, end = tls.take_plaintext() if data is None else tls.decrypt(data)
+        except OSError as e:  # ssl.SSLError: a TLS alert, a bad record
+            self._stop_reading(stream)
+            self._parse(stream, b"", t, e)
+            return
+        if plain:
+            self._parse(stream, plain, t, None)
+        if end is not None:
+            self._stop_reading(stream)
+            stream.closed = end
+            self._parse(stream, b"", t, None)
 
     def _end(self, stream: _Stream, error: BaseException | None) -> None:
         """Stop reading `stream`; wake its request's greenlet (raising `error` there, if any)."""

@@ -16,9 +16,10 @@ vLLM and SGLang read `ignore_eos` and `min_tokens`; llama.cpp's server reads `ig
 `n_predict`; TGI's and OpenAI's chat APIs have no such field (nothing can force the length).
 OpenAI's reasoning models reject `max_tokens` on chat: the `openai` family sends
 `max_completion_tokens` instead. llama.cpp's server closes the connection after every streamed
-response although its headers offer keep-alive, so a client that reuses the connection races
-with that close (the next request, sent before the close arrives, fails with no response): the
-`llamacpp` family asks for `Connection: close`, and every request opens its own connection.
+response although its headers offer keep-alive: the fast client sends a request that met such a
+stale connection (closed before any byte of the response) once more on a new connection
+(`transport.client.send`, counted as `connections.retried_stale`), so no family needs
+`Connection: close`.
 """
 
 from __future__ import annotations
@@ -94,11 +95,6 @@ def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool)
 def provider_headers(provider: str) -> dict[str, str]:
     """Request headers the provider needs besides auth (`anthropic`: `anthropic-version`, also without a key)."""
     return {"anthropic-version": ANTHROPIC_VERSION} if provider == "anthropic" else {}
-
-
-def family_headers(family: str) -> dict[str, str]:
-    """Request headers the server family needs (`llamacpp`: no connection reuse, see the module doc)."""
-    return {"Connection": "close"} if family == "llamacpp" else {}
 
 
 def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:

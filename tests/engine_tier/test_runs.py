@@ -1,7 +1,12 @@
 """Chat and text completions, and the Responses API, against llama.cpp's server, closed and open loop: exact
 output lengths with --ignore-eos, the client's token counts against the server's usage and its `llamacpp:`
 counters, --tokenizer prompt lengths against the server's, timings against the server's own, the
-report.
+report. One chat run goes over HTTPS, through a TLS-terminating listener the test puts in front of the server
+(`tls_front`), with the same checks.
+
+llama.cpp's server closes the connection after every streamed response although it offers keep-alive: the
+runs' exact counts also check that a request meeting such a stale connection is sent again (once, on a new
+connection) without the server having processed it twice.
 
 Each run is --max-requests long, so every request ends before the run does (none is cut short):
 the server's counters then grow by exactly what the client counted.
@@ -9,10 +14,19 @@ the server's counters then grow by exactly what the client counted.
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
 
+import gevent
 import pytest
+import trustme
+from gevent import socket as gsocket
+from gevent.server import StreamServer
 
 from engine_tier.conftest import EngineRun, run_against
 
@@ -27,7 +41,40 @@ RUNS = {  # name: (locustfile, load options)
     "chat-open": ("chat.py", ["-u", "4", "-r", "4", "--request-rate", "2"]),
     "completions-open": ("completions.py", ["-u", "4", "-r", "4", "--request-rate", "2"]),
     "responses-closed": ("responses.py", ["-u", "2", "-r", "2"]),  # ignore_eos + n_predict work on /v1/responses
+    "chat-https": ("chat.py", ["-u", "1", "-r", "1"]),  # over HTTPS, through `tls_front`
 }
+
+
+@contextlib.contextmanager
+def tls_front(upstream_url: str, folder: Path) -> Iterator[str]:
+    """A TLS-terminating listener on 127.0.0.1 in front of `upstream_url` (plain HTTP): each connection's bytes,
+    decrypted, go to a connection of its own to the upstream, and back; closed when either side closes. Its
+    certificate is issued by a throw-away CA written to `folder`/ca.pem. Yields its https:// URL."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    upstream = urlsplit(upstream_url)
+
+    def relay(source, sink) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+
+    def handle(client, _address) -> None:
+        server = gsocket.create_connection((upstream.hostname, upstream.port))
+        pipes = [gevent.spawn(relay, client, server), gevent.spawn(relay, server, client)]
+        gevent.wait(pipes, count=1)
+        for sock in (client, server):
+            sock.close()
+        gevent.killall(pipes)
+
+    listener = StreamServer(("127.0.0.1", 0), handle, ssl_context=context)
+    listener.start()
+    try:
+        yield f"https://127.0.0.1:{listener.server_port}"
+    finally:
+        listener.stop(timeout=1)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +87,14 @@ def runs(engine, llama, tmp_path_factory) -> dict[str, EngineRun]:
         "--tokenizer", str(engine.tokenizer), "--seed", "1",
         "--extra-body", '{"temperature": 0}',  # greedy: the same text each run, so the counts below never vary
     ]  # fmt: skip
-    return {
-        name: run_against(llama, engine, locustfile, folder / name, *load, *options)
-        for name, (locustfile, load) in RUNS.items()
-    }
+    with tls_front(llama.url, folder) as https_url:
+        over_tls = ["--host", https_url, "--ca-bundle", str(folder / "ca.pem")]  # the later --host wins
+        return {
+            name: run_against(
+                llama, engine, locustfile, folder / name, *load, *options, *(over_tls if name.endswith("https") else [])
+            )
+            for name, (locustfile, load) in RUNS.items()
+        }
 
 
 @pytest.fixture(scope="module")
