@@ -15,7 +15,9 @@
   (`runtime.search_shape`) enters each trial as a step and `pause`s the load between trials (every process idle)
   while the last trial's requests finish. A search starts paused: the shape's first tick enters the first trial.
 - Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run;
-  so does a rejected TLS certificate while no request has succeeded.
+  so does a command that cannot work (`configuration_failure`): every request so far failed with the same
+  configuration-class error — TLS (certificate rejected, wrong URL scheme) or HTTP 4xx (wrong model, missing or
+  wrong key, bad request) — and none succeeded.
 """
 
 from __future__ import annotations
@@ -214,9 +216,27 @@ class LoadController:
         limit = self.settings.max_requests
         if limit and done >= limit:
             return f"--max-requests {limit} reached"
-        if total.failures.get(ErrorKind.TLS) and not total.requests_ok:  # no later request can do better
-            return "the server's TLS certificate was rejected"
+        config = configuration_failure(total)
+        if config is not None:  # no later request can do better
+            return config
         abort = self.settings.abort_error_rate
         if abort and done >= ABORT_MIN_REQUESTS and total.requests_failed / done > abort:
             return f"error rate {total.requests_failed / done:.0%} exceeded --abort-error-rate {abort:g}"
         return None
+
+
+CONFIGURATION_KINDS = {
+    ErrorKind.TLS: "the server's TLS set-up does not match the command (certificate or URL scheme)",
+    ErrorKind.HTTP_4XX: "every request was refused with HTTP 4xx (model, API key or request)",
+}
+"""Failure kinds that a later request cannot escape: the command must change. What ends the run when every failure
+so far has one of them."""
+
+
+def configuration_failure(total: WindowMetrics) -> str | None:
+    """Why the run cannot succeed (one of `CONFIGURATION_KINDS`), when no request of `total` succeeded and every one
+    that failed failed with that same kind; else None."""
+    if total.requests_ok or len(total.failures) != 1:
+        return None
+    (kind,) = total.failures
+    return CONFIGURATION_KINDS.get(kind)

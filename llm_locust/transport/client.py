@@ -14,7 +14,6 @@ context under `RECORD_KEY` — the plugin's request listener takes it from there
 from __future__ import annotations
 
 import socket
-from ssl import SSLCertVerificationError
 from time import perf_counter
 from typing import Any
 
@@ -32,7 +31,7 @@ from llm_locust.transport.patches import ProxyError
 from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
-from llm_locust.transport.tls import rejected_line
+from llm_locust.transport.tls import tls_problem
 from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
@@ -281,12 +280,13 @@ def _keeping(feed: Any, kept: StreamText) -> Any:
 
 def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
     """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded) of a
-    request to `url` (named when its certificate was rejected)."""
+    request to `url` (named when its TLS is set up wrong: `tls.tls_problem`)."""
+    problem = tls_problem(url, error) if url else None
+    if problem is not None:
+        return ErrorKind.TLS, problem
     original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
     if isinstance(original, BaseException):
         error = original
-    if isinstance(error, SSLCertVerificationError):
-        return ErrorKind.TLS, rejected_line(url, error)
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
         return ErrorKind.TIMEOUT, str(error)
