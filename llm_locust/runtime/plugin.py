@@ -40,6 +40,7 @@ from locust.env import Environment
 
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
+from llm_locust.runtime.runner_ops import keep_csv_files_open
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
 from llm_locust.workload.providers import check_api
@@ -89,6 +90,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         for endpoint in sorted({getattr(user, "endpoint", "") for user in environment.user_classes} - {""}):
             check_api(settings.provider, settings.server_family, endpoint, settings.ignore_eos, settings.client)
         _states[environment] = state
+        if not state.is_worker and getattr(environment.parsed_options, "csv_prefix", None):
+            environment.events.quit.add_listener(keep_csv_files_open)
     except ConfigError as e:
         for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)
             logger.error("%s", line)
