@@ -36,12 +36,12 @@ def sample(t_end_s: float, cpu_pct: float, lag_p99_ms: float, interval_s: float 
 
 
 def skip_unless_cpu_was_available(summary: dict) -> None:
-    """A client that wants a whole core but gets less (other processes on a busy machine) is not saturated: its
-    lag is a stall. Then the run shows stalls, and the test of saturation cannot be made here: skip, saying so."""
+    """A client that wants a whole core but gets less (other processes on a busy machine) is not short of CPU: it is
+    not saturated (its lag, if any, is a stall), and the test of saturation cannot be made here: skip, saying so."""
     cpu_pct_max = summary["client"]["processes"]["local"]["cpu_pct_max"]
     if cpu_pct_max < CPU_WARN_PCT:
-        assert summary["client"]["stalls"] and not summary["client"]["cpu_saturated"]
-        pytest.skip(f"busy machine: the CPU-bound client got at most {cpu_pct_max:.0f} % of a core (stalls noted)")
+        assert not summary["client"]["cpu_saturated"]
+        pytest.skip(f"busy machine: the CPU-bound client got at most {cpu_pct_max:.0f} % of a core")
 
 
 def test_one_lagging_interval_at_low_cpu_is_a_stall_not_saturation():

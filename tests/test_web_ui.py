@@ -299,7 +299,7 @@ def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypa
         web_ui.stop()
     client = snap["summary"]["client"]
     if client["processes"]["local"]["cpu_pct_max"] < CPU_WARN_PCT:  # the hog got less than a core: not saturated
-        assert client["stalls"] and not any("saturated" in w for w in snap["warnings"])
+        assert not any(w.startswith("client saturated") for w in snap["warnings"])
         pytest.skip(f"busy machine: the hog got at most {client['processes']['local']['cpu_pct_max']} % of a core")
     assert any(w.startswith("client saturated: local") for w in snap["warnings"]), snap.get("warnings")
     assert snap["final"] is False  # seen while the run was going on
