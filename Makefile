@@ -36,7 +36,7 @@ docker:  ## Docker for tests/test_containers.py: Debian's docker.io, docker-comp
 docker-base: docker  ## the stand-in for the official Locust image, built from Debian's packages (cached)
 	deploy/docker/build-base.sh
 
-demo: $(STAMP) browser  ## simulator + locust master with 2 worker processes, ~30 s; prints the summary
+demo: $(STAMP) browser  ## a 1..32-user sweep on the simulator (master + 2 workers, 36 s of load); steps, capacity, curve
 	$(BIN)/llm-locust demo
 
 test: $(STAMP) browser  ## the suite CI runs (long runs marked `slow` are skipped)

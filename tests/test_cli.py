@@ -13,16 +13,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import LOCUSTFILE, ROOT
+
+from llm_locust.demo import SLO as DEMO_SLO
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS]
 
 
-def llm_locust(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", *args], capture_output=True, text=True, timeout=30)
+def llm_locust(*args: str, timeout_s: float = 30, stderr: bool = False) -> str:
+    """Run `llm-locust ARGS`; its stdout (and stderr after it when `stderr`), asserting exit code 0."""
+    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", *args], capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return proc.stdout + (proc.stderr if stderr else "")
 
 
 def section(path: Path, heading: str) -> str:
@@ -140,16 +145,40 @@ def test_bad_option_is_one_line_and_exit_code_2():
 
 
 def test_demo_end_to_end(tmp_path):
-    """What `make demo` runs: simulator, master + 2 worker processes, results folder, table last.
-    Every file, CSV column and summary.json section it wrote is documented in docs/results.md."""
-    out = llm_locust("demo", "--run-time-s", "4", "--users", "8", "--results-dir", str(tmp_path))
+    """What `make demo` runs, shortened to two steps: simulator, master + 2 worker processes, a sweep, results
+    folder, steps table and capacity line last. Every file, CSV column and summary.json section it wrote is documented
+    in docs/results.md."""
+    out = llm_locust("demo", "--sweep-users", "1,2", "--step-duration-s", "3", "--results-dir", str(tmp_path),
+                     timeout_s=90)  # fmt: skip
     assert {p.name for p in tmp_path.iterdir()} >= {"summary.json", "llm_timeseries.csv", "locust_stats.csv"}
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0
-    assert summary["failures"] == {}
-    tail = out[out.rindex("LLM metric") :]
-    assert "TTFT ms" in tail and f"Results folder: {tmp_path}" in tail
+    assert summary["failures"] == {} and [s["users"] for s in summary["steps"]] == [1, 2]
+    tail = out[out.rindex(f"Results folder: {tmp_path}") :]
+    table = tail[tail.index("users   req/s") :].splitlines()
+    assert [line.split()[0] for line in table[1:3]] == ["1", "2"]
+    assert f"Capacity under {DEMO_SLO}: " in tail
     assert out.rstrip().endswith(f"Report: {tmp_path / 'report.html'}") and (tmp_path / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_demo_draws_the_curve_with_its_knee_and_warns_of_nothing(tmp_path):
+    """`make demo` as it is: six steps, the steps table and the capacity line; its report's first chart is latency
+    against throughput with a point per step and the knee marked; no warning (on an idle machine)."""
+    out = llm_locust("demo", "--results-dir", str(tmp_path), timeout_s=240, stderr=True)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["users"] for s in summary["steps"]] == [1, 2, 4, 8, 16, 32]
+    assert summary["warnings"] == [] and "WARNING" not in out and "Traceback" not in out, summary["warnings"]
+    assert f"Capacity under {DEMO_SLO}: " in out
+    page = (tmp_path / "report.html").read_text()
+    charts = re.findall(r'<script type="application/json" data-chart="([^"]+)">(.*?)</script>', page, re.S)
+    key, data = charts[0]
+    assert key == "throughput_latency"
+    traces = json.loads(data)["data"]
+    (curve,) = [t for t in traces if t["meta"] == {"run": tmp_path.name, "metric": "e2e_ms", "stat": "p50"}]
+    assert len(curve["text"]) >= 6
+    knees = [t for t in traces if "knee" in t["meta"]]
+    assert knees and {t["meta"]["knee"] for t in knees} <= set(curve["text"])
 
     results_doc = (ROOT / "docs/results.md").read_text()
     kinds_doc = (ROOT / "docs/metrics.md").read_text()

@@ -95,18 +95,22 @@ def test_plan_round_trips_the_wire() -> None:
 
 
 def test_limits_name_the_first_reason_to_end_the_run() -> None:
-    """The stop conditions, in order: the trace all sent, --max-requests, a rejected certificate while nothing
-    succeeded, --abort-error-rate once `ABORT_MIN_REQUESTS` finished."""
+    """The stop conditions, in order: the trace all sent, --max-requests, a command that cannot work (every request
+    failed with one configuration-class error, none succeeded), --abort-error-rate once `ABORT_MIN_REQUESTS`
+    finished."""
     from llm_locust.load.limits import ABORT_MIN_REQUESTS, Limits
 
-    assert Limits().stop_reason(10_000, 0, 10_000, 0) is None  # no limit set
+    assert Limits().stop_reason(10_000, 0, {"http_5xx": 10_000}) is None  # no limit set
     trace = Limits(trace_requests=50, max_requests=60)
-    assert trace.stop_reason(49, 49, 0, 0) is None
-    assert trace.stop_reason(50, 50, 0, 0) == "the trace's 50 requests were sent"
-    assert Limits(max_requests=40).stop_reason(40, 40, 0, 0) == "--max-requests 40 reached"
-    assert Limits().stop_reason(3, 0, 3, 3) == "the server's TLS certificate was rejected"
-    assert Limits().stop_reason(3, 1, 2, 2) is None  # one succeeded: a later request may too
+    assert trace.stop_reason(49, 49, {}) is None
+    assert trace.stop_reason(50, 50, {}) == "the trace's 50 requests were sent"
+    assert Limits(max_requests=40).stop_reason(40, 40, {}) == "--max-requests 40 reached"
+    assert Limits().stop_reason(3, 0, {"tls": 3}) == (
+        "the server's TLS set-up does not match the command (certificate or URL scheme)"
+    )
+    assert Limits().stop_reason(3, 1, {"tls": 2}) is None  # one succeeded: a later request may too
     abort = Limits(abort_error_rate=0.5)
-    assert abort.stop_reason(ABORT_MIN_REQUESTS - 1, 0, ABORT_MIN_REQUESTS - 1, 0) is None  # too few to judge
-    assert abort.stop_reason(20, 10, 10, 0) is None  # 50 %: not above
-    assert abort.stop_reason(20, 9, 11, 0) == "error rate 55% exceeded --abort-error-rate 0.5"
+    too_few = ABORT_MIN_REQUESTS - 1
+    assert abort.stop_reason(too_few, 0, {"http_5xx": too_few}) is None  # too few to judge
+    assert abort.stop_reason(20, 10, {"http_5xx": 10}) is None  # 50 %: not above
+    assert abort.stop_reason(20, 9, {"http_5xx": 11}) == "error rate 55% exceeded --abort-error-rate 0.5"

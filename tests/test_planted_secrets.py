@@ -136,7 +136,7 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
 
             def failures_echoed() -> bool:
                 errors = json.loads(http(f"{ui}/stats/requests"))["errors"]
-                return sum(e["occurrences"] for e in errors) >= 20
+                return sum(e["occurrences"] for e in errors) >= 4  # every request fails: the run stops early
 
             wait_for(failures_echoed, 30, "failures")
             for path in ("/stats/requests", "/exceptions", "/llm", "/llm/stats.json", "/"):

@@ -24,7 +24,8 @@ from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, read_summary
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import parse_slos
-from llm_locust.report.build import build_report
+from llm_locust.report.build import ONE_STEP_NOTE, build_report
+from llm_locust.report.capacity import knee_index
 from llm_locust.report.images import find_browser
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.timeline import MAX_POINTS, downsample
@@ -86,17 +87,11 @@ def test_report_numbers_are_the_summary_and_timeseries_numbers(two_runs, tmp_pat
     report = build_report([light], tmp_path / "report.html", png=False)
     summary = read_summary(light)
     figs = figures(report.html_path.read_text())
-    assert {"throughput_latency", "latency_vs_load", "throughput_vs_load", "llm_timeline", "locust_timeline",
-            "distributions"} <= set(figs)  # fmt: skip
-
-    curve = figs["throughput_latency"]
-    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        for stat in ("p50", "p90", "p99"):
-            t = trace(curve, run="light-2u", metric=metric, stat=stat)
-            assert array(t["x"]).tolist() == [summary["throughput"]["output_tokens_per_s"]]
-            assert array(t["y"]).tolist() == [summary["metrics"][metric][stat]]
-    load = trace(figs["latency_vs_load"], run="light-2u", metric="itl_ms", stat="p99")
-    assert array(load["x"]).tolist() == [2] and array(load["y"]).tolist() == [summary["metrics"]["itl_ms"]["p99"]]
+    assert {"llm_timeline", "locust_timeline", "distributions"} <= set(figs)
+    # one step: its numbers and distributions, and in place of the curves one line saying how to draw them
+    assert not figs.keys() & {"throughput_latency", "latency_vs_load", "throughput_vs_load"}
+    assert html.escape(ONE_STEP_NOTE) in report.html_path.read_text()
+    assert "locustfiles/sweep.py --sweep-users" in ONE_STEP_NOTE
 
     with (light / "llm_timeseries.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -152,6 +147,9 @@ def test_comparison_of_two_runs_overlays_both_and_tables_them_side_by_side(two_r
         t = trace(figs["throughput_latency"], run=run, metric="ttft_ms", stat="p50")
         assert array(t["x"]).tolist() == [summary["throughput"]["output_tokens_per_s"]]
         assert array(t["y"]).tolist() == [summary["metrics"]["ttft_ms"]["p50"]]
+        load = trace(figs["latency_vs_load"], run=run, metric="itl_ms", stat="p99")
+        assert array(load["x"]).tolist() == [summary["run"]["users_max"]]
+        assert array(load["y"]).tolist() == [summary["metrics"]["itl_ms"]["p99"]]
         assert trace(figs["llm_timeline"], run=run, column="users")["legendgroup"] == run
     colors = {trace(figs["throughput_latency"], run=r, metric="e2e_ms", stat="p50")["line"]["color"]
               for r in ("light-2u", "heavy-8u")}  # fmt: skip
@@ -261,7 +259,7 @@ def test_cli_writes_report_and_pngs(two_runs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"Report: {out.resolve()}" in proc.stdout and "light-2u: capacity run" in proc.stdout
     pngs = sorted((tmp_path / "out" / "light_png").glob("*.png"))
-    assert {p.stem for p in pngs} >= {"throughput_latency", "llm_timeline", "capacity", "distributions"}
+    assert {p.stem for p in pngs} >= {"llm_timeline", "capacity", "distributions"}  # one step: no curve
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 
@@ -398,6 +396,17 @@ def test_sweep_report_one_point_per_step_and_capacity_pick(sweep_run, tmp_path):
     pick = trace(figs["capacity"], run="sweep", slo="ttft_p90_ms", pick="users=4")
     assert array(pick["x"]).tolist() == [4]
 
+    # the curve: the page opens on it, with the knee and the capacity marked at their steps
+    page = report.html_path.read_text()
+    assert page.index('data-chart="throughput_latency"') < page.index("<h2>Runs</h2>")
+    tput = [s["throughput"]["output_tokens_per_s"] for s in steps]
+    knee = knee_index(tput, [s["metrics"]["e2e_ms"]["p50"] for s in steps])
+    assert knee is not None
+    star = trace(figs["throughput_latency"], run="sweep", metric="ttft_ms", knee=steps[knee]["label"])
+    assert array(star["x"]).tolist() == [tput[knee]]
+    circle = trace(figs["throughput_latency"], run="sweep", metric="e2e_ms", capacity="users=4")
+    assert array(circle["y"]).tolist() == [steps[2]["metrics"]["e2e_ms"]["p50"]]
+
     # step boundaries on the time axis: each step's start, seconds after the run's start
     t0 = datetime.fromisoformat(summary["run"]["start_time"]).timestamp()
     starts = [datetime.fromisoformat(s["start_time"]).timestamp() - t0 for s in steps]
@@ -487,7 +496,7 @@ def test_time_series_without_rows_is_noted_not_fatal(two_runs, tmp_path):
     report = build_report([folder], png=False)
     page = report.html_path.read_text()
     assert "run: missing llm_timeseries.csv rows" in page
-    assert "llm_timeline" not in figures(page) and "throughput_latency" in figures(page)
+    assert "llm_timeline" not in figures(page) and "distributions" in figures(page)
 
 
 def test_without_a_browser_the_html_is_written_and_the_pngs_skipped_with_a_reason(two_runs, tmp_path):
@@ -498,3 +507,12 @@ def test_without_a_browser_the_html_is_written_and_the_pngs_skipped_with_a_reaso
     assert proc.returncode == 0, proc.stderr
     assert "PNG images skipped: no Chrome/Chromium found" in proc.stdout and out.exists()
     assert not (tmp_path / "r_png").exists()
+
+
+def test_knee_is_the_last_step_that_bought_throughput():
+    tput = [118, 222, 400, 667, 1000, 1010]  # the batching simulator's 1..32 users: flat from 16 on
+    e2e = [550, 560, 600, 770, 1030, 2050]  # queueing doubles the latency at 32
+    assert knee_index(tput, e2e) == 4
+    assert knee_index([100, 200, 300], [10, 10, 10]) is None  # no latency change: no knee
+    assert knee_index([100, 200], [10, 20]) is None  # too few points
+    assert knee_index([100, float("nan"), 300], [10, 20, 30]) is None

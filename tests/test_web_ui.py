@@ -16,6 +16,7 @@ import gevent
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary, wait_for
 
+from llm_locust.runtime.saturation import CPU_WARN_PCT
 from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
 
 
@@ -296,6 +297,10 @@ def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypa
         runner.quit()
         env.events.quitting.fire(environment=env, reverse=True)
         web_ui.stop()
+    client = snap["summary"]["client"]
+    if client["processes"]["local"]["cpu_pct_max"] < CPU_WARN_PCT:  # the hog got less than a core: not saturated
+        assert not any(w.startswith("client saturated") for w in snap["warnings"])
+        pytest.skip(f"busy machine: the hog got at most {client['processes']['local']['cpu_pct_max']} % of a core")
     assert any(w.startswith("client saturated: local") for w in snap["warnings"]), snap.get("warnings")
     assert snap["final"] is False  # seen while the run was going on
     assert snap["summary"]["client"]["processes"]["local"]["lag_max_ms"] >= 30

@@ -232,3 +232,64 @@ def test_form_changes_take_effect_with_header_set(tmp_path):
     assert "a-route-token: [REDACTED]" in pages[-1]  # sent with every request, shown redacted
     for text in (*pages, output, *(p.read_text() for p in results.iterdir())):
         assert token not in text
+
+
+def test_live_knee_chart_gains_points_during_a_spawn_rate_ramp(tmp_path):
+    """Locust's own ramp (-u 8 -r 1, no load shape) against the batching simulator: the /llm page's latency-against-
+    throughput and latency-against-users charts gain a point per closed time window while users are added, coloured
+    by users. The screenshot is kept in the test's folder."""
+    browser, sync_api, image_module = browser_tools()
+    port = free_port()
+    ui = f"http://127.0.0.1:{port}"
+    batching = ("--timing", "batching", "--max-batch", "4", "--decode-step-ms", "8", "--decode-step-ms-per-seq", "1")
+    with run_sim(*batching) as sim:
+        command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--autostart", "--autoquit", "5",
+                   "-u", "8", "-r", "1", "--run-time", "16s", "--web-host", "127.0.0.1", "--web-port", str(port),
+                   "--host", sim.url, "--max-tokens", "16", "--ignore-eos", "--interval-s", "1",
+                   "--results-dir", str(tmp_path / "results")]  # fmt: skip
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        problems: list[str] = []
+        try:
+            with sync_api.sync_playwright() as playwright:
+                chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+                try:
+                    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+                    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+                    def opened() -> bool:
+                        try:
+                            return page.goto(ui + "/llm").ok
+                        except Exception:
+                            return False
+
+                    wait_for(opened, 30, "the /llm page")
+                    chart = "#knee-ttft-throughput circle.knee-point"
+
+                    def windows() -> set[str]:
+                        return set(page.eval_on_selector_all(chart, "cs => cs.map(c => c.dataset.window)"))
+
+                    first = wait_for(windows, 20, "a first window in the live knee chart")
+                    users_first = page.eval_on_selector_all(chart, "cs => cs.map(c => Number(c.dataset.users))")
+                    wait_for(lambda: len(windows()) >= len(first) + 3, 20, "more windows while the ramp goes on")
+                    running = page.inner_text("#state")
+                    users_later = page.eval_on_selector_all(chart, "cs => cs.map(c => Number(c.dataset.users))")
+                    fills = set(page.eval_on_selector_all(chart, "cs => cs.map(c => c.getAttribute('stroke'))"))
+                    per_stat = {s: page.locator(f"{chart}[data-stat='{s}']").count() for s in ("p50", "p90", "p99")}
+                    by_users = page.locator("#knee-tpot-users circle.knee-point").count()
+                    shot = tmp_path / "llm_knee_live.png"
+                    page.screenshot(path=shot, full_page=True)
+                finally:
+                    chromium.close()
+        finally:
+            proc.terminate()
+            output = proc.communicate(timeout=30)[0]
+    print(f"screenshot: {shot}")
+    assert problems == [], problems
+    assert running.lower().startswith(("running", "spawning")), running  # the points came while the test ran
+    assert max(users_later) > max(users_first) and len(set(users_later)) >= 3  # the ramp, window by window
+    assert len(fills) >= 3  # coloured by users
+    assert per_stat["p50"] == per_stat["p90"] == per_stat["p99"] >= len(first) + 3  # one point per window and stat
+    assert by_users == per_stat["p50"] * 3
+    colors = image_module.open(shot).convert("RGB").getcolors(maxcolors=1 << 20) or []
+    assert len(colors) > 20, "blank screenshot"
+    assert "Traceback" not in output, output[-3000:]

@@ -9,9 +9,9 @@ A capacity search (summary.json `search`) is judged by its answer instead of the
 capacity fail the objectives by design; the run fails when no trial passed them.
 
 And always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
-succeeded, no worker was lost, no load-generating process saturated its CPU (Locust's own > 90 %
-warning). A failed verdict makes the run exit with `EXIT_GATE_FAILED` (`EXIT_INTERRUPTED` when
-interrupted: partial results say nothing about the gates); the verdict is written into
+succeeded, no worker was lost, no load-generating process was short of CPU (`runtime.saturation`: 90 % of a
+core or more, sustained, with event-loop lag). A failed verdict makes the run exit with `EXIT_GATE_FAILED`
+(`EXIT_INTERRUPTED` when interrupted: partial results say nothing about the gates); the verdict is written into
 summary.json under "verdict".
 
 Pure: imports neither Locust nor anything that does; `verdict` reads a summary dict, so a
@@ -89,7 +89,8 @@ def verdict(
     saturated = (summary.get("client") or {}).get("cpu_saturated") or []
     if saturated:
         reasons.append(
-            f"client saturated: CPU above 90 % in {', '.join(saturated)} (measurements unreliable; add workers)"
+            f"client saturated: {', '.join(saturated)} short of CPU (sustained CPU near one core, with event-loop "
+            "lag; measurements unreliable; add workers)"
         )
     passed = not reasons
     return {

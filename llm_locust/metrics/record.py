@@ -41,7 +41,8 @@ class ErrorKind(StrEnum):
     HTTP_4XX = "http_4xx"  # other client errors: bad model name, auth, bad request
     HTTP_5XX = "http_5xx"  # server errors
     CONNECT = "connect"  # could not connect: refused, unreachable, DNS, connect timeout
-    TLS = "tls"  # the server's TLS certificate was rejected (unknown issuer, wrong host name, expired)
+    TLS = "tls"  # the server's TLS certificate was rejected (unknown issuer, wrong host name, expired), or the URL's
+    # scheme is not what the server speaks (https:// to plain HTTP, http:// to TLS)
     TIMEOUT = "timeout"  # first-token, read (idle) or whole-request timeout hit
     TRANSPORT = "transport"  # connection reset/closed mid-response, HTTP protocol error
     STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream

@@ -44,6 +44,13 @@ class Report:
     png_skipped: str | None = None
 
 
+ONE_STEP_NOTE = (
+    "One step: no curve to draw. A sweep draws latency against throughput and against load, one point per step: "
+    "locust -f locustfiles/sweep.py --sweep-users 1,2,4,8,16,32 --step-duration-s 60 --warmup-s 10 ..."
+)
+"""What a report of a single-step run says in place of its curve charts."""
+
+
 def default_output(results_dirs: Sequence[Path]) -> Path:
     """DIR/report.html for one folder, ./report.html for several."""
     return results_dirs[0] / "report.html" if len(results_dirs) == 1 else Path("report.html")
@@ -77,7 +84,7 @@ def build_report(
     capacities = [cap for run in runs if (cap := capacity(run, slos, max_error_rate)) is not None]
     length_rows = lengths.all_length_rows(runs)
     built = [
-        charts.throughput_latency(runs, rows),
+        charts.throughput_latency(runs, rows, capacities),
         charts.throughput_vs_load(runs, rows),
         charts.latency_vs_load(runs, rows),
         charts.capacity_chart(runs, capacities),
@@ -97,11 +104,14 @@ def build_report(
     chart_list = [chart for chart in built if chart is not None]
     banners = [f"{run.name}: {warning}" for run in runs for warning in warnings_of(run)]
     sections = _sections(runs, rows, capacities, hardware, slos_given)
+    if len(rows) == 1:  # one step: numbers and distributions, and how to get the curves
+        sections.insert(1, Section("Curves", [note(ONE_STEP_NOTE)]))
     length_part = lengths.length_section(runs, length_rows, slos, max_error_rate)
     if length_part is not None:
         sections.insert(1, length_part)
     names = ", ".join(run.name for run in runs)
-    page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list)
+    lead = int(bool(chart_list) and chart_list[0].key == "throughput_latency")  # the page opens on the curve
+    page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list, lead)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
     tmp.write_text(page, encoding="utf-8")

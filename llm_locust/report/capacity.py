@@ -10,6 +10,7 @@ never picked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from llm_locust.metrics.slo import Slo, SloResult
@@ -92,3 +93,25 @@ def capacity(run: RunData, slos: tuple[Slo, ...], max_error_rate: float | None =
         max_error_rate=max_error_rate,
         above_failure=[c for c in checks[first_failing:] if c.ok],
     )
+
+
+KNEE_MIN_POINTS = 3
+"""A curve needs this many points to have a knee."""
+
+
+def knee_index(throughput: Sequence[float], latency_ms: Sequence[float]) -> int | None:
+    """The knee of a latency-against-throughput curve given in order of load: the index of the point farthest above
+    the diagonal once both axes are scaled to 0..1 over their range (throughput − latency largest, the "Kneedle"
+    rule) — the last step that still bought throughput before latency climbed with little gain. None with fewer
+    than `KNEE_MIN_POINTS` points, a missing value, or a flat axis."""
+    if len(throughput) < KNEE_MIN_POINTS or len(throughput) != len(latency_ms):
+        return None
+    values = [(float(x), float(y)) for x, y in zip(throughput, latency_ms, strict=True)]
+    if any(x != x or y != y for x, y in values):  # NaN: a step without the statistic
+        return None
+    xs, ys = [x for x, _ in values], [y for _, y in values]
+    x_span, y_span = max(xs) - min(xs), max(ys) - min(ys)
+    if x_span <= 0 or y_span <= 0:
+        return None
+    scores = [(x - min(xs)) / x_span - (y - min(ys)) / y_span for x, y in values]
+    return max(range(len(scores)), key=scores.__getitem__)

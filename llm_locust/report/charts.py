@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from llm_locust.metrics.declarations import latencies, names, pick
-from llm_locust.report.capacity import Capacity
+from llm_locust.report.capacity import Capacity, knee_index
 from llm_locust.report.chart import Chart, finish, latency_title, run_color, with_alpha
 from llm_locust.report.mbu import Hardware, achieved_bandwidth_gbs, mbu
 from llm_locust.report.run_data import RunData
@@ -20,6 +20,13 @@ from llm_locust.report.tables import load_axis
 
 CURVE_METRICS = names(pick("ttft", "tpot", "e2e"))
 """The latencies of the operating-point curve (`latency_vs_load` shows every latency of the time series)."""
+KNEE_METRIC = "e2e_ms_p50"
+"""The latency whose curve against output tokens/s gives a run's knee (`capacity.knee_index`)."""
+
+
+def has_curve(rows: pd.DataFrame) -> bool:
+    """Whether the step rows make a curve: two points or more (a sweep's steps, or several runs side by side)."""
+    return len(rows) >= 2
 
 
 def _load_title(runs: list[RunData]) -> str:
@@ -58,31 +65,50 @@ def _band(
         )  # fmt: skip
 
 
-def throughput_latency(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
-    """TTFT, TPOT and E2E latency against output tokens/s: the operating-point curve."""
-    if rows.empty:
+def throughput_latency(runs: list[RunData], rows: pd.DataFrame, capacities: list[Capacity]) -> Chart | None:
+    """TTFT, TPOT and E2E latency against output tokens/s: the operating-point curve, with each run's knee (a star,
+    `knee_index` of its E2E p50) and its capacity pick under the SLOs (an open circle) marked."""
+    if not has_curve(rows):
         return None
     titles = [latency_title(m) + " (ms)" for m in CURVE_METRICS]
     figure = make_subplots(rows=1, cols=len(CURVE_METRICS), subplot_titles=titles, horizontal_spacing=0.07)
+    picks = {cap.run: cap.best.step for cap in capacities if cap.best is not None}
     for i, run in enumerate(runs):
         frame = rows[rows["run"] == run.name]
         if frame.empty:
             continue
+        knee = knee_index(frame["output_tokens_per_s"].tolist(), frame[KNEE_METRIC].tolist())
+        marks = [] if knee is None else [("knee", frame.iloc[knee], "star", 16)]
+        picked = frame[frame["step"] == picks[run.name]] if run.name in picks else frame.iloc[:0]
+        marks += [("capacity", row, "circle-open", 22) for _, row in picked.iterrows()]
         for col, metric in enumerate(CURVE_METRICS, start=1):
             _band(figure, frame, "output_tokens_per_s", metric, run.name, run_color(i), (1, col), col == 1)
+            for mark, row, symbol, size in marks:
+                figure.add_trace(
+                    go.Scatter(
+                        x=[row["output_tokens_per_s"]], y=[row[f"{metric}_ms_p50"]], mode="markers+text",
+                        text=[mark if col == 1 else ""], textposition="top left", showlegend=False,
+                        marker={"symbol": symbol, "size": size, "color": run_color(i), "line": {"width": 2}},
+                        meta={"run": run.name, "metric": f"{metric}_ms", mark: row["label"]},
+                        hovertemplate=f"{mark}: {row['label']}<extra>{run.name}</extra>",
+                    ),
+                    row=1, col=col,
+                )  # fmt: skip
         figure.update_xaxes(title_text="output tokens/s")
     return Chart(
         "throughput_latency",
         "Latency against throughput",
-        "One point per step (label on hover): solid line p50, shaded band up to p90, dashed line p99. "
-        "Pick the operating point where the curve turns up.",
+        "One point per step (label on hover): solid line p50, shaded band up to p90, dashed line p99. The star is "
+        "the knee: the last step that still bought throughput before latency climbed with little gain (E2E p50). "
+        "The open circle is the capacity under the SLOs (see Capacity). Pick the operating point at or before the "
+        "knee.",
         finish(figure, 430, "Latency against output throughput"),
     )
 
 
 def latency_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     """Each latency's p50/p90/p99 against the load (concurrency or offered rate)."""
-    if rows.empty:
+    if not has_curve(rows):
         return None
     metrics = names(latencies(series=True))
     titles = [latency_title(m) + " (ms)" for m in metrics]
@@ -107,7 +133,7 @@ def latency_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
 
 def throughput_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     """Output tokens/s, and achieved against offered request rate (with goodput when recorded)."""
-    if rows.empty:
+    if not has_curve(rows):
         return None
     figure = make_subplots(rows=1, cols=2, subplot_titles=["output tokens/s", "requests/s"], horizontal_spacing=0.08)
     for i, run in enumerate(runs):

@@ -112,8 +112,22 @@ def paragraph(text: str, css_class: str) -> str:
     return f'<div class="{css_class}">{html.escape(text)}</div>'
 
 
-def render(title: str, subtitle: str, banners: list[str], sections: list[Section], charts: list[Chart]) -> str:
-    """The whole page as a string."""
+def _chart_html(chart: Chart) -> list[str]:
+    """A chart's heading, description, element and figure JSON."""
+    data = chart.figure.to_json().replace("</", "<\\/")
+    return [
+        f'<h2 id="h-{chart.key}">{html.escape(chart.title)}</h2>',
+        f'<p class="desc">{html.escape(chart.description)}</p>',
+        f'<div class="chart" id="{chart.key}"></div>',
+        f'<script type="application/json" data-chart="{chart.key}">{data}</script>',
+    ]
+
+
+def render(
+    title: str, subtitle: str, banners: list[str], sections: list[Section], charts: list[Chart], lead: int = 0
+) -> str:
+    """The whole page as a string: banners, the first `lead` charts (what the page opens on), the sections, the
+    other charts."""
     generated = time.strftime("%Y-%m-%d %H:%M:%S %z")
     out = [
         "<!DOCTYPE html>",
@@ -126,16 +140,12 @@ def render(title: str, subtitle: str, banners: list[str], sections: list[Section
         f'<p class="sub">{html.escape(subtitle)} · generated {generated} by llm-locust {__version__}</p>',
         *(banner(text) for text in banners),
     ]
+    for chart in charts[:lead]:
+        out += _chart_html(chart)
     for section in sections:
         out.append(f"<h2>{html.escape(section.title)}</h2>")
         out.extend(section.parts)
-    for chart in charts:
-        data = chart.figure.to_json().replace("</", "<\\/")
-        out += [
-            f'<h2 id="h-{chart.key}">{html.escape(chart.title)}</h2>',
-            f'<p class="desc">{html.escape(chart.description)}</p>',
-            f'<div class="chart" id="{chart.key}"></div>',
-            f'<script type="application/json" data-chart="{chart.key}">{data}</script>',
-        ]
+    for chart in charts[lead:]:
+        out += _chart_html(chart)
     out += [f"<script>{_RENDER}</script>", "</body></html>"]
     return "\n".join(out)

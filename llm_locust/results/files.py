@@ -231,7 +231,8 @@ _FIXES = {
     "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
     "(default OPENAI_API_KEY) or pass --api-key",
-    "http_404": "check --model (GET /v1/models lists the served names) and that --host has no path such as /v1",
+    "http_404": "check --model (GET /v1/models lists the served names) and the path in --host",
+    "tls_scheme": "give --host the scheme the server speaks",
     "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
     "http_429": "the endpoint throttled every request: lower the load (-u, the rate) or raise its rate limit",
     "http_5xx": "the server failed every request: check its logs",
@@ -240,7 +241,7 @@ _FIXES = {
     "(check its logs)",
 }
 _FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
-USER_ERROR_CAUSES = ("connect", "tls", "http_401", "http_404", "http_4xx")
+USER_ERROR_CAUSES = ("connect", "tls", "tls_scheme", "http_401", "http_404", "http_4xx")
 """Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
 
 
@@ -258,6 +259,8 @@ def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | 
     text = top_error or ""
     if kind == "connect" and len(window.failures) > 1:  # other kinds were answers: the host was right
         cause = "server_lost"
+    elif kind == "tls" and ("use http://" in text or "use https://" in text):
+        cause = "tls_scheme"
     elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
         cause = "http_401"
     elif kind == "http_4xx" and "HTTP 404" in text:

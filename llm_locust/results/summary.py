@@ -42,7 +42,7 @@ class ProcessHealth:
 
     processes: Mapping[str, Mapping[str, Any]]
     processes_file: str
-    cpu_saturated: tuple[str, ...]
+    cpu_saturated: tuple[str, ...]  # processes short of CPU (`runtime.saturation.assess`)
     drift: Mapping[str, Any]
 
 

@@ -15,7 +15,9 @@
   (`runtime.search_shape`) enters each trial as a step and `pause`s the load between trials (every process idle)
   while the last trial's requests finish. A search starts paused: the shape's first tick enters the first trial.
 - Limits: `--max-requests` (every quota used and reported) and `--abort-error-rate` end the run;
-  so does a rejected TLS certificate while no request has succeeded (`load.limits.Limits`).
+  so does a command that cannot work: every request so far failed with the same configuration-class error — TLS
+  (certificate rejected, wrong URL scheme) or HTTP 4xx (wrong model, missing or wrong key, bad request) — and none
+  succeeded (`load.limits.configuration_failure`).
 
 The decisions are pure and live in `load/`: the sequence's assignment as processes come and go
 (`load.sequence.Sharing`), the limits (`load.limits`); this module sends the plans and keeps the time.
@@ -39,7 +41,6 @@ from llm_locust.load.pacing import Plan
 from llm_locust.load.search import RateSearch
 from llm_locust.load.sequence import DueTimes, Sharing
 from llm_locust.metrics.histograms import WindowMetrics
-from llm_locust.metrics.record import ErrorKind
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.workload.traces import Trace
 
@@ -204,5 +205,4 @@ class LoadController:
 
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached, `load.limits.Limits`), or None."""
-        tls_rejected = total.failures.get(ErrorKind.TLS, 0)
-        return self._limits.stop_reason(total.requests_finished, total.requests_ok, total.requests_failed, tls_rejected)
+        return self._limits.stop_reason(total.requests_finished, total.requests_ok, total.failures)

@@ -4,8 +4,9 @@ saturation and drift windows — what a soak or scheduled run needs besides the 
 CPU % and RSS come from Locust's own monitor: every Locust process measures itself (psutil, every
 10 s) and workers send theirs to the master with each heartbeat. `RunMonitor.tick` samples them
 every `interval_s` into workers_timeseries.csv (one flushed row per process, nothing kept in
-memory but per-process running statistics) and remembers any process above Locust's 90 % CPU
-warning. Does not import Locust: the runner is read through its public attributes.
+memory but per-process running statistics). Whether a process was saturated is not decided here
+(one CPU sample above 90 % is no saturation) but by `runtime.saturation`. Does not import Locust:
+the runner is read through its public attributes.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from llm_locust.metrics.vocabulary import PROCESSES_FILE
 from llm_locust.results.summary import ProcessHealth
 
 PROCESSES_COLUMNS = ("time", "epoch_s", "elapsed_s", "process", "cpu_percent", "rss_mb")
-CPU_SATURATED_PERCENT = 90.0
-"""Locust's CPU_WARNING_THRESHOLD: above it a process's timestamps lag (measurements unreliable)."""
 _MB = 1024 * 1024
 
 
@@ -93,7 +92,6 @@ class RunMonitor:
         self.t_start_s = t_start_s
         self.drift = DriftTracker(t_start_s, settings.objectives.drift_window_s, settings.objectives.drift_warmup_s)
         self.processes: dict[str, ProcessStats] = {}
-        self.cpu_saturated: set[str] = set()
         self._next_sample_s = t_start_s
         results_dir.mkdir(parents=True, exist_ok=True)
         self.path = results_dir / PROCESSES_FILE
@@ -103,11 +101,7 @@ class RunMonitor:
         self._file.flush()
 
     def tick(self, runner: Any, now_s: float) -> None:
-        """Sample CPU/RSS of every process (every `interval_s`) and note Locust's CPU warnings."""
-        if runner.cpu_warning_emitted:
-            self.cpu_saturated.add("master" if self.is_master else "local")
-        if self.is_master:
-            self.cpu_saturated.update(str(w.id) for w in list(runner.clients.values()) if w.cpu_warning_emitted)
+        """Sample CPU/RSS of every process (every `interval_s`)."""
         if now_s < self._next_sample_s or self._file.closed:
             return
         self._next_sample_s = now_s + self.settings.output.interval_s
@@ -116,8 +110,6 @@ class RunMonitor:
         for process, cpu_percent, rss_bytes in process_samples(runner, self.is_master):
             rss_mb = rss_bytes / _MB
             self.processes.setdefault(process, ProcessStats()).add(cpu_percent, rss_mb, after_warmup)
-            if cpu_percent > CPU_SATURATED_PERCENT:
-                self.cpu_saturated.add(process)
             row = (
                 stamp,
                 round(now_s, 3),
@@ -133,12 +125,13 @@ class RunMonitor:
         """Take one closed LLM time-series window (for drift)."""
         self.drift.add(start_s, window)
 
-    def health(self, t_end_s: float) -> ProcessHealth:
-        """Each process's CPU/RSS statistics and the drift windows, for the final summary.json."""
+    def health(self, t_end_s: float, cpu_saturated: tuple[str, ...]) -> ProcessHealth:
+        """Each process's CPU/RSS statistics, the processes found saturated (`runtime.saturation`) and the drift
+        windows, for the final summary.json."""
         return ProcessHealth(
             processes={name: stats.as_dict() for name, stats in self.processes.items()},
             processes_file=self.path.name,
-            cpu_saturated=tuple(sorted(self.cpu_saturated)),
+            cpu_saturated=cpu_saturated,
             drift=self.drift.result(t_end_s),
         )
 

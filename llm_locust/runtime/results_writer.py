@@ -209,6 +209,7 @@ class ResultsWriter:
         """The test stopped: record the time; finalize after the workers' last reports."""
         if self.t_stop is None:
             self.t_stop = time.time()
+        self.sources.saturation.stop(self.t_stop)
         self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 
     def close(self) -> None:
@@ -224,6 +225,7 @@ class ResultsWriter:
         self._ticker.kill(block=False)
         if self.t_stop is None:
             self.t_stop = time.time()
+        self.sources.saturation.stop(self.t_stop)
         self.sources.merge_local()
         self._write_windows(float("inf"))
         if self._scrape_loop is not None:
@@ -297,7 +299,7 @@ class ResultsWriter:
             client=src.saturation.as_dict(),
             server=self.scraper.summary() if self.scraper is not None else None,
             telemetry=self.scraper.telemetry_summary() if self.scraper is not None else None,
-            health=self.monitor.health(t_end_s) if final else None,
+            health=self.monitor.health(t_end_s, src.saturation.saturated) if final else None,
             search=None if control is None or control.search is None else control.search.as_dict(),
             trace=self.trace,
         )

@@ -5,6 +5,8 @@ Also the worker → master message and stats-report keys (the wire protocol ridi
 
 from __future__ import annotations
 
+import functools
+import gc
 import time
 from typing import Any
 
@@ -12,7 +14,7 @@ import gevent
 from locust.env import Environment
 from locust.rpc import Message
 from locust.runners import MasterRunner
-from locust.stats import StatsError
+from locust.stats import StatsCSVFileWriter, StatsError
 
 from llm_locust import redact
 
@@ -70,3 +72,23 @@ def top_error(environment: Environment) -> str | None:
         if text.startswith(prefix):
             text = text[len(prefix) : -1].strip("'\"")
     return redact.redact(text)
+
+
+def keep_csv_files_open(**_: Any) -> None:
+    """As the process quits (Locust's `quit` event, fired just before it closes the `--csv` files): flush Locust's
+    CSV files instead of closing them. Locust's writer greenlet keeps running (it is never stopped); with
+    `--processes` the master's exit then waits for its workers in an atexit handler, the writer wakes meanwhile and
+    would write to the closed files (`ValueError: I/O operation on closed file`, a traceback after the run). Left
+    open, each of its rewrites is whole (no greenlet switch inside one) and the files close with the process."""
+    gc.unfreeze()  # the process is quitting: objects frozen at the test's start (`gc_policy.freeze_heap`) are seen
+    for obj in gc.get_objects():
+        if isinstance(obj, StatsCSVFileWriter):
+            obj.close_files = functools.partial(_flush_csv_files, obj)  # type: ignore[method-assign]
+
+
+def _flush_csv_files(writer: StatsCSVFileWriter) -> None:
+    """Write `writer`'s buffered rows to its files (they stay open)."""
+    writer.requests_flush()
+    writer.stats_history_flush()
+    writer.failures_flush()
+    writer.exceptions_flush()

@@ -33,6 +33,7 @@ from llm_locust import redact
 from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.load.limits import CONFIGURATION_KINDS
 from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
@@ -54,7 +55,7 @@ from llm_locust.runtime.runner_ops import (
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
 from llm_locust.transport.client import RECORD_KEY
-from llm_locust.transport.replicas import ReplicaSet
+from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
 from llm_locust.workload.builder import prefix_pool
@@ -64,6 +65,10 @@ logger = logging.getLogger("llm_locust")
 
 STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+CONFIG_PAUSE_S = 1.0
+"""While every request of this process failed with a configuration-class error (`load.limits.CONFIGURATION_KINDS`),
+each user waits this long before its next request: the run is about to end (`load.limits.configuration_failure`), and
+the server is not hammered meanwhile."""
 
 
 class Role:
@@ -148,13 +153,15 @@ class RunState:
         self.environment = environment
         self.settings = Settings.from_options(environment.parsed_options)  # registers the secrets
         self._startup_secrets = secret_options(environment.parsed_options)  # command line or config file
-        self._host = environment.host  # of the last test (or given at start-up), credentials included
-        proxy = check_connection(environment.host, self.settings.endpoint)
-        redact.install_log_filter()
         runner = environment.runner
         self.role = role_of(runner)
         self.is_worker = not self.role.leads
         self.is_master = not self.role.runs_users
+        self._said_api_root = False
+        self._base_host(environment)
+        self._host = environment.host  # of the last test (or given at start-up), credentials included
+        proxy = check_connection(environment.host, self.settings.endpoint)
+        redact.install_log_filter()
         if proxy is not None and not self.is_worker:
             logger.info("connecting through the proxy %s", proxy.shown)
         if self.settings.endpoint.insecure and not self.is_worker:
@@ -189,7 +196,8 @@ class RunState:
             host = self._host
             if host and environment.host == redact.redact(host) != host:
                 environment.host = options.host = host
-            self._host = environment.host
+        self._base_host(environment)
+        self._host = environment.host
         try:
             old, self.settings = self.settings, Settings.from_options(environment.parsed_options)
             if _trace_of(old) != _trace_of(self.settings):  # a worker learns the options from the master now
@@ -225,6 +233,22 @@ class RunState:
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
 
+    def _base_host(self, environment: Environment) -> None:
+        """A --host ending in /v1 (the OpenAI SDK's base_url) is accepted: the base URL is what precedes it (the API
+        paths add /v1), said once (on the master or local runner; a worker gets the master's host)."""
+        host = environment.host
+        if not host or self.settings.endpoint.provider in ("azure", "databricks"):  # their paths do not start with /v1
+            return
+        base = without_api_root(host)
+        if base != host:
+            environment.host = base
+            if environment.parsed_options is not None:
+                environment.parsed_options.host = base
+            if not self.is_worker and not self._said_api_root:
+                self._said_api_root = True
+                logger.info("--host %s: the base URL is %s (llm-locust's API paths start with /v1)",
+                            redact.redact(host), redact.redact(base))  # fmt: skip
+
     def _on_users_stopped(self, **_: Any) -> None:
         """Processes running users: the test is over, the garbage collector back to automatic."""
         if self.collector is not None:
@@ -238,6 +262,8 @@ class RunState:
         self.pacer.use_trace(self.trace.due_s if self.trace is not None else (), open_loop)
         self.model = self.settings.endpoint.model
         self._model_error: str | None = None
+        self.succeeded = False  # some request of this process succeeded in this test
+        self.config_failed = False  # some failed with a configuration-class error (`CONFIGURATION_KINDS`)
         self.recorder = MetricsRecorder(self.settings.output.interval_s, self.settings.objectives.slo)
         self.prefix_pool = prefix_pool(self.settings.workload)  # the users of this test share it (and its reuse count)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
@@ -310,6 +336,11 @@ class RunState:
             spans=tuple(control.spans) if control is not None else (),
         )
 
+    def config_pause_s(self) -> float:
+        """How long a user waits before its next request: `CONFIG_PAUSE_S` while nothing succeeded in this process and
+        a request failed with a configuration-class error, else 0."""
+        return CONFIG_PAUSE_S if self.config_failed and not self.succeeded else 0.0
+
     @property
     def in_flight(self) -> int:
         """Requests in flight now: this process's, or on a master the sum of its workers' last reports."""
@@ -323,6 +354,10 @@ class RunState:
         """Take the record of a finished LLM request into the metrics."""
         record: RequestRecord | None = (context or {}).get(RECORD_KEY)
         if record is not None:
+            if record.ok:
+                self.succeeded = True
+            elif record.error_kind in CONFIGURATION_KINDS and not self.succeeded:
+                self.config_failed = True
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
             self.recorder.record(record, time.time())

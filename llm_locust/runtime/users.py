@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gevent
 import orjson
 from locust import FastHttpUser, constant, task
 
@@ -24,7 +25,7 @@ from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import post_json, stream_completion
 from llm_locust.transport.proxy import env_proxy
-from llm_locust.transport.tls import certificate_error, context_factory, rejected_line
+from llm_locust.transport.tls import context_factory, tls_problem
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.providers import auth_headers, completion_path, provider_headers
 from llm_locust.workload.tokens import token_counter
@@ -100,9 +101,9 @@ class ApiUser(FastHttpUser):
             status = resp.status_code
             if status != 200:
                 resp.failure(f"HTTP {status}")
-                rejected = certificate_error(resp.error)
-                if rejected is not None:
-                    raise ConfigError(rejected_line(self.host or "", rejected))
+                problem = tls_problem(self.host or "", resp.error) if not status else None
+                if problem is not None:
+                    raise ConfigError(problem)
                 if not status:  # no response at all
                     cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
                     raise ConfigError(
@@ -133,6 +134,9 @@ class ApiUser(FastHttpUser):
             self.model = (
                 self.llm.model or self.llm.settings.endpoint.deployment or self.llm.resolve_model(self._first_model)
             )
+        pause_s = self.llm.config_pause_s()
+        if pause_s:  # every request failed so far, and no later one can do better: the run is ending
+            gevent.sleep(pause_s)
         ticket = self.llm.pacer.take()
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's request

@@ -56,6 +56,8 @@ class RequestParser:
         done: list[Request] = []
         while True:
             if self._pending is None:
+                if buf[:1] and not buf[:1].isalpha():  # not a method: a TLS handshake, say (servers answer 400 at once)
+                    raise HttpError(400, f"malformed request line {bytes(buf[:16])!r}")
                 end = buf.find(b"\r\n\r\n")
                 if end < 0:
                     if len(buf) > MAX_HEAD_BYTES:

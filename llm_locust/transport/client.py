@@ -16,7 +16,6 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from functools import partial
-from ssl import SSLCertVerificationError
 from time import perf_counter
 from typing import Any
 
@@ -34,7 +33,7 @@ from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.replicas import Replica
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
-from llm_locust.transport.tls import rejected_line
+from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
@@ -304,12 +303,13 @@ def _keeping(feed: Any, kept: StreamText) -> Any:
 
 def _transport_failure(error: BaseException, url: str = "") -> tuple[ErrorKind, str]:
     """Classify a connection-level exception (unwrapping geventhttpclient's RetriesExceeded) of a
-    request to `url` (named when its certificate was rejected)."""
+    request to `url` (named when its TLS is set up wrong: `tls.tls_problem`)."""
+    problem = tls_problem(url, error) if url else None
+    if problem is not None:
+        return ErrorKind.TLS, problem
     original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
     if isinstance(original, BaseException):
         error = original
-    if isinstance(error, SSLCertVerificationError):
-        return ErrorKind.TLS, rejected_line(url, error)
     text = f"{type(error).__name__}: {error}"
     if isinstance(error, RequestTimeout):  # the watchdog: first-token, read or whole-request timeout
         return ErrorKind.TIMEOUT, str(error)

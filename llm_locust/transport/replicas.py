@@ -33,6 +33,18 @@ def split_hosts(host: str | None) -> list[str]:
     return [part.strip() for part in host.split(",")] if host else []
 
 
+def without_api_root(host: str) -> str:
+    """`host` (Locust's --host, comma-separated base URLs) with a trailing `/v1` cut from each URL: the OpenAI SDK's
+    `base_url` ends there, while llm-locust's API paths (`/v1/chat/completions`, ...) include it. Other URLs are
+    left as they are: the result equals `host` when none ends in `/v1`."""
+
+    def cut(url: str) -> str:
+        trimmed = url.strip().rstrip("/")
+        return trimmed.removesuffix("/v1") if trimmed.endswith("/v1") else url
+
+    return ",".join(cut(url) for url in host.split(","))
+
+
 def host_problem(url: str) -> str | None:
     """Why `url` cannot be a base URL (one line, credentials left out), or None when it can."""
     scheme, sep, rest = url.partition("://")

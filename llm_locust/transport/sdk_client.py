@@ -28,7 +28,7 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
 from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
-from llm_locust.transport.tls import certificate_error, client_context, rejected_line
+from llm_locust.transport.tls import client_context, tls_problem
 from llm_locust.workload.builder import RequestSpec
 from llm_locust.workload.tokens import token_counter
 
@@ -115,11 +115,11 @@ class SdkClient:
 
 
 def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:
-    """Classify an exception raised by the SDK or its HTTP library (`host`: named when its
-    certificate was rejected)."""
-    rejected = certificate_error(error)
-    if rejected is not None:
-        return ErrorKind.TLS, rejected_line(host, rejected)
+    """Classify an exception raised by the SDK or its HTTP library (`host`: named when its TLS is set up wrong:
+    `tls.tls_problem`)."""
+    problem = tls_problem(host, error)
+    if problem is not None:
+        return ErrorKind.TLS, problem
     text = " ".join(redact(f"{type(error).__name__}: {error}").split())[:300]  # redacted before it is cut
     if isinstance(error, openai.APIStatusError):
         return status_kind(error.status_code), text

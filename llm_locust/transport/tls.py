@@ -1,4 +1,5 @@
-"""The clients' TLS: one trust store per process, and a rejected certificate said in one line.
+"""The clients' TLS: one trust store per process, and a rejected certificate — or a URL scheme the server does
+not speak — said in one line (`tls_problem`).
 
 Both clients (`fast`: geventhttpclient; `openai-sdk`: httpx) connect with the context of
 `client_context`: certificates and host names verified, against the system's trust store (OpenSSL
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import ssl
 from collections.abc import Callable
 from urllib.parse import urlsplit
@@ -26,6 +28,11 @@ from llm_locust.transport.settings import EndpointSettings
 _UNKNOWN_ISSUER = (18, 19, 20, 21)  # self-signed (in chain), unable to get (local) issuer, unable to verify first
 _EXPIRED = (9, 10)  # not yet valid, expired
 _WRONG_HOST = (62, 64)  # host name mismatch, IP address mismatch
+_PLAIN_HTTP_REASONS = frozenset({"WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE",
+                                 "UNKNOWN_PROTOCOL", "HTTP_REQUEST"})  # fmt: skip
+"""OpenSSL's reasons when the answer to a client hello is not TLS (a plain-HTTP server answering 400)."""
+PROBE_TIMEOUT_S = 2.0
+"""How long `speaks_tls` waits for the TLS handshake of a server that closed a plain-HTTP connection."""
 _FIXES = {
     _UNKNOWN_ISSUER: "unknown issuer: trust its CA with --ca-bundle FILE or SSL_CERT_FILE, or skip checks: --insecure",
     _EXPIRED: "outside its validity dates: renew the server's certificate, or skip checks: --insecure",
@@ -94,14 +101,57 @@ def context_factory(ca_bundle: str, insecure: bool) -> Callable[..., ssl.SSLCont
 def certificate_error(error: BaseException | None) -> ssl.SSLCertVerificationError | None:
     """The certificate verification error behind `error` (following causes and wrapped originals,
     as geventhttpclient, httpx and the openai SDK wrap it), or None."""
+    found = _behind(error, ssl.SSLCertVerificationError)
+    return found if isinstance(found, ssl.SSLCertVerificationError) else None
+
+
+def _behind(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type `kind` in `error`'s chain (causes, contexts and wrapped `original`s), or None."""
     seen = 0
     while error is not None and seen < 8:
-        if isinstance(error, ssl.SSLCertVerificationError):
+        if isinstance(error, kind):
             return error
         original = getattr(error, "original", None)
         error = original if isinstance(original, BaseException) else (error.__cause__ or error.__context__)
         seen += 1
     return None
+
+
+def tls_problem(url: str, error: BaseException | None) -> str | None:
+    """One line naming cause and fix when `error` (of a request to `url`, before any response) comes from TLS set up
+    wrong in the command: the server's certificate rejected (`rejected_line`), an https:// URL answered in plain
+    HTTP, an http:// URL whose server closed the connection and speaks TLS (`speaks_tls`); None for anything else."""
+    rejected = certificate_error(error)
+    if rejected is not None:
+        return rejected_line(url, rejected)
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    ssl_error = _behind(error, ssl.SSLError)
+    if isinstance(ssl_error, ssl.SSLError) and ssl_error.reason in _PLAIN_HTTP_REASONS:
+        return (f"--host https://{host}: the server answered the TLS handshake in plain HTTP ({ssl_error.reason}): "
+                f"use http://{host}; nothing was sent")  # fmt: skip
+    closed = _behind(error, ConnectionError) or (error if type(error).__name__ == "HTTPConnectionClosed" else None)
+    port = parts.port or 80
+    if parts.scheme == "http" and closed is not None and parts.hostname and speaks_tls(parts.hostname, port):
+        return f"--host http://{host}: the server speaks TLS (it closed the plain-HTTP connection): use https://{host}"
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def speaks_tls(hostname: str, port: int) -> bool:
+    """Whether the server at `hostname`:`port` completes a TLS handshake (certificate not checked: only the protocol
+    is asked); asked once per process and server, within `PROBE_TIMEOUT_S`."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((hostname, port), timeout=PROBE_TIMEOUT_S) as sock,
+            context.wrap_socket(sock, server_hostname=hostname),
+        ):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def rejected_line(url: str, error: ssl.SSLCertVerificationError) -> str:
