@@ -6,6 +6,7 @@ here first so that it happens before anything else in the test process.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import gevent
 import locust  # noqa: F401  (gevent monkey-patching must come first)
 import pytest
+import trustme
 from locust import events as global_events
 from locust.argument_parser import parse_options
 from locust.env import Environment
@@ -91,6 +93,24 @@ def run_locust(
     )
 
 
+def short_run(
+    tmp_path: Path, host: str, *extra: str, env: dict | None = None, logfile: bool = False
+) -> tuple[int, str]:
+    """A short headless `locust` run writing every output Locust can write into `tmp_path`, with `env` added to this
+    process's environment; -> (exit code, console).
+
+    `logfile`: log (at DEBUG level) to locust.log in `tmp_path` instead of the console.
+    """
+    proc = run_locust(
+        LOCUSTFILE, "-u", "2", "-r", "2", "--run-time", "3s", "--host", host, "--max-tokens", "8",
+        "--results-dir", str(tmp_path), "--csv", str(tmp_path / "locust"), "--csv-full-history",
+        "--html", str(tmp_path / "report.html"), "--loglevel", "DEBUG",
+        *(("--logfile", str(tmp_path / "locust.log")) if logfile else ()), *extra,
+        timeout_s=60, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
     """Poll `predicate` until it returns something true (returned); fail after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -136,3 +156,24 @@ def fast_sim():
     """Simulator with short fixed timing for functional runs."""
     with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
         yield sim
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.pem (a throw-away CA) and certificate/key pairs: good (127.0.0.1 and localhost, by the CA),
+    other_name (by the CA, for another host), expired (by the CA), unknown_issuer (by another CA)."""
+    folder = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    now = datetime.datetime.now(datetime.UTC)
+    expired = {"not_before": now - datetime.timedelta(days=3), "not_after": now - datetime.timedelta(days=1)}
+    leaves = {
+        "good": ca.issue_cert("127.0.0.1", "localhost"),
+        "other_name": ca.issue_cert("llm.example.com"),
+        "expired": ca.issue_cert("127.0.0.1", **expired),
+        "unknown_issuer": trustme.CA().issue_cert("127.0.0.1"),
+    }
+    for name, leaf in leaves.items():
+        (folder / f"{name}.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+        leaf.private_key_pem.write_to_path(str(folder / f"{name}.key"))
+    return folder

@@ -14,7 +14,7 @@ import gevent
 import pytest
 from conftest import options, read_summary, run_local
 from gevent.pywsgi import WSGIServer
-from recording_server import LoopbackServer
+from harness.recording_server import LoopbackServer
 
 from llm_locust.apis import APIS, INPUTS, Api, api, openai_paths, register
 from llm_locust.errors import ConfigError

@@ -14,7 +14,7 @@ from itertools import pairwise
 import gevent
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
-from test_web_ui import http, local_runner_with_web_ui
+from harness.web_ui import http, local_runner_with_web_ui
 
 from llm_locust.runtime.users import EmbeddingsUser, MessagesUser, ResponsesUser
 from llm_locust.runtime.web_tabs import tab_rows

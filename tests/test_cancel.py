@@ -12,7 +12,6 @@ import urllib.request
 
 import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
-from test_tls import pki  # noqa: F401 (the fixture: a CA and its certificates)
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
@@ -129,7 +128,7 @@ def test_cancel_after_ms_frees_server_slots(tmp_path):
     assert row["client_cancelled_tokens"] == round(cancelled_tokens) > 0 and row["client_output_tokens"] == 0
 
 
-def test_cancel_over_tls(tmp_path, pki):  # noqa: F811 (the fixture imported above)
+def test_cancel_over_tls(tmp_path, pki):
     """Over HTTPS (the stream is read by its own greenlet, not the pump): every stream closed after 3 of its 64
     tokens, counted as cancelled, and the simulator sees each client leave."""
     with run_sim("--ttft-ms", "10", "--itl-ms", "5", "--output-tokens", "64", "--tls-cert", str(pki / "good.crt"),

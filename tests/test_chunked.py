@@ -7,12 +7,12 @@ from itertools import pairwise
 
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPResponse
+from harness.sse_server import HEADERS as HEAD
+from harness.sse_server import chunk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_locust.transport.chunked import ChunkedBody
-
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
 def parser_alone(body: bytes, splits: list[int]) -> tuple[bytes, bool, bool]:
@@ -58,10 +58,6 @@ def with_chunked_body(body: bytes, splits: list[int], handover: int) -> tuple[by
 def _pieces(data: bytes, splits: list[int]) -> list[bytes]:
     cuts = sorted({s % (len(data) + 1) for s in splits} | {0, len(data)})
     return [data[a:b] for a, b in pairwise(cuts) if b > a]
-
-
-def chunk(data: bytes, extension: bytes = b"") -> bytes:
-    return b"%x%s\r\n%s\r\n" % (len(data), extension, data)
 
 
 EVENTS = [b'data: {"choices":[{"delta":{"content":"tok%d"}}]}\n\n' % i for i in range(5)]

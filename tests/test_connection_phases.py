@@ -10,19 +10,15 @@ import gevent
 import pytest
 import trustme
 from conftest import options, read_summary, run_local
-from gevent.server import StreamServer
+from harness.sse_server import HEADERS as HEAD
+from harness.sse_server import chunk, read_request, serve
 
 from llm_locust.sim import run_sim
 
 DELAY_MS = 40.0
 SIM_ARGS = ("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "4")
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 EVENTS = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(3)]
 DONE = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 def local_summary(tmp_path: Path, host: str, *extra: str, users: int = 4) -> dict:
@@ -94,21 +90,6 @@ def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, ca_files):
 
 
 # -- a stale kept-alive connection ---------------------------------------------------------------------------------
-def read_request(sock) -> bool:
-    """Read one request (head and body); False when the client closed the connection."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        more = sock.recv(65536)
-        if not more:
-            return False
-        data += more
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
-    while len(body) < length:
-        body += sock.recv(65536)
-    return True
-
-
 def answer_then_close(sock, _address):
     """One whole response (offering keep-alive), then the connection closed a moment later — after the client's
     next request is on its way (llama.cpp's server does so)."""
@@ -126,8 +107,7 @@ def close_mid_response(sock, _address):
 
 
 def run_against(handler, tmp_path: Path, *extra: str) -> dict:
-    server = StreamServer(("127.0.0.1", 0), handler)
-    server.start()
+    server = serve(handler)
     try:
         opts = options("--host", f"http://127.0.0.1:{server.server_port}", "--model", "m", "--results-dir",
                        str(tmp_path), *extra)  # fmt: skip

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port, read_summary, wait_for
-from test_web_ui import http
+from harness.web_ui import http
 
 COMPOSE_FILES = ("docker-compose.yml",)
 UI_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.ui.yml")

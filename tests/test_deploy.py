@@ -15,7 +15,7 @@ import kubernetes_validate
 import locust
 import yaml
 from conftest import ROOT, options
-from topology import master_args, sim_args, worker_args
+from harness.topology import master_args, sim_args, worker_args
 
 from llm_locust.config.settings import Settings
 

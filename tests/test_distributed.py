@@ -13,7 +13,7 @@ from collections import Counter
 
 import gevent
 from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
-from topology import master_args, worker_args
+from harness.topology import master_args, worker_args
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.metrics.histograms import delta_from_wire

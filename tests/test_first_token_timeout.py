@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gevent
 from conftest import options, read_summary, run_local
-from test_timeouts import HEADERS, chunk, read_request, serve
+from harness.sse_server import HEADERS, chunk, read_request, serve
 
 
 def role_then_keep_alives(sock, _address):

@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 import pytest
 from conftest import BROWSER_ARGS, ROOT, browser_tools, options, read_summary, run_locust
-from test_report import array, figures, trace
+from harness.report_figures import array, figures, trace
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
@@ -99,7 +99,7 @@ def test_bad_length_sweeps_are_one_line_errors(tmp_path):
 
 
 def test_a_steps_lengths_set_the_request_exactly_with_a_tokenizer(tmp_path):
-    from test_workload_units import build_tokenizer
+    from harness.tokenizer import build_tokenizer
 
     tokenizer = str(build_tokenizer(tmp_path / "tokenizer.json"))
     settings = Settings.from_options(options("--tokenizer", tokenizer, "--sweep-prompt-tokens", "8,300",

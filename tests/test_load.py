@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from harness.stats import ks_exponential
 
 from llm_locust.errors import ConfigError
 from llm_locust.load.arrivals import (
@@ -24,14 +25,6 @@ from llm_locust.load.pacing import Plan
 def gaps(kind: str, rate: float, n: int, burstiness: float = 1.0, seed: int = 1) -> np.ndarray:
     process = ArrivalProcess(rate, kind, burstiness, 100.0, random.Random(seed))  # type: ignore[arg-type]
     return np.diff([process.next_s() for _ in range(n + 1)])
-
-
-def ks_exponential(samples: np.ndarray, rate: float) -> float:
-    """Kolmogorov-Smirnov distance between `samples` and Exp(rate)."""
-    x = np.sort(samples)
-    cdf = 1 - np.exp(-rate * x)
-    n = len(x)
-    return float(max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n)))
 
 
 def test_poisson_gaps_are_exponential_at_the_rate() -> None:

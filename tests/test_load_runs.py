@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary, run_locust
-from test_load import ks_exponential
+from harness.stats import ks_exponential
 
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE
 from llm_locust.sim import run_sim

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, read_summary
-from topology import SIM_PORT, master_args, sim_args, worker_args
+from harness.topology import SIM_PORT, master_args, sim_args, worker_args
 
 SUBNET = "10.254.77"
 HOSTS = {"sw": None, "sim": 2, "master": 3, "w1": 4, "w2": 5}  # namespace -> last byte of its address

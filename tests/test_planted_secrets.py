@@ -18,8 +18,8 @@ import subprocess
 import sys
 
 from conftest import ROOT, free_port, master_port_args, read_summary, wait_for
-from test_bad_input import assert_no_secret, leaks
-from test_web_ui import http, wait_for_page
+from harness.output import assert_no_secret, leaks
+from harness.web_ui import http, wait_for_page
 
 from llm_locust.redact import REDACTED
 from llm_locust.sim import run_sim

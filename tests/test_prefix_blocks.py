@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import random
 
+from harness.tokenizer import build_tokenizer
+
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS, BlockTexts, ReuseTracker, prompt_from_blocks
 from llm_locust.workload.tokens import WordCounter, token_counter
-from tests.test_workload_units import build_tokenizer
 
 
 def test_same_ids_give_a_byte_identical_prefix():

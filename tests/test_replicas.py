@@ -10,10 +10,9 @@ import sys
 import urllib.request
 
 import pytest
-from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
-from recording_server import RecordingServer
-from test_bad_input import error_lines
-from test_bad_input import run_locust as run_short
+from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, short_run, wait_for
+from harness.output import error_lines
+from harness.recording_server import RecordingServer
 
 from llm_locust.errors import ConfigError
 from llm_locust.report.build import build_report
@@ -74,7 +73,7 @@ def test_least_in_flight_picks_the_least_busy():
 
 
 def test_bad_urls_one_error_line_each_exit_2(tmp_path):
-    code, output = run_short(tmp_path, f"http://127.0.0.1:1,ftp://u:{SECRET}@h:2,http://u:{SECRET}@")
+    code, output = short_run(tmp_path, f"http://127.0.0.1:1,ftp://u:{SECRET}@h:2,http://u:{SECRET}@")
     assert code == 2, output[-2000:]
     errors = error_lines(output)
     assert len(errors) == 2, errors
@@ -136,7 +135,7 @@ def test_least_in_flight_favours_the_fast_replica(tmp_path):
 
 def test_live_view_shows_each_replica(tmp_path, monkeypatch):
     """While the run goes, the LLM view's JSON has a breakdown per replica, and its page a place to show it."""
-    from test_web_ui import http, local_runner_with_web_ui
+    from harness.web_ui import http, local_runner_with_web_ui
 
     monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
     with run_sim("--replicas", "2", "--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8") as sim:

@@ -4,7 +4,6 @@ HTML, i.e. what the browser draws) are checked against summary.json and the CSVs
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
 import io
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, read_summary
+from harness.report_figures import array, figures, trace
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import parse_slos
@@ -60,26 +60,6 @@ def two_runs(tmp_path_factory) -> tuple[Path, Path]:
         for process in procs:
             wait(process)
     return light, heavy
-
-
-def figures(html_text: str) -> dict[str, dict[str, Any]]:
-    """The plotly figures embedded in the report, by chart key."""
-    found = re.findall(r'<script type="application/json" data-chart="([^"]+)">(.*?)</script>', html_text, re.S)
-    return {key: json.loads(data) for key, data in found}
-
-
-def array(value: Any) -> np.ndarray:
-    """A figure array: plain list, or plotly's typed array {dtype, bdata}."""
-    if isinstance(value, dict) and "bdata" in value:
-        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).astype(float)
-    return np.array([np.nan if v is None else v for v in value], dtype=float)
-
-
-def trace(figure: dict[str, Any], **meta: Any) -> dict[str, Any]:
-    """The one trace whose meta has every given key/value."""
-    matches = [t for t in figure["data"] if all((t.get("meta") or {}).get(k) == v for k, v in meta.items())]
-    assert len(matches) == 1, (meta, [t.get("meta") for t in figure["data"]])
-    return matches[0]
 
 
 def test_report_numbers_are_the_summary_and_timeseries_numbers(two_runs, tmp_path):

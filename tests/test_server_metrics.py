@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 from conftest import LOCUSTFILE, free_port, read_summary, run_locust, wait_for
+from harness.report_figures import array, figures, trace
 from prometheus_client.parser import text_string_to_metric_families
-from test_report import array, figures, trace
 
 from llm_locust.report.build import build_report
 from llm_locust.scrape.server_maps import BUILTIN_MAPS

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import LOCUSTFILE, free_port, read_summary, run_locust
+from harness.report_figures import array, figures, trace
 from prometheus_client.parser import text_string_to_metric_families
-from test_report import array, figures, trace
 
 from llm_locust.metrics.vocabulary import TELEMETRY_FILE
 from llm_locust.report.build import build_report

@@ -4,34 +4,7 @@ from __future__ import annotations
 
 import gevent
 from conftest import options, read_summary, run_local
-from gevent.server import StreamServer
-
-HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def serve(handler) -> StreamServer:
-    server = StreamServer(("127.0.0.1", 0), handler)
-    server.start()
-    return server
-
-
-def read_request(sock) -> bool:
-    """Read one request (headers and body); False when the client closed the connection."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        more = sock.recv(65536)
-        if not more:
-            return False
-        data += more
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
-    while len(body) < length:
-        body += sock.recv(65536)
-    return True
+from harness.sse_server import HEADERS, chunk, read_request, serve
 
 
 def stall_after_first_token(sock, _address):

@@ -8,7 +8,6 @@ store or a proxy are set by each test (this machine may set some of them)."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import http.client
 import logging
 import os
@@ -20,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 from gevent.server import StreamServer
-from proxy_server import RecordingProxy
-from test_sim import assert_t_recv_is_the_kernel_arrival
+from harness.output import error_lines
+from harness.proxy_server import RecordingProxy
+from harness.sim_requests import assert_t_recv_is_the_kernel_arrival
 
 from llm_locust.sim import SimProcess, run_sim
 
@@ -32,27 +31,6 @@ SIM_ARGS = ("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8")
 TRUST_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 KEY = "sk-tls-SECRET-9f8e7d6c"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ca.pem (a throw-away CA) and certificate/key pairs: good (127.0.0.1 and localhost, by the CA),
-    other_name (by the CA, for another host), expired (by the CA), unknown_issuer (by another CA)."""
-    folder = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
-    now = datetime.datetime.now(datetime.UTC)
-    expired = {"not_before": now - datetime.timedelta(days=3), "not_after": now - datetime.timedelta(days=1)}
-    leaves = {
-        "good": ca.issue_cert("127.0.0.1", "localhost"),
-        "other_name": ca.issue_cert("llm.example.com"),
-        "expired": ca.issue_cert("127.0.0.1", **expired),
-        "unknown_issuer": trustme.CA().issue_cert("127.0.0.1"),
-    }
-    for name, leaf in leaves.items():
-        (folder / f"{name}.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-        leaf.private_key_pem.write_to_path(str(folder / f"{name}.key"))
-    return folder
 
 
 @contextlib.contextmanager
@@ -89,10 +67,6 @@ def local_run(tmp_path: Path, host: str, *extra: str, seconds: float = 1.5) -> d
                    *extra)  # fmt: skip
     run_local(opts, users=2, seconds=seconds)
     return read_summary(tmp_path)
-
-
-def error_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines() if "/ERROR/" in line]
 
 
 # -- verified ---------------------------------------------------------------------------------------------------

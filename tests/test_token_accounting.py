@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from conftest import options, read_summary, run_local
-from test_workload_units import build_tokenizer
+from harness.tokenizer import build_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from llm_locust.metrics.histograms import WindowMetrics

@@ -13,7 +13,7 @@ from conftest import options, read_summary, run_local
 from gevent import socket as gsocket
 from gevent.monkey import get_original
 from gevent.server import StreamServer
-from test_timeouts import HEADERS, chunk, read_request, serve
+from harness.sse_server import HEADERS, chunk, read_request, serve
 
 from llm_locust.transport import byte_arrival, pump
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS

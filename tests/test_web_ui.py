@@ -10,44 +10,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
 
 import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, new_env, options, read_summary, wait_for
+from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, options, read_summary, wait_for
+from harness.web_ui import http, local_runner_with_web_ui
 
 from llm_locust.runtime.saturation import CPU_WARN_PCT
 from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
-
-
-def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
-    data = urllib.parse.urlencode(form).encode() if form is not None else None
-    with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
-        return response.read()
-
-
-def wait_for_page(url: str, timeout_s: float) -> str:
-    """The page at `url` once it answers (a web UI starting up)."""
-
-    def page() -> str | None:
-        try:
-            return http(url).decode()
-        except OSError:
-            return None
-
-    return wait_for(page, timeout_s, f"the web UI at {url}")
-
-
-def local_runner_with_web_ui(opts: Any, user_classes: list | None = None) -> tuple[Any, Any, Any, str]:
-    """A local runner in this process (of `user_classes`, default chat) with Locust's web UI on a free port:
-    (env, runner, web UI, URL)."""
-    env = new_env(opts, user_classes)
-    runner = env.create_local_runner()
-    port = free_port()
-    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
-    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
-    web_ui.start()
-    return env, runner, web_ui, f"http://127.0.0.1:{port}"
 
 
 def test_run_started_from_the_web_ui(fast_sim, tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary, wait_for
-from test_web_ui import http, wait_for_page
+from harness.web_ui import http, wait_for_page
 
 from llm_locust.sim import run_sim
 

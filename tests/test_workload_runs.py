@@ -11,8 +11,8 @@ import time
 import gevent
 import pytest
 from conftest import LOCUSTFILE, ChatUser, new_env, options, read_summary, run_local
-from recording_server import REASONING_EVENTS, RecordingServer
-from test_workload_units import build_tokenizer
+from harness.recording_server import REASONING_EVENTS, RecordingServer
+from harness.tokenizer import build_tokenizer
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError

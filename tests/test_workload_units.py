@@ -8,7 +8,7 @@ import struct
 import zlib
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from harness.tokenizer import build_tokenizer
 
 from llm_locust.errors import ConfigError
 from llm_locust.workload.datasets import load_dataset
@@ -16,7 +16,7 @@ from llm_locust.workload.input_images import generated_pool, parse_size, png_byt
 from llm_locust.workload.lengths import parse_length
 from llm_locust.workload.prefix_blocks import BlockTexts
 from llm_locust.workload.prefix_pool import PrefixPool
-from llm_locust.workload.prompts import VOCABULARY, PromptMaker
+from llm_locust.workload.prompts import PromptMaker
 from llm_locust.workload.providers import (
     check_length_control,
     completion_path,
@@ -24,20 +24,6 @@ from llm_locust.workload.providers import (
     parse_header,
 )
 from llm_locust.workload.tokens import WordCounter, token_counter
-
-
-def build_tokenizer(path, vocab_size=400):
-    """A small byte-level BPE tokenizer.json trained here (no download)."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    rng = random.Random(1)
-    corpus = [" ".join(rng.choices(VOCABULARY[:150], k=50)) for _ in range(200)]
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)  # fmt: skip
-    tok.train_from_iterator(corpus, trainer)
-    tok.save(str(path))
-    return path
 
 
 # -- distributions -----------------------------------------------------------------------------

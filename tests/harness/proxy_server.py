@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import gevent
 from gevent import socket as gsocket
 from gevent.server import StreamServer
-from recording_server import LoopbackServer
+
+from harness.recording_server import LoopbackServer
 
 
 class RecordingProxy(LoopbackServer):
