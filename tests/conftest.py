@@ -122,24 +122,6 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
-"""Headless Chromium on a machine without a network or a sandbox (as root)."""
-
-
-def browser_tools() -> tuple[str, Any, Any]:
-    """(Chromium's path, playwright.sync_api, PIL.Image) for a browser test; skips it, saying why, when
-    one is missing."""
-    from llm_locust.report.images import find_browser
-
-    browser = find_browser()
-    if browser is None:
-        pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
-    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
-    return browser, sync_api, image_module
-
-
 def read_summary(results_dir: Path) -> dict[str, Any]:
     return json.loads((results_dir / "summary.json").read_text())
 

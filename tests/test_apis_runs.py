@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 from collections import Counter
 from itertools import pairwise
@@ -14,7 +13,8 @@ from itertools import pairwise
 import gevent
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
-from harness.web_ui import http, local_runner_with_web_ui
+from harness.browser import browser_tools, chromium_page
+from harness.web_ui import http, local_runner_with_web_ui, locust_web_ui
 
 from llm_locust.runtime.users import EmbeddingsUser, MessagesUser, ResponsesUser
 from llm_locust.runtime.web_tabs import tab_rows
@@ -179,38 +179,27 @@ def test_several_tokens_per_event(tmp_path):
 @pytest.mark.slow
 def test_embeddings_on_the_llm_page_in_chromium(sim, tmp_path):
     """The /llm page of an embeddings run shows inputs/s and input tok/s (not output tok/s), as the JSON says."""
-    from conftest import BROWSER_ARGS, browser_tools, free_port, wait_for
+    from conftest import wait_for
 
-    browser, sync_api, _image = browser_tools()
-    port = free_port()
-    ui = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "embeddings.py"), "--web-host",
-               "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--results-dir", str(tmp_path),
+    browser_tools()  # skips the test, saying why, without Chromium
+    command = ["-f", str(ROOT / "locustfiles" / "embeddings.py"), "--host", sim.url, "--results-dir", str(tmp_path),
                "--interval-s", "1", "-u", "2", "-r", "2", "--autostart"]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with sync_api.sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
-            try:
-                page = chromium.new_page()
-                problems: list[str] = []
-                page.on("pageerror", lambda e: problems.append(str(e)))
+    with locust_web_ui(*command) as web:
+        ui = web.url
+        with chromium_page() as page:
+            problems: list[str] = []
+            page.on("pageerror", lambda e: problems.append(str(e)))
 
-                def running() -> bool:
-                    try:
-                        snap = page.request.get(ui + "/llm/stats.json").json()
-                    except Exception:
-                        return False
-                    return bool(snap["summary"] and snap["summary"]["throughput"]["inputs"])
+            def running() -> bool:
+                try:
+                    snap = page.request.get(ui + "/llm/stats.json").json()
+                except Exception:
+                    return False
+                return bool(snap["summary"] and snap["summary"]["throughput"]["inputs"])
 
-                wait_for(running, 30, "an embeddings run with inputs")
-                page.goto(ui + "/llm")
-                page.wait_for_selector('[data-field="run.inputs_per_s"]', timeout=15_000)
-                assert float(page.inner_text('[data-field="run.inputs_per_s"]')) > 0
-                assert float(page.inner_text('[data-field="run.input_tokens_per_s"]')) > 0
-                assert page.query_selector('[data-field="run.output_tokens_per_s"]') is None and not problems
-            finally:
-                chromium.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
+            wait_for(running, 30, "an embeddings run with inputs")
+            page.goto(ui + "/llm")
+            page.wait_for_selector('[data-field="run.inputs_per_s"]', timeout=15_000)
+            assert float(page.inner_text('[data-field="run.inputs_per_s"]')) > 0
+            assert float(page.inner_text('[data-field="run.input_tokens_per_s"]')) > 0
+            assert page.query_selector('[data-field="run.output_tokens_per_s"]') is None and not problems

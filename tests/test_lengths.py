@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from conftest import BROWSER_ARGS, ROOT, browser_tools, options, read_summary, run_locust
+from conftest import ROOT, options, read_summary, run_locust
+from harness.browser import browser_tools, chromium_page
 from harness.report_figures import array, figures, trace
 
 from llm_locust.config.settings import Settings
@@ -212,22 +213,17 @@ def test_uniform_run_buckets_agree_with_the_sweep_over_the_same_lengths(grid_run
 
 
 def test_length_charts_render_in_headless_chromium(grid_run, tmp_path):
-    browser, sync_api, image_module = browser_tools()
+    _, _, image_module = browser_tools()
     report = build_report([grid_run], tmp_path / "grid.html", png=False)
     keys = {"ttft_vs_length", "throughput_vs_length", "grid_heatmap"}
     problems: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
-        try:
-            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.goto(report.html_path.resolve().as_uri())
-            page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
-            assert page.evaluate("document.body.dataset.chartsRendered") == str(len(report.charts))
-            shots = {key: page.locator(f"#{key}").screenshot() for key in keys}
-        finally:
-            chromium.close()
+    with chromium_page(viewport={"width": 1400, "height": 1000}) as page:
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.goto(report.html_path.resolve().as_uri())
+        page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
+        assert page.evaluate("document.body.dataset.chartsRendered") == str(len(report.charts))
+        shots = {key: page.locator(f"#{key}").screenshot() for key in keys}
     assert problems == []
     for key, png in shots.items():
         image = np.asarray(image_module.open(io.BytesIO(png)).convert("RGB"), dtype=int)

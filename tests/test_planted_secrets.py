@@ -17,9 +17,9 @@ import secrets
 import subprocess
 import sys
 
-from conftest import ROOT, free_port, master_port_args, read_summary, wait_for
+from conftest import ROOT, master_port_args, read_summary, wait_for
 from harness.output import assert_no_secret, leaks
-from harness.web_ui import http, wait_for_page
+from harness.web_ui import http, locust_web_ui, wait_for_page
 
 from llm_locust.redact import REDACTED
 from llm_locust.sim import run_sim
@@ -118,14 +118,11 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
     the simulator answers its path with HTTP 404, echoing them all."""
     with run_sim(*SIM_ARGS) as sim:
         host = with_credentials(sim.url)
-        port = free_port()
-        command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"),
-                   "--web-host", "127.0.0.1", "--web-port", str(port), "--host", host, "--model", "llm-locust-sim",
+        command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "llm-locust-sim",
                    "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS]  # fmt: skip
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ui = f"http://127.0.0.1:{port}"
         pages: dict[str, str] = {}
-        try:
+        with locust_web_ui(*command) as web:
+            ui = web.url
             pages["/"] = wait_for_page(ui, 30)
             assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
             form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
@@ -148,9 +145,7 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
                          "/llm/results/histograms.json", "/llm/report", "/stats/report", "/stats/requests/csv",
                          "/stats/failures/csv", "/exceptions/csv"):  # fmt: skip
                 pages[path] = http(ui + path, timeout_s=120).decode()
-        finally:
-            proc.terminate()
-            output = proc.communicate(timeout=30)[0]
+        output = web.output
     summary = read_summary(tmp_path)
     assert summary["failures"] == {"http_4xx": summary["throughput"]["requests_failed"]}, output[-3000:]
     assert "no route POST /openai/deployments/d/chat/completions" in summary["diagnosis"]

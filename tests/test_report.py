@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import BROWSER_ARGS, LOCUSTFILE, ROOT, browser_tools, read_summary
+from conftest import LOCUSTFILE, ROOT, read_summary
+from harness.browser import browser_tools, chromium_page
 from harness.report_figures import array, figures, trace
 
 from llm_locust.errors import ConfigError
@@ -280,31 +281,26 @@ def _pixels_near(image: Any, rgb: tuple[int, int, int], tolerance: int = 40) -> 
 
 
 def test_report_renders_in_headless_chromium_without_console_errors(two_runs, tmp_path):
-    browser, sync_api, image_module = browser_tools()
+    _, _, image_module = browser_tools()
     slos = parse_slos(["ttft_p90_ms=100000"])
     report = build_report(list(two_runs), tmp_path / "both.html", slos=slos, png=False)
     problems: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
-        try:
-            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    with chromium_page(viewport={"width": 1400, "height": 1000}) as page:
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
 
-            def offline(route: Any) -> None:  # the report must need nothing but its own file
-                if not route.request.url.startswith("file:"):
-                    problems.append(f"network request: {route.request.url}")
-                    route.abort()
-                else:
-                    route.continue_()
+        def offline(route: Any) -> None:  # the report must need nothing but its own file
+            if not route.request.url.startswith("file:"):
+                problems.append(f"network request: {route.request.url}")
+                route.abort()
+            else:
+                route.continue_()
 
-            page.route("**/*", offline)
-            page.goto(report.html_path.resolve().as_uri())
-            page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
-            assert page.evaluate("document.body.dataset.chartsRendered") == str(len(report.charts))
-            shots = {chart.key: page.locator(f"#{chart.key}").screenshot() for chart in report.charts}
-        finally:
-            chromium.close()
+        page.route("**/*", offline)
+        page.goto(report.html_path.resolve().as_uri())
+        page.wait_for_selector("body[data-charts-rendered]", timeout=60_000)
+        assert page.evaluate("document.body.dataset.chartsRendered") == str(len(report.charts))
+        shots = {chart.key: page.locator(f"#{chart.key}").screenshot() for chart in report.charts}
     assert problems == []
     run_colors = [(0x63, 0x6E, 0xFA), (0xEF, 0x55, 0x3B)]  # plotly's first two colours: light-2u, heavy-8u
     for key, png in shots.items():

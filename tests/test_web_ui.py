@@ -4,7 +4,6 @@ the LLM view's JSON and tab rows follow it (tests/test_web_ui_browser.py drives 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import urllib.error
@@ -13,8 +12,8 @@ import urllib.request
 
 import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, free_port, master_port_args, options, read_summary, wait_for
-from harness.web_ui import http, local_runner_with_web_ui
+from conftest import LOCUSTFILE, ROOT, options, read_summary, wait_for
+from harness.web_ui import http, local_runner_with_web_ui, locust_web_ui
 
 from llm_locust.runtime.saturation import CPU_WARN_PCT
 from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
@@ -22,13 +21,9 @@ from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
 
 def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     secret = "sk-webui-SECRET-77aa"
-    port = free_port()
-    command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--processes", "2",
-               "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url,
-               *master_port_args()]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ui = f"http://127.0.0.1:{port}"
-    try:
+    command = ["-f", str(LOCUSTFILE), "--processes", "2", "--host", fast_sim.url]
+    with locust_web_ui(*command) as web:
+        ui = web.url
 
         def ready() -> bool:
             try:
@@ -82,9 +77,7 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
             assert final["links"]["report"] is None
             with pytest.raises(urllib.error.HTTPError, match="404"):
                 http(f"{ui}/llm/report")
-    finally:
-        proc.terminate()
-        output = proc.communicate(timeout=30)[0]
+    output = web.output
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
     assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
@@ -98,16 +91,14 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
 def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
     """A rate sweep whose second step is more than 2 users can send: the view shows each step's status
     as it runs, warns that the open loop fell behind while the run still goes, and ends with summary.json's steps."""
-    port = free_port()
-    ui = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "sweep.py"), "--autostart",
-               "--autoquit", "30", "--web-host", "127.0.0.1", "--web-port", str(port), "--host", fast_sim.url,
+    command = ["-f", str(ROOT / "locustfiles" / "sweep.py"), "--autostart",
+               "--autoquit", "30", "--host", fast_sim.url,
                "--sweep-rates", "4,60", "--max-concurrency", "2", "--step-duration-s", "6", "--warmup-s", "1",
                "--arrival", "constant", "--interval-s", "1", "--max-tokens", "8",
                "--results-dir", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, set[str]] = {0: set(), 1: set()}
-    try:
+    with locust_web_ui(*command) as web:
+        ui = web.url
 
         def snapshot():
             try:
@@ -130,9 +121,7 @@ def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
         final = wait_for(lambda: (s := snapshot()) is not None and s["final"] and s, 30, "the final summary")
         steps_tab = next(t["data"] for t in json.loads(http(f"{ui}/stats/requests"))["extended_stats"]
                          if t["key"] == "llm-steps")  # fmt: skip
-    finally:
-        proc.terminate()
-        output = proc.communicate(timeout=30)[0]
+    output = web.output
     assert live["steps"][-1]["status"] in ("warm-up", "measuring") and "measuring" in seen[0] | seen[1]
     summary = read_summary(tmp_path)
     assert [{k: v for k, v in s.items() if k != "status"} for s in final["steps"]] == summary["steps"]
@@ -204,14 +193,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
     locustfile = tmp_path / "auth_locustfile.py"
     locustfile.write_text(AUTH_LOCUSTFILE)
-    port = free_port()
-    ui = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "locust", "-f", str(locustfile), "--web-login", "--web-host", "127.0.0.1",
-               "--web-port", str(port), "--host", fast_sim.url, "--results-dir", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = ["-f", str(locustfile), "--web-login", "--host", fast_sim.url, "--results-dir", str(tmp_path)]
     cookies = urllib.request.HTTPCookieProcessor()
     browser = urllib.request.build_opener(cookies, _NoRedirect)
-    try:
+    with locust_web_ui(*command) as web:
+        ui = web.url
 
         def status(path: str) -> int:
             try:
@@ -230,9 +216,7 @@ def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
             snap = json.loads(response.read())
         assert snap["state"] == "ready" and snap["summary"] is None and status("/llm") == 200
         assert status("/llm/report") == 409 and status("/llm/results/summary.json") == 404  # no run yet
-    finally:
-        proc.terminate()
-        output = proc.communicate(timeout=30)[0]
+    output = web.output
     assert "Traceback" not in output, output[-3000:]
 
 

@@ -4,11 +4,9 @@ the form with the key field left empty still uses it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from conftest import LOCUSTFILE, ROOT, free_port, read_summary, wait_for
-from harness.web_ui import http, wait_for_page
+from conftest import LOCUSTFILE, read_summary, wait_for
+from harness.web_ui import http, locust_web_ui, wait_for_page
 
 from llm_locust.sim import run_sim
 
@@ -17,12 +15,9 @@ KEY = "sk-cli-SECRET-0a9b8c7d"
 
 def test_command_line_key_is_not_in_the_page_and_still_used(tmp_path):
     with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8", "--api-key", KEY) as sim:
-        port = free_port()
-        command = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1",
-                   "--web-port", str(port), "--host", sim.url, "--api-key", KEY]  # fmt: skip
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ui = f"http://127.0.0.1:{port}"
-        try:
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--api-key", KEY]  # fmt: skip
+        with locust_web_ui(*command) as web:
+            ui = web.url
             html = wait_for_page(ui, 20)
             assert "api_key" in html and KEY not in html  # the field is there, its value is not
             form = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8", "api_key": "",
@@ -37,9 +32,7 @@ def test_command_line_key_is_not_in_the_page_and_still_used(tmp_path):
             assert KEY not in http(ui).decode()
             http(f"{ui}/stop", {})
             summary = wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path), 20, "summary")
-        finally:
-            proc.terminate()
-            output = proc.communicate(timeout=30)[0]
+        output = web.output
     assert summary["throughput"]["requests_ok"] > 0 and summary["failures"] == {}  # the key was sent: no 401
     assert KEY not in output
     for path in tmp_path.iterdir():
