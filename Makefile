@@ -21,7 +21,7 @@ browser:  ## Chromium for the report's PNG charts and browser tests (Debian's pa
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium not installed: report PNGs and the browser tests will be skipped (apt-get install chromium)"
 
-docker:  ## Docker for tests/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
+docker:  ## Docker for tests/e2e/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
 	@missing=""; command -v docker >/dev/null 2>&1 || missing="$$missing docker.io"; \
 	  { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } || missing="$$missing docker-compose"; \
 	  command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \

@@ -1,7 +1,7 @@
 """The commands of a distributed run: what docker-compose.yml runs in containers, built here once.
 
-tests/test_deploy.py checks that docker-compose.yml's services run exactly these argument lists
-(with the compose file's defaults); tests/test_netns.py runs them, in network namespaces standing
+tests/e2e/test_deploy.py checks that docker-compose.yml's services run exactly these argument lists
+(with the compose file's defaults); tests/e2e/test_netns.py runs them, in network namespaces standing
 in for separate machines. Paths are parameters (container paths in compose, local ones in tests).
 """
 

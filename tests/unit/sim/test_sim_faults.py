@@ -1,4 +1,5 @@
-"""The simulator's fault picker and `--fault` option (pure parts; the faults on the wire are in test_faults.py)."""
+"""The simulator's fault picker and `--fault` option (pure parts; the faults on the wire are in
+tests/integration/test_faults.py)."""
 
 from __future__ import annotations
 

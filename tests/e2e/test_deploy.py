@@ -1,6 +1,6 @@
 """docker-compose.yml, the Dockerfile and deploy/k8s, checked without Docker or a cluster.
 
-The compose services must run exactly the argument lists of tests/topology.py (which the network
+The compose services must run exactly the argument lists of tests/harness/topology.py (which the network
 namespace test runs for real); every manifest's arguments must parse with Locust + llm-locust
 (config files from the ConfigMap included); workers must point at the master's Service; API keys
 only ever come from the environment or a Secret.
@@ -153,7 +153,7 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
 
     (worker_container,) = pod_spec(worker)["spec"]["containers"]
     assert worker_container["args"] == worker_args(f"{CONTAINER_LOCUSTFILES}/chat.py", "llm-locust-master")
-    for obj in (worker, *masters):  # as in the compose stack tests/test_containers.py runs: the image's
+    for obj in (worker, *masters):  # as in the compose stack tests/e2e/test_containers.py runs: the image's
         template = pod_spec(obj)  # entrypoint runs `locust ARGS` (options first), here as a non-root user
         (container,) = template["spec"]["containers"]
         assert "command" not in container and container["args"][0].startswith("--locustfile="), obj["kind"]

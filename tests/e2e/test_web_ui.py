@@ -1,5 +1,5 @@
 """The Locust web UI with --processes 2: our options are form fields, a run started from the UI measures,
-the LLM view's JSON and tab rows follow it (tests/test_web_ui_browser.py drives the same in Chromium)."""
+the LLM view's JSON and tab rows follow it (tests/e2e/test_web_ui_browser.py drives the same in Chromium)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 
 
 def test_locustfile_import_paths_still_give_the_same_objects() -> None:
@@ -241,7 +242,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_simulator_imports_no_client_module() -> None:
     """The simulator is the oracle the client is checked against: it imports nothing of `llm_locust` outside `sim/`
-    (constants it shares with the client are its own copies, checked equal in tests/test_sim_units.py)."""
+    (constants it shares with the client are its own copies, checked equal in tests/unit/sim/test_sim_units.py)."""
     graph = _module_imports("llm_locust.sim")
     assert len(graph) > 10, sorted(graph)
     outside = {
@@ -310,12 +311,11 @@ def test_every_module_imports_only_its_stage_and_lower_layers() -> None:
 
 
 def test_every_cited_markdown_file_is_in_the_repository() -> None:
-    """Every `*.md` file that code, docs or config names (`docs/metrics.md`, a relative link `../README.md`) exists in
-    the repository: relative to its root or to the citing file's folder. Web addresses are not citations."""
+    """Every `*.md` file that code, docs or config names (`docs/metrics.md`, a relative link `../../README.md`) exists
+    in the repository: relative to its root or to the citing file's folder. Web addresses are not citations."""
     import re
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
     cited = re.compile(r"(?<![\w/.:-])(?:\.\.?/)*[\w-]+(?:/[\w.-]+)*\.md\b")
     web = re.compile(r"[a-z]+://\S+")

@@ -4,7 +4,7 @@ The test builds a small private network: a namespace holding a bridge (the switc
 namespace per host — simulator, master, worker 1, worker 2 — each with a veth pair to the bridge
 and an address of 10.254.77.0/24 (only ever inside these namespaces). Each process runs in its
 host's namespace (`ip netns exec`) with exactly the arguments docker-compose.yml gives it
-(tests/topology.py): the real `locust` CLI and locustfiles/chat.py. Needs root and network
+(tests/harness/topology.py): the real `locust` CLI and locustfiles/chat.py. Needs root and network
 namespaces; skipped with the reason otherwise. The namespaces are deleted whatever happens.
 """
 
