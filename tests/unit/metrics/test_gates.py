@@ -1,9 +1,10 @@
-"""Drift between early and late windows and the verdict of a run (gates): pure units, then a real run."""
+"""Drift between early and late windows and the verdict of a run (gates), pure units (the real run:
+tests/integration/test_gates_runs.py)."""
 
 import re
 
 import pytest
-from conftest import options, read_summary, run_local
+from conftest import options
 from pytest import approx
 
 from llm_locust.config.settings import Settings
@@ -172,29 +173,6 @@ def test_lost_workers_leave_out_those_that_quit_with_the_masters_interrupt():
     assert lost_workers(["silent"], goodbyes, None) == {"silent", "early", "with_ctrl_c"}  # never interrupted
     assert lost_workers(["silent"], goodbyes, T0 + 100) == {"silent", "early"}
     assert lost_workers([], {}, T0) == set()
-
-
-def test_a_run_judged_by_its_gates_writes_drift_and_verdict_and_sets_the_exit_code(fast_sim, tmp_path):
-    """A real Locust run (LocalRunner) against the simulator: one SLO that cannot be met, drift on."""
-    opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
-                   "--interval-s", "1", "--drift-window-s", "2", "--drift-warmup-s", "1",
-                   "--slo", "ttft_p50_ms=1", "--slo", "e2e_p99_ms=60000", "--max-error-rate", "0",
-                   "--max-drift-pct", "1000")  # fmt: skip
-    env = run_local(opts, users=4, seconds=7)
-
-    summary = read_summary(tmp_path)
-    verdict = summary["verdict"]
-    ttft_p50 = summary["metrics"]["ttft_ms"]["p50"]
-    assert ttft_p50 > 1  # the simulator's TTFT is 20 ms
-    assert verdict["reasons"] == [f"SLO ttft_p50_ms=1 not met: {ttft_p50:g} ms"]
-    assert [r["ok"] for r in verdict["slo"]] == [False, True] and verdict["error_rate"] == 0.0
-    assert env.process_exit_code == EXIT_GATE_FAILED == verdict["exit_code"]
-
-    drift = summary["drift"]
-    assert drift["evaluated"] is True and drift["early"]["requests_ok"] > 0 and drift["late"]["requests_ok"] > 0
-    assert drift["metrics"]["ttft_ms_p50"]["worse_pct"] is not None
-    assert summary["client"]["cpu_saturated"] == [] and summary["client"]["processes_file"] == "workers_timeseries.csv"
-    assert (tmp_path / "workers_timeseries.csv").read_text().startswith("time,epoch_s,elapsed_s,process,")
 
 
 def test_bad_gate_options_are_one_line_errors():
