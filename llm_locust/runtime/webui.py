@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from flask import Blueprint, Response, make_response, request, send_from_directory
-from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
+from locust.runners import MasterRunner
 
 from llm_locust import redact
 from llm_locust.apis import COUNTINGS
@@ -183,7 +183,7 @@ class LiveView:
             "last_window": _last_complete(history, live.interval_s, final),
             "history": history,
             "steps": _steps(summary, live.spans),
-            "warnings": _warnings(summary, runner),
+            "warnings": _warnings(summary),
             "links": self._links(final),
         }
 
@@ -291,28 +291,14 @@ def _last_complete(history: list[dict[str, Any]], interval_s: float, final: bool
     return complete[-1] if complete else None
 
 
-def _warnings(summary: dict[str, Any] | None, runner: Any) -> list[str]:
-    """Client saturation and run warnings: the summary's (open loop behind schedule, workers
-    lost, ...) once a request finished, and Locust's CPU warnings for the master and each worker."""
-    warnings = []
+def _warnings(summary: dict[str, Any] | None) -> list[str]:
+    """The run's warnings once a request finished: the summary's (client saturation as `runtime.saturation.assess`
+    judges it — sustained CPU near one core with the loop lag that follows —, open loop behind schedule, workers
+    lost, ...). Locust's own CPU flag, raised by one sample above its threshold, is not shown: one busy second is
+    no saturation."""
     if summary is not None and summary["throughput"]["requests_ok"] + summary["throughput"]["requests_failed"]:
-        warnings.extend(summary["warnings"])
-    advice = "timing of this process's requests may be late: add worker processes (--processes) or machines"
-    if isinstance(runner, MasterRunner):
-        for worker in runner.clients.values():
-            if worker.cpu_warning_emitted:
-                warnings.append(
-                    f"worker {worker.id}: CPU above {CPU_WARNING_THRESHOLD} % (now {worker.cpu_usage} %): "
-                    f"the client is saturated, the {advice}"
-                )
-        if runner.cpu_warning_emitted:
-            warnings.append(f"master: CPU above {CPU_WARNING_THRESHOLD} % (now {runner.current_cpu_usage:.0f} %)")
-    elif runner.cpu_warning_emitted:
-        warnings.append(
-            f"CPU above {CPU_WARNING_THRESHOLD} % (now {runner.current_cpu_usage:.0f} %): the client is saturated, "
-            f"the {advice}"
-        )
-    return warnings
+        return list(summary["warnings"])
+    return []
 
 
 def _json(document: dict[str, Any]) -> Response:
