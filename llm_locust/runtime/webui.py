@@ -56,7 +56,7 @@ from llm_locust.runtime.web_tabs import TAB_COLUMNS, step_columns, step_rows, ta
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from llm_locust.runtime.state import LiveRun
+    from llm_locust.runtime.state import LiveSnapshot
 
 POLL_S = 2.0
 """How often the /llm page asks for new data (Locust's own tabs poll every 2 s too)."""
@@ -74,11 +74,11 @@ TAB_KEY = "llm"
 STEPS_TAB_KEY = "llm-steps"
 
 
-def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
+def attach(web_ui: Any, live: Callable[[], LiveSnapshot]) -> None:
     """Add the LLM view's routes, tabs and links to Locust's `web_ui` (see the module docstring); `live()`
     returns a read-only snapshot of the run (`RunState.live`), all the view reads of it."""
     environment = web_ui.environment
-    view = LiveView(live, environment)
+    view = LiveViewData(live, environment)
     blueprint = Blueprint("llm_locust", __name__)
     auth = web_ui.auth_required_if_enabled
 
@@ -143,10 +143,10 @@ _VIEW_LINK = (
 )
 
 
-class LiveView:
+class LiveViewData:
     """The data behind the view, computed from the run's live snapshot at most once per `SNAPSHOT_CACHE_S`."""
 
-    def __init__(self, live: Callable[[], LiveRun], environment: Any) -> None:
+    def __init__(self, live: Callable[[], LiveSnapshot], environment: Any) -> None:
         self.live = live
         self.environment = environment
         self._cached: dict[str, Any] | None = None
