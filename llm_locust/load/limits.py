@@ -52,3 +52,10 @@ class Limits:
         if abort and finished >= ABORT_MIN_REQUESTS and failed / finished > abort:
             return f"error rate {failed / finished:.0%} exceeded --abort-error-rate {abort:g}"
         return None
+
+
+def drain_over(elapsed_s: float, in_flight: int, min_s: float, max_s: float) -> bool:
+    """Whether the pause after a step, begun `elapsed_s` seconds ago, is over: no request in flight once `min_s` have
+    passed (on a master: every worker has reported since), or `max_s` have passed (requests still in flight then are
+    left out of the step)."""
+    return (elapsed_s >= min_s and in_flight == 0) or elapsed_s >= max_s

@@ -14,8 +14,8 @@ from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.report import charts, distributions, lengths, reuse, server, telemetry_charts, timeline, trace_replay
 from llm_locust.report.breakdowns import breakdown_section
-from llm_locust.report.capacity import Capacity, StepCheck, capacity
-from llm_locust.report.chart import Chart
+from llm_locust.report.capacity import Capacity, CheckedStep, capacity
+from llm_locust.report.figure import Chart
 from llm_locust.report.html import Section, heading, note, paragraph, render, table
 from llm_locust.report.images import write_pngs
 from llm_locust.report.mbu import Hardware, mbu
@@ -277,7 +277,7 @@ def _capacity_section(capacities: list[Capacity], runs: list[RunData], given: bo
     return section
 
 
-def _error_class(check: StepCheck) -> str:
+def _error_class(check: CheckedStep) -> str:
     """The error-rate cell's class: "fail" above the limit."""
     error_rate = check.check.error_rate
     return "fail" if error_rate is None or error_rate > check.check.max_error_rate else "ok"

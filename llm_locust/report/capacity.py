@@ -20,7 +20,7 @@ from llm_locust.report.tables import load_axis, step_sources
 
 
 @dataclass(frozen=True)
-class StepCheck:
+class CheckedStep:
     """One step (index None: the whole run) checked against the SLOs and the error-rate limit."""
 
     step: int | None
@@ -55,10 +55,10 @@ class Capacity:
 
     run: str
     load_title: str
-    checks: list[StepCheck]
-    best: StepCheck | None
+    checks: list[CheckedStep]
+    best: CheckedStep | None
     max_error_rate: float
-    above_failure: list[StepCheck] = field(default_factory=list)
+    above_failure: list[CheckedStep] = field(default_factory=list)
 
 
 def capacity(run: RunData, slos: tuple[Slo, ...], max_error_rate: float | None = None) -> Capacity | None:
@@ -72,7 +72,7 @@ def capacity(run: RunData, slos: tuple[Slo, ...], max_error_rate: float | None =
         max_error_rate = DEFAULT_MAX_ERROR_RATE
     load_key, load_title = load_axis(run)
     checks = [
-        StepCheck(
+        CheckedStep(
             step=index,
             label=label,
             load=source.get(load_key),

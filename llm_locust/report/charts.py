@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 
 from llm_locust.metrics.declarations import latencies, names, pick
 from llm_locust.report.capacity import Capacity, knee_index
-from llm_locust.report.chart import Chart, finish, latency_title, run_color, with_alpha
+from llm_locust.report.figure import Chart, finish, latency_title, run_color, with_alpha
 from llm_locust.report.mbu import Hardware, achieved_bandwidth_gbs, mbu
 from llm_locust.report.run_data import RunData
 from llm_locust.report.tables import load_axis

@@ -52,7 +52,7 @@ class MetricSpec:
 METRICS: tuple[MetricSpec, ...] = (
     *(
         MetricSpec(f"{m.name}_{p}_ms", latency_key(m.name, p), f"{m.label} {p} ms", True, True)
-        for m in latencies(series=True)
+        for m in latencies(slo=True, series=True)  # a request's latencies; the connection's phases are diagnostics
         for p in SERIES_PERCENTILES
     ),
     MetricSpec("output_tokens_per_s", "output_tokens_per_s", "output tok/s", False, False),

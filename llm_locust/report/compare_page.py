@@ -1,5 +1,5 @@
 """The HTML page of `llm-locust compare`: the sides, the table of changes with their intervals, the gate, and a
-chart of every change with its interval (the report's page and chart machinery: `html`, `chart`)."""
+chart of every change with its interval (the report's page and chart machinery: `html`, `figure`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from llm_locust.report.chart import Chart, finish
 from llm_locust.report.compare import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, MetricResult, gate_line
+from llm_locust.report.figure import Chart, finish
 from llm_locust.report.html import Section, note, paragraph, render, table
 from llm_locust.report.tables import run_facts
 

@@ -14,7 +14,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from llm_locust.metrics.declarations import latencies, names, pick
-from llm_locust.report.chart import Chart, finish, latency_title, run_color
+from llm_locust.report.figure import Chart, finish, latency_title, run_color
 from llm_locust.report.run_data import RunData
 
 HISTOGRAM_BINS = 60

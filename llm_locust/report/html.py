@@ -17,7 +17,7 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from llm_locust import __version__
-from llm_locust.report.chart import Chart
+from llm_locust.report.figure import Chart
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0 auto; max-width: 1400px;

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import kaleido
 
-from llm_locust.report.chart import Chart
+from llm_locust.report.figure import Chart
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 PNG_WIDTH_PX = 1400

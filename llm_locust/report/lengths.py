@@ -20,7 +20,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.metrics.length_buckets import DIMENSION
 from llm_locust.metrics.slo import Slo
 from llm_locust.report.capacity import Capacity, capacity
-from llm_locust.report.chart import Chart, finish, run_color
+from llm_locust.report.figure import Chart, finish, run_color
 from llm_locust.report.html import Section, heading, note, paragraph, table
 from llm_locust.report.run_data import RunData
 from llm_locust.report.tables import step_rows

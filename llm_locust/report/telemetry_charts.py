@@ -10,7 +10,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from llm_locust.report.chart import Chart, finish, run_color
+from llm_locust.report.figure import Chart, finish, run_color
 from llm_locust.report.html import Section, heading, note, table
 from llm_locust.report.run_data import RunData
 from llm_locust.report.timeline import time_unit

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from llm_locust.metrics.declarations import pick
-from llm_locust.report.chart import Chart, finish, run_color, with_alpha
+from llm_locust.report.figure import Chart, finish, run_color, with_alpha
 from llm_locust.report.run_data import RunData
 from llm_locust.results.files import FAILURE_COLUMNS
 
@@ -28,7 +28,7 @@ TIMELINE_LATENCIES = ("ttft", "tpot", "itl")
 
 
 @dataclass(frozen=True)
-class StepSpan:
+class TimelineStep:
     """Where one step lies on the run's clock, seconds since the run started."""
 
     label: str
@@ -62,7 +62,7 @@ def start_epoch_s(run: RunData) -> float | None:
     return None
 
 
-def step_spans(run: RunData) -> list[StepSpan]:
+def step_spans(run: RunData) -> list[TimelineStep]:
     """The steps of `run` on its clock, from the summary's step times (or the time series' step column)."""
     t0 = start_epoch_s(run)
     spans = []
@@ -75,7 +75,7 @@ def step_spans(run: RunData) -> list[StepSpan]:
             start, end = _span_from_column(run, step.get("index", i))
             if start is None:
                 continue
-        spans.append(StepSpan(label, start, start + float(step.get("warmup_s") or 0.0), end))
+        spans.append(TimelineStep(label, start, start + float(step.get("warmup_s") or 0.0), end))
     return spans
 
 

@@ -1,6 +1,6 @@
 """summary.json, built by one pure function from a frozen view of the run (docs/results.md "summary.json").
 
-The Locust side (`runtime.results_writer`) gathers what it knows into a `RunView` — plain values, no runner — and
+The Locust side (`runtime.results_writer`) gathers what it knows into a `RunFacts` — plain values, no runner — and
 `build_summary` turns it and the merged metrics into the document, verdict included (`metrics.gates.verdict`, a
 pure function of the document without it). Nothing changes the document after it is built.
 """
@@ -47,7 +47,7 @@ class ProcessHealth:
 
 
 @dataclass(frozen=True)
-class RunView:
+class RunFacts:
     """What summary.json says about a run besides its metrics; epoch seconds unless a name says otherwise."""
 
     settings: Mapping[str, Any]  # as written to results (`config.settings.Settings.public`)
@@ -84,7 +84,7 @@ class RunView:
     trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
 
 
-def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[str, Any]:
+def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
     """The summary.json document of `run` as seen by `view`.
 
     `final=False`: a snapshot taken while the test runs ("status": "incomplete"; no diagnosis, drift nor verdict
@@ -175,7 +175,7 @@ def build_summary(view: RunView, run: RunMetrics, final: bool = True) -> dict[st
     return summary
 
 
-def _client(view: RunView) -> dict[str, Any]:
+def _client(view: RunFacts) -> dict[str, Any]:
     """summary.json's "client": the saturation peaks, plus each process's CPU/RSS once the run is over."""
     client = {key: dict(value) if isinstance(value, Mapping) else value for key, value in view.client.items()}
     health = view.health

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, MasterRunner
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, WORKER_REPORT_INTERVAL, MasterRunner
 
 from llm_locust.config.settings import Settings
 from llm_locust.load.arrivals import Step, StepSpan, integer_shares
@@ -55,6 +55,11 @@ REASSIGN_LEAD_S = 2.0
 """A new assignment starts with the first arrival due this long ahead: no process has sent it when the plan
 arrives (plans reach workers in milliseconds; a worker's users hold no ticket past its due time)."""
 _LOCAL = "local"
+
+
+DRAIN_MIN_S = {True: WORKER_REPORT_INTERVAL + 1.5, False: 1.0}
+"""The shortest pause after a step (a sweep's last, a search's trial) before it is over, on a master (True: every
+worker has reported since) or locally (`load.limits.drain_over`)."""
 
 
 class LoadController:

@@ -1,6 +1,6 @@
 """Master/local: the results of one test — the time series while it runs, then summary.json, the table, the exit code.
 
-The writer gathers the run's facts into a frozen `results.summary.RunView` and lets the pure `build_summary` make
+The writer gathers the run's facts into a frozen `results.summary.RunFacts` and lets the pure `build_summary` make
 the document; the verdict in it sets the process's exit code (README.md "Troubleshooting": the exit codes).
 """
 
@@ -30,7 +30,7 @@ from llm_locust.results.files import (
     write_summary,
 )
 from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers
-from llm_locust.results.summary import RunView, build_summary
+from llm_locust.results.summary import RunFacts, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
 from llm_locust.runtime.runner_ops import stop_test, top_error
@@ -52,7 +52,7 @@ SNAPSHOT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class RunSources:
+class WriterInputs:
     """What the writer reads of one test, handed over by the process's `RunState` when the test starts (the writer
     never reaches back into it): the Locust environment, the settings, the role, the run's merged metrics and its
     window clock, the load controller, the client's saturation samples, the requests each worker reported, and the
@@ -73,7 +73,7 @@ class RunSources:
 class ResultsWriter:
     """Master/local: the time series while the test runs, then summary.json and the table."""
 
-    def __init__(self, sources: RunSources, results_dir: Path) -> None:
+    def __init__(self, sources: WriterInputs, results_dir: Path) -> None:
         self.sources = sources
         self.results_dir = results_dir
         self.settings = sources.settings
@@ -263,13 +263,13 @@ class ResultsWriter:
             self.cause = diagnosis[0] if diagnosis else None
         return build_summary(self.view(diagnosis, final), run, final)
 
-    def view(self, diagnosis: tuple[str, str] | None, final: bool) -> RunView:
+    def view(self, diagnosis: tuple[str, str] | None, final: bool) -> RunFacts:
         """A frozen view of the run for `build_summary` (the process health only on the final one)."""
         src = self.sources
         env = src.environment
         control = src.control
         t_end_s = self.t_stop or time.time()
-        return RunView(
+        return RunFacts(
             settings=self.settings.public(),
             load=self.settings.load,
             workload=self.settings.workload,

@@ -15,20 +15,17 @@ import logging
 import time
 
 from locust import LoadTestShape
-from locust.runners import WORKER_REPORT_INTERVAL
 
 from llm_locust.load.arrivals import Step
+from llm_locust.load.limits import drain_over
 from llm_locust.load.search import Trial
 from llm_locust.metrics.step_check import check_step
 from llm_locust.results.files import step_summary
-from llm_locust.runtime.control import LoadController
+from llm_locust.runtime.control import DRAIN_MIN_S, LoadController
 from llm_locust.runtime.plugin import run_state
 from llm_locust.runtime.state import RunState
 
 logger = logging.getLogger("llm_locust")
-
-DRAIN_MIN_S = {True: WORKER_REPORT_INTERVAL + 1.5, False: 1.0}
-"""Seconds after a trial before it is judged, on a master (True: every worker has reported since) or locally."""
 
 
 class SearchShape(LoadTestShape):
@@ -60,8 +57,8 @@ class SearchShape(LoadTestShape):
                 return users, float(users)
             control.pause()
             self._drain_from_s = now_s
-        drained = now_s - self._drain_from_s >= DRAIN_MIN_S[state.is_master] and state.in_flight == 0
-        if not drained and now_s - self._drain_from_s < self._drain_max_s(state):
+        elapsed_s = now_s - self._drain_from_s
+        if not drain_over(elapsed_s, state.in_flight, DRAIN_MIN_S[state.is_master], self._drain_max_s(state)):
             return users, float(users)
         return self._next_trial(state, control, now_s, judge=True)
 

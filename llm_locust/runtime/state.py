@@ -42,7 +42,7 @@ from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.pacer import Pacer
-from llm_locust.runtime.results_writer import ResultsWriter, RunSources
+from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
@@ -133,7 +133,7 @@ def role_of(runner: Any) -> Role:
 
 
 @dataclass(frozen=True)
-class LiveRun:
+class LiveSnapshot:
     """What the web UI's live view reads of a run (`RunState.live`): a snapshot, never the state itself."""
 
     results_dir: Path | None  # None before the first test
@@ -219,7 +219,7 @@ class RunState:
             if steps and environment.shape_class is not None:  # the sweep starts now
                 self.control.enter_step(steps[0])
             self.control.update()
-            sources = RunSources(
+            sources = WriterInputs(
                 environment=environment,
                 settings=self.settings,
                 is_master=self.is_master,
@@ -318,14 +318,14 @@ class RunState:
             raise StopUser()
         return self.model
 
-    def live(self) -> LiveRun:
+    def live(self) -> LiveSnapshot:
         """A read-only snapshot of the current (or last) test for the web UI's live view."""
         writer = self._results
         control = self.control
         summary = None
         if writer is not None:  # while running: the summary so far, which is not a complete run yet
             summary = writer.final_summary or writer.summary(self.run, final=False)
-        return LiveRun(
+        return LiveSnapshot(
             results_dir=None if writer is None else writer.results_dir,
             summary=summary,
             final=writer is not None and writer.final_summary is not None,

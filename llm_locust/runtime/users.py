@@ -23,8 +23,9 @@ from llm_locust.errors import ConfigError
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
-from llm_locust.transport.client import post_json, stream_completion
+from llm_locust.transport.client import FastTransport
 from llm_locust.transport.proxy import env_proxy
+from llm_locust.transport.request import Prepared, Transport
 from llm_locust.transport.tls import context_factory, tls_problem
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.providers import auth_headers, completion_path, provider_headers
@@ -79,19 +80,21 @@ class ApiUser(FastHttpUser):
             self.llm.prefix_pool, server_family=settings.endpoint.server_family,
         )  # fmt: skip
         tokenizer = settings.workload.tokenizer
-        self.output_counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer
+        counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer: counts the streamed text
         self.session_header = settings.workload.session_header
         # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
         self.canceller = Canceller(
             settings.cancel, self.workload.rng.getrandbits(64) if settings.cancel.cancel_rate else 0
         )
-        self.sdk = None
+        self.transport: Transport
         if settings.endpoint.client == "openai-sdk":
-            from llm_locust.transport.sdk_client import SdkClient  # imports openai: only when asked for
+            from llm_locust.transport.sdk_client import SdkTransport  # imports openai: only when asked for
 
-            self.sdk = SdkClient(
-                self, settings.endpoint, settings.timeouts, settings.workload.session_header, tokenizer
+            self.transport = SdkTransport(
+                self.host or "", settings.endpoint, settings.timeouts, self.llm.watchdog, counter, environment.events
             )
+        else:
+            self.transport = FastTransport(self.client, self.headers, self.llm.watchdog, counter)
         self.model = ""
 
     def _first_model(self) -> str:
@@ -124,7 +127,7 @@ class ApiUser(FastHttpUser):
 
     @task
     def complete(self) -> None:
-        """Send one streaming request when the pacer says so and read it to the end.
+        """Send one request when the pacer says so (through the transport chosen at start) and read it to the end.
 
         The model is resolved on the first request (not in `on_start`: Locust prints a traceback
         for any exception there, and a wrong --host is a user error). Azure and Databricks name
@@ -141,20 +144,13 @@ class ApiUser(FastHttpUser):
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's request
         request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
-        if self.sdk is not None:
-            self.sdk.stream(request, ticket)
-            return
-        headers, watchdog = self.headers, self.llm.watchdog
-        if self.session_header:
-            headers = {**headers, self.session_header: request.session}
+        headers = {self.session_header: request.session} if self.session_header else {}
         with self.replicas.use() as replica:
-            if not self.api.streams:
-                post_json(self.client, self.path, request.body, headers, self.endpoint, request.inputs, watchdog,
-                          request.expected_prompt_tokens, ticket, replica)  # fmt: skip
-                return
-            stream_completion(self.client, self.path, request.body, headers, self.endpoint, watchdog,
-                              request.expected_prompt_tokens, ticket, self.output_counter, replica,
-                              self.canceller.draw(), request.prefix_blocks)  # fmt: skip
+            self.transport.send(
+                Prepared(self.api, self.path, request.body, headers, ticket, replica,
+                         self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
+                         request.inputs, request.prefix_blocks)
+            )  # fmt: skip
 
 
 class ChatCompletionsUser(ApiUser):

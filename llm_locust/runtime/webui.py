@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from flask import Blueprint, Response, make_response, request, send_from_directory
-from locust.runners import CPU_WARNING_THRESHOLD, MasterRunner
+from locust.runners import MasterRunner
 
 from llm_locust import redact
 from llm_locust.apis import COUNTINGS
@@ -56,7 +56,7 @@ from llm_locust.runtime.web_tabs import TAB_COLUMNS, step_columns, step_rows, ta
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from llm_locust.runtime.state import LiveRun
+    from llm_locust.runtime.state import LiveSnapshot
 
 POLL_S = 2.0
 """How often the /llm page asks for new data (Locust's own tabs poll every 2 s too)."""
@@ -74,11 +74,11 @@ TAB_KEY = "llm"
 STEPS_TAB_KEY = "llm-steps"
 
 
-def attach(web_ui: Any, live: Callable[[], LiveRun]) -> None:
+def attach(web_ui: Any, live: Callable[[], LiveSnapshot]) -> None:
     """Add the LLM view's routes, tabs and links to Locust's `web_ui` (see the module docstring); `live()`
     returns a read-only snapshot of the run (`RunState.live`), all the view reads of it."""
     environment = web_ui.environment
-    view = LiveView(live, environment)
+    view = LiveViewData(live, environment)
     blueprint = Blueprint("llm_locust", __name__)
     auth = web_ui.auth_required_if_enabled
 
@@ -143,10 +143,10 @@ _VIEW_LINK = (
 )
 
 
-class LiveView:
+class LiveViewData:
     """The data behind the view, computed from the run's live snapshot at most once per `SNAPSHOT_CACHE_S`."""
 
-    def __init__(self, live: Callable[[], LiveRun], environment: Any) -> None:
+    def __init__(self, live: Callable[[], LiveSnapshot], environment: Any) -> None:
         self.live = live
         self.environment = environment
         self._cached: dict[str, Any] | None = None
@@ -183,7 +183,7 @@ class LiveView:
             "last_window": _last_complete(history, live.interval_s, final),
             "history": history,
             "steps": _steps(summary, live.spans),
-            "warnings": _warnings(summary, runner),
+            "warnings": _warnings(summary),
             "links": self._links(final),
         }
 
@@ -291,28 +291,14 @@ def _last_complete(history: list[dict[str, Any]], interval_s: float, final: bool
     return complete[-1] if complete else None
 
 
-def _warnings(summary: dict[str, Any] | None, runner: Any) -> list[str]:
-    """Client saturation and run warnings: the summary's (open loop behind schedule, workers
-    lost, ...) once a request finished, and Locust's CPU warnings for the master and each worker."""
-    warnings = []
+def _warnings(summary: dict[str, Any] | None) -> list[str]:
+    """The run's warnings once a request finished: the summary's (client saturation as `runtime.saturation.assess`
+    judges it — sustained CPU near one core with the loop lag that follows —, open loop behind schedule, workers
+    lost, ...). Locust's own CPU flag, raised by one sample above its threshold, is not shown: one busy second is
+    no saturation."""
     if summary is not None and summary["throughput"]["requests_ok"] + summary["throughput"]["requests_failed"]:
-        warnings.extend(summary["warnings"])
-    advice = "timing of this process's requests may be late: add worker processes (--processes) or machines"
-    if isinstance(runner, MasterRunner):
-        for worker in runner.clients.values():
-            if worker.cpu_warning_emitted:
-                warnings.append(
-                    f"worker {worker.id}: CPU above {CPU_WARNING_THRESHOLD} % (now {worker.cpu_usage} %): "
-                    f"the client is saturated, the {advice}"
-                )
-        if runner.cpu_warning_emitted:
-            warnings.append(f"master: CPU above {CPU_WARNING_THRESHOLD} % (now {runner.current_cpu_usage:.0f} %)")
-    elif runner.cpu_warning_emitted:
-        warnings.append(
-            f"CPU above {CPU_WARNING_THRESHOLD} % (now {runner.current_cpu_usage:.0f} %): the client is saturated, "
-            f"the {advice}"
-        )
-    return warnings
+        return list(summary["warnings"])
+    return []
 
 
 def _json(document: dict[str, Any]) -> Response:

@@ -32,7 +32,7 @@ from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
-from llm_locust.sim.trace import Trace, TraceRecord
+from llm_locust.sim.trace import RecentRecords, TraceRecord
 from llm_locust.sim.words import WORDS
 
 _GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
@@ -58,7 +58,7 @@ class SimApp:
     def __init__(self, config: SimConfig, driver: Driver) -> None:
         self.config = config
         self.driver = driver
-        self.trace = Trace(config.trace_limit)
+        self.trace = RecentRecords(config.trace_limit)
         self.metrics = SimMetrics()
         self.connections: set[SimConnection] = set()
         self.faults = FaultPicker(config.faults, config.fault_seed)

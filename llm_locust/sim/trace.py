@@ -87,7 +87,7 @@ class TraceRecord:
         }
 
 
-class Trace:
+class RecentRecords:
     """The most recent `limit` finished records (oldest dropped first)."""
 
     def __init__(self, limit: int) -> None:

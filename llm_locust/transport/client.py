@@ -1,4 +1,5 @@
-"""One streamed completion over Locust's FastHttp session, timestamped event by event.
+"""The fast client (`FastTransport`): one prepared request over Locust's FastHttp session, a stream timestamped
+event by event.
 
 The body comes from `byte_arrival.body_chunks` as soon as bytes are in (Locust's `iter_content` /
 `iter_lines` wait for 1 KiB and batch events by up to ~100 ms), each piece with its arrival
@@ -23,15 +24,14 @@ import orjson
 from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.apis import api
-from llm_locust.load.pacing import Ticket
-from llm_locust.metrics.protocol import EventStream, error_text, finish
+from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
-from llm_locust.transport.replicas import Replica
+from llm_locust.transport.request import Prepared
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
@@ -49,112 +49,103 @@ class RequestFailure(Exception):
         self.kind = kind
 
 
-def stream_completion(
-    session: Any,
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-    endpoint: str,
-    watchdog: TimeoutWatchdog,
-    expected_prompt_tokens: int | None = None,
-    ticket: Ticket | None = None,
-    counter: TokenCounter | None = None,
-    replica: Replica | None = None,
-    cancel: Cancel | None = None,
-    prefix_blocks: tuple[int, int] = (0, 0),
-) -> RequestRecord:
-    """POST `body` to `path`, read the SSE stream to its end, report it; return its record.
+class FastTransport:
+    """One user's requests through Locust's FastHttp session (`session`, the user's `client`): `send(prepared)`
+    posts a request with the user's fixed `headers` (content type, auth, provider's, --header) and its own, reads
+    its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and reports it.
 
-    `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is
-    raised into this greenlet while it waits for bytes). `expected_prompt_tokens` (the client's
-    count, if known) goes on the record, to be checked against the server's usage.prompt_tokens;
-    `ticket` (from the pacer) gives the request its due time, sweep step and whether it counts;
-    `prefix_blocks` its shared prompt blocks (whole, seen before).
-    `counter` (--tokenizer): the body is kept as it arrives (`StreamText`) and its generated text counted once, at
-    the end (`record.local_output_tokens`, checked against the server's usage). `replica` (one of several behind
-    --host) is where it goes instead of the session's base URL, with its credentials and breakdown; `cancel`, when
-    this request is to be closed early, and when; `prefix_blocks` its shared prompt blocks (whole, seen before).
+    `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
+    user's greenlet while it waits for bytes). `counter` (--tokenizer): a stream's body is kept as it arrives
+    (`StreamText`) and its generated text counted once, at the end (`record.local_output_tokens`, checked against
+    the server's usage).
     """
-    record = new_record(endpoint, expected_prompt_tokens, ticket, prefix_blocks)
-    kept = None if counter is None else StreamText(api(endpoint).event_text)
-    url, auth = path, None
-    if replica is not None:
-        url, auth = replica.url + path, replica.auth
-        record.groups += replica.groups
-    watch = watchdog.start(record)
-    if cancel is not None:
-        cancel.start()
-    try:
-        post = partial(session.post, url, data=body, headers=headers, stream=True, catch_response=True, name=path,
-                       **({"auth": auth} if auth else {}))  # fmt: skip
-        with send(record, post) as resp:
-            record.status_code = resp.status_code or 0
-            if _check_response(resp, record):
-                raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
-                try:
-                    _read_events(raw, record, watch, kept, cancel)
-                except StreamCancelled:  # closing the connection below tells the server
-                    record.cancelled = True
-                except OSError as e:  # RequestTimeout and ssl.SSLError included
-                    record.fail(*_transport_failure(e))
-                except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
-                    record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
-                finally:
-                    raw.release()  # closes the connection unless the body was read to its end
-            _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
-            finish(record, perf_counter())
-            if kept is not None and record.ok:
-                record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
-            _report(resp, record)
-    finally:
-        _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
-    return record
 
+    def __init__(
+        self, session: Any, headers: dict[str, str], watchdog: TimeoutWatchdog, counter: TokenCounter | None = None
+    ) -> None:
+        self.session = session
+        self.headers = headers
+        self.watchdog = watchdog
+        self.counter = counter
 
-def post_json(
-    session: Any,
-    path: str,
-    body: bytes,
-    headers: dict[str, str],
-    endpoint: str,
-    inputs: int,
-    watchdog: TimeoutWatchdog,
-    expected_prompt_tokens: int | None = None,
-    ticket: Ticket | None = None,
-    replica: Replica | None = None,
-) -> RequestRecord:
-    """POST a request of a non-streamed API (`endpoint`; embeddings) carrying `inputs` inputs, read its JSON
-    response with the API's body reader (`Api.read_body`), report it; return its record.
+    def send(self, prepared: Prepared) -> RequestRecord:
+        """Send `prepared`, read its answer to the end, report it; return its record."""
+        if prepared.api.streams:
+            return self._stream(prepared)
+        return self._post_json(prepared)
 
-    Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
-    token (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
-    reader refuses its body (embeddings: not JSON, or another number of embeddings than `inputs`). `replica` as for
-    `stream_completion`.
-    """
-    record = new_record(endpoint, expected_prompt_tokens, ticket)
-    url, auth = path, None
-    if replica is not None:
-        url, auth, record.groups = replica.url + path, replica.auth, replica.groups
-    watch = watchdog.start(record, first_token=False)
-    try:
-        post = partial(session.post, url, data=body, headers=headers, catch_response=True, name=path,
-                       **({"auth": auth} if auth else {}))  # fmt: skip
-        with send(record, post, streamed=False) as resp:
-            t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
-            record.status_code = resp.status_code or 0
-            if _check_status(resp, record):
-                api(endpoint).read_body(resp.content or b"", record, inputs)  # type: ignore[misc]
+    def _post(self, prepared: Prepared, streamed: bool) -> Callable[[], Any]:
+        """The call that posts `prepared` through the session (to its replica, with its credentials, if any),
+        Locust's `catch_response` context as its result."""
+        headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
+        path, replica = prepared.path, prepared.replica
+        url, auth = (path, None) if replica is None else (replica.url + path, replica.auth)
+        return partial(self.session.post, url, data=prepared.body, headers=headers, catch_response=True, name=path,
+                       **({"stream": True} if streamed else {}), **({"auth": auth} if auth else {}))  # fmt: skip
+
+    def _stream(self, prepared: Prepared) -> RequestRecord:
+        """POST a request of a streamed API, read its SSE stream to the end (`prepared.cancel`: closed early when
+        it says), report it; return its record."""
+        watchdog, counter, cancel = self.watchdog, self.counter, prepared.cancel
+        post = self._post(prepared, streamed=True)
+        record = new_record(prepared)
+        kept = None if counter is None else StreamText(prepared.api.event_text)
+        watch = watchdog.start(record)
+        if cancel is not None:
+            cancel.start()
+        try:
+            with _post_noting_connection(record, post) as resp:
+                record.status_code = resp.status_code or 0
+                if _check_response(resp, record):
+                    raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
+                    try:
+                        _read_events(raw, record, prepared.api.parser, watch, kept, cancel)  # type: ignore[arg-type]
+                    except StreamCancelled:  # closing the connection below tells the server
+                        record.cancelled = True
+                    except OSError as e:  # RequestTimeout and ssl.SSLError included
+                        record.fail(*_transport_failure(e))
+                    except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
+                        record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
+                    finally:
+                        raw.release()  # closes the connection unless the body was read to its end
+                _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
+                finish(record, perf_counter())
+                if kept is not None and record.ok:
+                    record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
+                _report(resp, record)
+        finally:
+            _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
+        return record
+
+    def _post_json(self, prepared: Prepared) -> RequestRecord:
+        """POST a request of a non-streamed API (embeddings) carrying `prepared.inputs` inputs, read its JSON
+        response with the API's body reader (`Api.read_body`), report it; return its record.
+
+        Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
+        token (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
+        reader refuses its body (embeddings: not JSON, or another number of embeddings than `inputs`).
+        """
+        watchdog = self.watchdog
+        post = self._post(prepared, streamed=False)
+        record = new_record(prepared)
+        watch = watchdog.start(record, first_token=False)
+        try:
+            with _post_noting_connection(record, post, streamed=False) as resp:
+                t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
+                record.status_code = resp.status_code or 0
+                if _check_status(resp, record):
+                    prepared.api.read_body(resp.content or b"", record, prepared.inputs)  # type: ignore[misc]
+                watchdog.end(watch)
+                record.t_done = t_body
+                if record.ok:
+                    record.t_last = record.t_done
+                _report(resp, record)
+        finally:
             watchdog.end(watch)
-            record.t_done = t_body
-            if record.ok:
-                record.t_last = record.t_done
-            _report(resp, record)
-    finally:
-        watchdog.end(watch)
-    return record
+        return record
 
 
-def send(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) -> Any:
+def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) -> Any:
     """Send the request: `post()` (through Locust's session, `catch_response`: its response context, reported when
     the caller's `with` ends). Sent once more, on a new connection, when it went on a reused connection that the
     server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
@@ -197,15 +188,19 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
         cancel.stop()
 
 
-def new_record(
-    endpoint: str, expected_prompt_tokens: int | None, ticket: Ticket | None, prefix_blocks: tuple[int, int] = (0, 0)
-) -> RequestRecord:
-    """The record of a request being sent now (perf_counter), with what the pacer's ticket says and its shared
-    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too)."""
-    record = RequestRecord(endpoint=endpoint, t_send=perf_counter(), expected_prompt_tokens=expected_prompt_tokens)
+def new_record(prepared: Prepared) -> RequestRecord:
+    """The record of `prepared`, being sent now (perf_counter), with what its pacer's ticket says, its shared
+    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too) and its replica's
+    breakdown."""
+    prefix_blocks, ticket = prepared.prefix_blocks, prepared.ticket
+    record = RequestRecord(
+        endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=prepared.expected_prompt_tokens
+    )
     record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
     if prefix_blocks[0]:
         record.groups += (reuse_group(*prefix_blocks),)
+    if prepared.replica is not None:
+        record.groups += prepared.replica.groups
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record
@@ -245,15 +240,17 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, watch: Watch, kept: StreamText | None, cancel: Cancel | None) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time; each piece of
-    body also goes to `kept` unless it is None.
+def _read_events(
+    raw: Any, record: RequestRecord, parser: EventApplier, watch: Watch, kept: StreamText | None, cancel: Cancel | None
+) -> None:
+    """Read the SSE stream to its end, applying each event to `record` with its arrival time (`parser`: the API's);
+    each piece of body also goes to `kept` unless it is None.
 
     On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
     and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    events = EventStream(record, api(record.endpoint).parser)
+    events = EventStream(record, parser)
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)

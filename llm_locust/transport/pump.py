@@ -275,7 +275,7 @@ class StreamPump:
 
 _pump: StreamPump | None = None
 """The pump of this process's gevent hub: one per hub by design (one poller reads every stream); kept here
-because `stream_completion` runs in each user's greenlet with nothing else shared to hang it on."""
+because `FastTransport.send` runs in each user's greenlet with nothing else shared to hang it on."""
 
 
 def pump() -> StreamPump:

@@ -21,27 +21,36 @@ from typing import Any
 import openai
 import orjson
 
-from llm_locust.apis import api
-from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
 from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
+from llm_locust.transport.request import Prepared
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
+from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import client_context, tls_problem
-from llm_locust.workload.builder import RequestSpec
-from llm_locust.workload.tokens import token_counter
+from llm_locust.workload.tokens import TokenCounter
 
 
-class SdkClient:
-    """One user's openai SDK client; `stream(request)` sends one request and reports it."""
+class SdkTransport:
+    """One user's openai SDK client: `send(prepared)` sends one request and reports it (`request.Transport`).
+
+    `host`: the user's (with several replicas, the first: the SDK is built for one base URL, so it sends there and
+    `prepared.replica` is not used; cancellation is the fast client's, refused with this one); `endpoint`: the API
+    key, extra headers, provider, TLS trust; `watchdog`: the whole-request timeout, as for the fast client;
+    `counter` (--tokenizer): counts the streamed text; `events`: Locust's, where the request is reported.
+    """
 
     def __init__(
-        self, user: Any, endpoint: EndpointSettings, timeouts: TimeoutSettings, session_header: str, tokenizer: str
+        self,
+        host: str,
+        endpoint: EndpointSettings,
+        timeouts: TimeoutSettings,
+        watchdog: TimeoutWatchdog,
+        counter: TokenCounter | None,
+        events: Any,
     ) -> None:
-        """`session_header` and `tokenizer`: the workload's (`--session-header`, `--tokenizer`)."""
-        self.user = user
-        host = (user.host or "").rstrip("/")
+        host = host.rstrip("/")
         common: dict[str, Any] = {
             "api_key": endpoint.api_key or "none",
             "max_retries": 0,
@@ -59,23 +68,22 @@ class SdkClient:
         else:
             base = "/serving-endpoints" if endpoint.provider == "databricks" else "/v1"
             self.sdk = openai.OpenAI(base_url=host + base, **common)
-        self.name = user.path  # the same Locust row as the fast client's
-        self.counter = token_counter(tokenizer) if tokenizer else None  # counts the streamed text
-        self.session_header = session_header
+        self.host = host
+        self.watchdog = watchdog
+        self.counter = counter
+        self.events = events
 
-    def stream(self, request: RequestSpec, ticket: Ticket | None = None) -> RequestRecord:
-        """Send `request` with the SDK, read its stream to the end, report it; return its record
-        (`ticket`: from the pacer, as for `client.stream_completion`)."""
-        user = self.user
-        endpoint = user.endpoint
-        sent = api(endpoint)  # one the SDK sends (`check_api`): its method and the body fields it takes as arguments
-        body = orjson.loads(request.body)
+    def send(self, prepared: Prepared) -> RequestRecord:
+        """Send `prepared` with the SDK (its API's `sdk_method`; its headers as the SDK's extra headers), read its
+        stream to the end, report it under `prepared.path` (the fast client's Locust row); return its record."""
+        sent = prepared.api  # one the SDK sends (`check_api`): its method and the body fields it takes as arguments
+        body = orjson.loads(prepared.body)
         arguments = {key: body.pop(key) for key in sent.sdk_arguments}
-        if self.session_header:
-            arguments["extra_headers"] = {self.session_header: request.session}
+        if prepared.headers:
+            arguments["extra_headers"] = dict(prepared.headers)
         create = attrgetter(f"{sent.sdk_method}.create")(self.sdk)
-        watchdog = user.llm.watchdog
-        record = new_record(endpoint, request.expected_prompt_tokens, ticket, request.prefix_blocks)
+        watchdog = self.watchdog
+        record = new_record(prepared)
         watch = watchdog.start(record)
         texts: list[str] | None = None if self.counter is None else []
         try:
@@ -89,22 +97,22 @@ class SdkClient:
                     if apply_chunk(record, fields, t):
                         break
             except Exception as e:
-                record.fail(*_failure(e, user.host or ""))
+                record.fail(*_failure(e, self.host))
             watchdog.end(watch)
             finish(record, perf_counter())
             if texts and record.ok:
                 record.local_output_tokens = self.counter.count("".join(texts))  # type: ignore[union-attr]
-            self._report(record)
+            self._report(record, prepared.path)
         finally:
             watchdog.end(watch)
         return record
 
-    def _report(self, record: RequestRecord) -> None:
-        """Fire Locust's request event like the fast client's HTTP row (E2E, output tokens, record)."""
+    def _report(self, record: RequestRecord, name: str) -> None:
+        """Fire Locust's request event like the fast client's HTTP row `name` (E2E, output tokens, record)."""
         response_time_ms, length = report_values(record)
-        self.user.environment.events.request.fire(
+        self.events.request.fire(
             request_type="POST",
-            name=self.name,
+            name=name,
             response_time=response_time_ms,
             response_length=length,
             exception=None if record.ok else RequestFailure(record.error_kind, record.error_message),

@@ -18,7 +18,7 @@ OpenAI's reasoning models reject `max_tokens` on chat: the `openai` family sends
 `max_completion_tokens` instead. llama.cpp's server closes the connection after every streamed
 response although its headers offer keep-alive: the fast client sends a request that met such a
 stale connection (closed before any byte of the response) once more on a new connection
-(`transport.client.send`, counted as `connections.retried_stale`), so no family needs
+(`transport.client.FastTransport`, counted as `connections.retried_stale`), so no family needs
 `Connection: close`.
 """
 

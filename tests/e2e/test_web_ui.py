@@ -132,15 +132,19 @@ def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
     assert "Traceback" not in output, output[-3000:]
 
 
-def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkeypatch):
-    """In process: a local runner with Locust's web UI; Locust's CPU warning (set by its own monitor
-    when the process is saturated) shows in the view, and requests in flight are this process's own."""
+def test_one_busy_cpu_sample_is_no_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkeypatch):
+    """In process: a local runner with Locust's web UI; Locust's own CPU flag (set by its monitor after one sample
+    above 90 %) is no saturation warning in the view — saturation is judged over sustained CPU with loop lag
+    (`runtime.saturation.assess`, which speaks through the summary's warnings) — and requests in flight are this
+    process's own."""
     monkeypatch.setattr(sys, "argv", ["locust", "-f", str(LOCUSTFILE)])  # Locust's UI parses sys.argv
     opts = options("--host", fixed_sim.url, "--max-tokens", "64", "--ignore-eos", "--results-dir", str(tmp_path))
     env, runner, web_ui, ui = local_runner_with_web_ui(opts)
     try:
         runner.start(3, spawn_rate=3)
-        gevent.sleep(1.0)  # requests take 200 ms + 63 x 20 ms: users are mostly mid-request
+        gevent.sleep(
+            2.0
+        )  # requests take 200 ms + 63 x 20 ms: some finished (the summary's warnings count), more in flight
         runner.cpu_warning_emitted, runner.current_cpu_usage = True, 97.0  # what Locust's CPU monitor sets
         gevent.sleep(SNAPSHOT_CACHE_S)
         snap = json.loads(http(f"{ui}/llm/stats.json"))
@@ -149,8 +153,8 @@ def test_cpu_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkey
         env.events.quitting.fire(environment=env, reverse=True)
         web_ui.stop()
     assert 1 <= snap["in_flight"] <= 3 and snap["users"] == 3 and snap["workers"] is None
-    (warning,) = snap["warnings"]
-    assert warning.startswith("CPU above 90 % (now 97 %): the client is saturated")
+    assert snap["summary"]["throughput"]["requests_ok"] >= 1  # the summary's warnings are the ones shown
+    assert not any("saturated" in w or "CPU above" in w for w in snap["warnings"]), snap["warnings"]
 
 
 AUTH_LOCUSTFILE = """

@@ -170,7 +170,7 @@ def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
 
 
 def test_results_writer_never_reaches_back_into_run_state() -> None:
-    """`RunState` owns the `ResultsWriter` and hands it `RunSources`; the writer does not import the state."""
+    """`RunState` owns the `ResultsWriter` and hands it `WriterInputs`; the writer does not import the state."""
     import ast
     from pathlib import Path
 

@@ -107,3 +107,14 @@ def test_limits_name_the_first_reason_to_end_the_run() -> None:
     assert abort.stop_reason(too_few, 0, {"http_5xx": too_few}) is None  # too few to judge
     assert abort.stop_reason(20, 10, {"http_5xx": 10}) is None  # 50 %: not above
     assert abort.stop_reason(20, 9, {"http_5xx": 11}) == "error rate 55% exceeded --abort-error-rate 0.5"
+
+
+def test_a_pause_after_a_step_is_over_when_its_requests_finished_or_its_time_is_up() -> None:
+    """`drain_over`: not before `min_s` (every worker reported since), then as soon as nothing is in flight; at
+    `max_s` whatever is still in flight."""
+    from llm_locust.load.limits import drain_over
+
+    assert not drain_over(0.5, 0, min_s=1.0, max_s=10.0)  # too early to know: reports may still come
+    assert drain_over(1.0, 0, min_s=1.0, max_s=10.0)
+    assert not drain_over(5.0, 3, min_s=1.0, max_s=10.0)  # requests still in flight
+    assert drain_over(10.0, 3, min_s=1.0, max_s=10.0)  # long enough: those are left out
