@@ -27,7 +27,7 @@ proxy:  ## tinyproxy, a real HTTP proxy for the proxy tests (Debian's package; i
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tinyproxy >/dev/null; } || \
 	  echo "tinyproxy not installed: the real-proxy test will be skipped (apt-get install tinyproxy)"
 
-docker:  ## Docker for tests/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
+docker:  ## Docker for tests/e2e/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
 	@missing=""; command -v docker >/dev/null 2>&1 || missing="$$missing docker.io"; \
 	  { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } || missing="$$missing docker-compose"; \
 	  command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \

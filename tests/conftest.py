@@ -6,6 +6,7 @@ here first so that it happens before anything else in the test process.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 import gevent
 import locust  # noqa: F401  (gevent monkey-patching must come first)
 import pytest
+import trustme
 from locust import events as global_events
 from locust.argument_parser import parse_options
 from locust.env import Environment
@@ -91,6 +93,24 @@ def run_locust(
     )
 
 
+def short_run(
+    tmp_path: Path, host: str, *extra: str, env: dict | None = None, logfile: bool = False
+) -> tuple[int, str]:
+    """A short headless `locust` run writing every output Locust can write into `tmp_path`, with `env` added to this
+    process's environment; -> (exit code, console).
+
+    `logfile`: log (at DEBUG level) to locust.log in `tmp_path` instead of the console.
+    """
+    proc = run_locust(
+        LOCUSTFILE, "-u", "2", "-r", "2", "--run-time", "3s", "--host", host, "--max-tokens", "8",
+        "--results-dir", str(tmp_path), "--csv", str(tmp_path / "locust"), "--csv-full-history",
+        "--html", str(tmp_path / "report.html"), "--loglevel", "DEBUG",
+        *(("--logfile", str(tmp_path / "locust.log")) if logfile else ()), *extra,
+        timeout_s=60, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
 def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
     """Poll `predicate` until it returns something true (returned); fail after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -100,24 +120,6 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
             return result
         time.sleep(0.25)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
-"""Headless Chromium on a machine without a network or a sandbox (as root)."""
-
-
-def browser_tools() -> tuple[str, Any, Any]:
-    """(Chromium's path, playwright.sync_api, PIL.Image) for a browser test; skips it, saying why, when
-    one is missing."""
-    from llm_locust.report.images import find_browser
-
-    browser = find_browser()
-    if browser is None:
-        pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
-    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
-    return browser, sync_api, image_module
 
 
 def read_summary(results_dir: Path) -> dict[str, Any]:
@@ -136,3 +138,24 @@ def fast_sim():
     """Simulator with short fixed timing for functional runs."""
     with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
         yield sim
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.pem (a throw-away CA) and certificate/key pairs: good (127.0.0.1 and localhost, by the CA),
+    other_name (by the CA, for another host), expired (by the CA), unknown_issuer (by another CA)."""
+    folder = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    now = datetime.datetime.now(datetime.UTC)
+    expired = {"not_before": now - datetime.timedelta(days=3), "not_after": now - datetime.timedelta(days=1)}
+    leaves = {
+        "good": ca.issue_cert("127.0.0.1", "localhost"),
+        "other_name": ca.issue_cert("llm.example.com"),
+        "expired": ca.issue_cert("127.0.0.1", **expired),
+        "unknown_issuer": trustme.CA().issue_cert("127.0.0.1"),
+    }
+    for name, leaf in leaves.items():
+        (folder / f"{name}.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+        leaf.private_key_pem.write_to_path(str(folder / f"{name}.key"))
+    return folder

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 BLOCK_TOKENS = 512
 """Tokens per cached block: vLLM's block size for prefix caching, and the client's shared prefix block
-(`workload.prefix_blocks.BLOCK_TOKENS`, kept equal by tests/test_sim_units.py)."""
+(`workload.prefix_blocks.BLOCK_TOKENS`, kept equal by tests/unit/sim/test_sim_units.py)."""
 
 
 class PrefixCache:

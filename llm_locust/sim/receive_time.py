@@ -1,9 +1,9 @@
 """Kernel receive times of the simulator's socket reads (`SO_TIMESTAMPNS`), on `time.perf_counter`'s clock.
 
 The simulator's own: it imports nothing from the client it checks (the client's `transport/kernel_time.py` does the
-same for its reads; tests/test_sim_units.py checks that both agree). A read done with `recvmsg(..., CMSG_BYTES)` on a
-socket with `SO_TIMESTAMPNS` set carries the time the kernel received its (last) TCP segment, however late the event
-loop gets round to the read.
+same for its reads; tests/unit/sim/test_sim_units.py checks that both agree). A read done with
+`recvmsg(..., CMSG_BYTES)` on a socket with `SO_TIMESTAMPNS` set carries the time the kernel received its (last) TCP
+segment, however late the event loop gets round to the read.
 """
 
 from __future__ import annotations

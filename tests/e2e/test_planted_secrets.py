@@ -1,0 +1,162 @@
+"""Secrets planted everywhere a user puts them — API key, two --header values, URL credentials — and a
+server that echoes every request header in its errors (JSON error bodies, an HTML 502 page, an error
+event mid-stream): not one of them, nor a piece of one, in any output.
+
+Through the real `locust` CLI with a master and 2 worker processes (console, log file, Locust's CSVs and
+HTML report, the results folder, `llm-locust report`), and through the web UI (its pages and JSON,
+the files and report it serves), whose form is re-submitted as a browser would: secret fields empty,
+the host as the page shows it (redacted).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import secrets
+import subprocess
+import sys
+
+from conftest import ROOT, master_port_args, read_summary, wait_for
+from harness.output import assert_no_secret, leaks
+from harness.web_ui import http, locust_web_ui, wait_for_page
+
+from llm_locust.redact import REDACTED
+from llm_locust.sim import run_sim
+
+KEY = f"sk-{secrets.token_hex(12)}"
+GATEWAY_TOKEN = secrets.token_hex(12)
+TEAM_TOKEN = secrets.token_hex(12)
+URL_USER = f"u{secrets.token_hex(8)}"
+URL_PASSWORD = secrets.token_hex(12)
+BASIC = base64.b64encode(f"{URL_USER}:{URL_PASSWORD}".encode()).decode()
+"""What Locust sends for the URL's credentials (`Authorization: Basic`)."""
+ALL = (KEY, GATEWAY_TOKEN, TEAM_TOKEN, URL_USER, URL_PASSWORD, BASIC)
+HEADERS = ("--header", f"A-Gw: {GATEWAY_TOKEN}", "--header", f"A-Tm: {TEAM_TOKEN}")
+"""Named to sort first: the simulator echoes headers by name, so these come before the 200-character
+cut of a failure message, and the Basic credentials after them are cut in two by it."""
+SIM_ARGS = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8", "--echo-headers", "--fault-seed", "3",
+            "--fault", "http_500=0.15", "--fault", "html_502=0.15", "--fault", "stream_error=0.15")  # fmt: skip
+ECHOED_KINDS = {"http_5xx", "stream_error"}
+
+LOCUSTFILE = '''
+from locust import events, task
+
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
+
+install(events)
+
+
+class ChatUser(ChatCompletionsUser):
+    """The chat user, whose first task raises an exception quoting a header value (once per user)."""
+
+    raised = False
+
+    @task
+    def complete(self):
+        if not self.raised:
+            self.raised = True
+            raise RuntimeError("a task failed, quoting " + dict(self.llm.settings.endpoint.header)["A-Tm"])
+        super().complete()
+'''
+
+
+def with_credentials(url: str) -> str:
+    return url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD}@")
+
+
+def test_planted_secrets_through_master_and_workers(tmp_path):
+    """--api-key, two --header, credentials in --host and --metrics-url; a master with 2 worker processes.
+
+    Locust sends the host's credentials as `Authorization: Basic` in place of the key's Bearer header:
+    the echoes hold the headers and the Basic value (the key's echo: the web UI test)."""
+    locustfile = tmp_path / "leaky.py"
+    locustfile.write_text(LOCUSTFILE)
+    results = tmp_path / "results"
+    with run_sim(*SIM_ARGS) as sim:
+        command = [
+            sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--processes", "2",
+            "-u", "4", "-r", "4", "--run-time", "4s", "--host", with_credentials(sim.url), "--model", "llm-locust-sim",
+            "--max-tokens", "8", "--ignore-eos", "--api-key", KEY, *HEADERS,
+            "--metrics-url", with_credentials(sim.url) + "/metrics", "--metrics-interval-s", "0.5",
+            "--results-dir", str(results), "--csv", str(results / "locust"), "--csv-full-history",
+            "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG", *master_port_args(),
+        ]  # fmt: skip
+        run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    report_command = [
+        sys.executable,
+        "-m",
+        "llm_locust.cli",
+        "report",
+        str(results),
+        "-o",
+        str(results / "report.html"),
+    ]
+    report = subprocess.run([*report_command, "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    output = run.stdout + run.stderr + report.stdout + report.stderr
+    assert report.returncode == 0, output[-3000:]
+
+    summary = read_summary(results)
+    assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
+    assert set(summary["failures"]) >= ECHOED_KINDS, summary["failures"]
+    with (results / "locust_failures.csv").open() as f:  # the echoes reached Locust's failures, redacted
+        failures = " ".join(row["Error"] for row in csv.DictReader(f))
+    assert "simulated gateway failure" in failures and "simulated engine failure" in failures
+    for header in ("a-gw", "a-tm", "authorization: Basic"):
+        assert f"{header}: {REDACTED}" in failures or f"{header} {REDACTED}" in failures, header
+    with (results / "locust_exceptions.csv").open() as f:  # each worker's users raised, quoting a header
+        assert f"quoting {REDACTED}" in f.read()
+    assert "/metrics" in json.dumps(summary["server"]) and summary["server"]["urls"][0]["scrapes_ok"] > 0
+    assert_no_secret(results, output, *ALL)
+
+
+def test_planted_secrets_through_the_web_ui(tmp_path):
+    """--api-key, two --header and credentials in --host; the form re-submitted as a browser does.
+
+    --provider azure: the key travels in its own `api-key` header, next to the host's Basic credentials;
+    the simulator answers its path with HTTP 404, echoing them all."""
+    with run_sim(*SIM_ARGS) as sim:
+        host = with_credentials(sim.url)
+        command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "llm-locust-sim",
+                   "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS]  # fmt: skip
+        pages: dict[str, str] = {}
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            pages["/"] = wait_for_page(ui, 30)
+            assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
+            form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
+                    "api_key": "", "header": "", "max_tokens": "8",
+                    "results_dir": str(tmp_path), "interval_s": "1"}  # fmt: skip
+            pages["/swarm"] = http(f"{ui}/swarm", form).decode()
+            assert json.loads(pages["/swarm"])["success"] is True
+
+            def failures_echoed() -> bool:
+                errors = json.loads(http(f"{ui}/stats/requests"))["errors"]
+                return sum(e["occurrences"] for e in errors) >= 4  # every request fails: the run stops early
+
+            wait_for(failures_echoed, 30, "failures")
+            for path in ("/stats/requests", "/exceptions", "/llm", "/llm/stats.json", "/"):
+                pages[path] = http(ui + path).decode()
+            http(f"{ui}/stop", {})
+            wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path)["status"], 20, "summary")
+            wait_for(lambda: read_summary(tmp_path).get("verdict"), 20, "the final summary")
+            for path in ("/llm/stats.json", "/llm/results/summary.json", "/llm/results/llm_timeseries.csv",
+                         "/llm/results/histograms.json", "/llm/report", "/stats/report", "/stats/requests/csv",
+                         "/stats/failures/csv", "/exceptions/csv"):  # fmt: skip
+                pages[path] = http(ui + path, timeout_s=120).decode()
+        output = web.output
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {"http_4xx": summary["throughput"]["requests_failed"]}, output[-3000:]
+    assert "no route POST /openai/deployments/d/chat/completions" in summary["diagnosis"]
+    # the form's empty secret fields and redacted host meant "as given at start-up": all of them were sent
+    errors = " ".join(e["error"] for e in json.loads(pages["/stats/requests"])["errors"])
+    for header in ("api-key:", "a-gw:", "a-tm:", "authorization: Basic"):
+        assert f"{header} {REDACTED}" in errors, errors[:2000]
+    assert summary["run"]["host"] == form["host"]
+    for path, text in pages.items():
+        assert not leaks(text, ALL), path
+    assert not leaks(output, ALL)
+    for name, path in (("report.html", "/llm/report"), ("locust_stats.csv", "/stats/requests/csv")):
+        (tmp_path / name).write_text(pages[path])  # as downloaded
+    assert_no_secret(tmp_path, output, *ALL)

@@ -1,0 +1,39 @@
+"""Headless Chromium for the browser tests: one way to find it, start it and open a page."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+"""Headless Chromium on a machine without a network or a sandbox (as root)."""
+
+
+def browser_tools() -> tuple[str, Any, Any]:
+    """(Chromium's path, playwright.sync_api, PIL.Image) for a browser test; skips it, saying why, when
+    one is missing."""
+    from llm_locust.report.images import find_browser
+
+    browser = find_browser()
+    if browser is None:
+        pytest.skip("no Chromium on this machine (make browser, or apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev dependency) not installed")
+    image_module = pytest.importorskip("PIL.Image", reason="pillow (dev dependency) not installed")
+    return browser, sync_api, image_module
+
+
+@contextlib.contextmanager
+def chromium_page(**page_options: Any) -> Iterator[Any]:
+    """A page (Playwright's sync `Page`) of headless Chromium, the browser closed when the block ends; `page_options`
+    go to `Browser.new_page` (e.g. `viewport`). Skips the test, saying why, when Chromium or Playwright is missing."""
+    browser, sync_api, _image_module = browser_tools()
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=browser, args=BROWSER_ARGS)
+        try:
+            yield chromium.new_page(**page_options)
+        finally:
+            chromium.close()

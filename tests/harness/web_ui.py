@@ -1,0 +1,73 @@
+"""Locust's web UI in a test: a `locust` process serving it, a local runner serving it in this process, HTTP to it
+and waiting for it."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from conftest import ROOT, free_port, master_port_args, new_env, wait_for
+
+
+def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
+    """The body of GET `url` (POST of the urlencoded `form` when given)."""
+    data = urllib.parse.urlencode(form).encode() if form is not None else None
+    with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
+        return response.read()
+
+
+def wait_for_page(url: str, timeout_s: float) -> str:
+    """The page at `url` once it answers (a web UI starting up)."""
+
+    def page() -> str | None:
+        try:
+            return http(url).decode()
+        except OSError:
+            return None
+
+    return wait_for(page, timeout_s, f"the web UI at {url}")
+
+
+def local_runner_with_web_ui(opts: Any, user_classes: list | None = None) -> tuple[Any, Any, Any, str]:
+    """A local runner in this process (of `user_classes`, default chat) with Locust's web UI on a free port:
+    (env, runner, web UI, URL)."""
+    env = new_env(opts, user_classes)
+    runner = env.create_local_runner()
+    port = free_port()
+    web_ui = env.create_web_ui("127.0.0.1", port, delayed_start=True)
+    env.events.init.fire(environment=env, runner=runner, web_ui=web_ui)
+    web_ui.start()
+    return env, runner, web_ui, f"http://127.0.0.1:{port}"
+
+
+@dataclass
+class WebUiProcess:
+    """A `locust` process serving its web UI: `url`; `output` (its stdout and stderr) once it has ended."""
+
+    process: subprocess.Popen[str]
+    url: str
+    output: str = ""
+
+
+@contextlib.contextmanager
+def locust_web_ui(*args: str) -> Iterator[WebUiProcess]:
+    """`locust *args` (e.g. `-f locustfile --host ...`) with its web UI on 127.0.0.1 at a free port (with
+    `--processes`, on a free master port too: another run's workers must never join it), terminated when the block
+    ends."""
+    port = free_port()
+    command = [sys.executable, "-m", "locust", *args, "--web-host", "127.0.0.1", "--web-port", str(port)]
+    if "--processes" in args:
+        command += master_port_args()
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = WebUiProcess(process, f"http://127.0.0.1:{port}")
+    try:
+        yield run
+    finally:
+        process.terminate()
+        run.output = process.communicate(timeout=30)[0]

@@ -1,0 +1,157 @@
+"""One `Api` per endpoint, in a registry: a throw-away API registered there (and a User class naming it) is measured
+end to end by a real Locust runner against a loopback server; the registry's package imports only what lies below
+it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+import pytest
+from conftest import options, read_summary, run_local
+from gevent.pywsgi import WSGIServer
+from harness.recording_server import LoopbackServer
+
+from llm_locust.apis import APIS, INPUTS, Api, api, openai_paths, register
+from llm_locust.errors import ConfigError
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.report.run_data import load_run
+from llm_locust.report.tables import step_rows
+from llm_locust.results.files import summary_table
+from llm_locust.runtime.users import ApiUser
+from llm_locust.workload.providers import check_api, completion_path
+
+QUERY = "which document answers the question?"
+DELAY_S = 0.03
+BATCH = 3
+
+
+def rerank_shape(body: dict[str, Any]) -> None:
+    """A rerank request: one query, the prompt texts as the documents to rank."""
+    body.update(query=QUERY, documents=body.pop("texts"))
+
+
+def read_rerank(content: bytes, record: RequestRecord, inputs: int) -> None:
+    """A rerank response: one result per document, usage.total_tokens."""
+    try:
+        data = json.loads(content)
+        results, tokens = data["results"], data["usage"]["total_tokens"]
+    except (ValueError, KeyError, TypeError):
+        record.fail(ErrorKind.BAD_STREAM, "not a rerank response")
+        return
+    if len(results) != inputs:
+        record.fail(ErrorKind.BAD_STREAM, f"{len(results)} results for {inputs} documents")
+        return
+    record.inputs, record.prompt_tokens = inputs, tokens
+
+
+RERANK = Api("rerank", "reranking", openai_paths("/v1/rerank", databricks=False), rerank_shape, max_tokens_field="",
+             read_body=read_rerank, counting=INPUTS)  # fmt: skip
+
+
+class RerankUser(ApiUser):
+    """The throw-away API's user: it only names the endpoint."""
+
+    endpoint = "rerank"
+
+
+class RerankServer(LoopbackServer):
+    """POST /v1/rerank on 127.0.0.1: answers after `DELAY_S` with a score per document and usage.total_tokens (one
+    token per word); `requests` lists the bodies it answered."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None)
+
+    def _app(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] != "POST" or environ["PATH_INFO"] != "/v1/rerank":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found"]
+        body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
+        gevent.sleep(DELAY_S)
+        documents = body["documents"]
+        answer = {
+            "results": [{"index": i, "relevance_score": 1.0 / (i + 1)} for i in range(len(documents))],
+            "usage": {"total_tokens": sum(len(d.split()) for d in documents)},
+        }
+        self.requests.append(body)
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(answer).encode()]
+
+
+@pytest.fixture
+def rerank():
+    """The throw-away API, registered for the test only."""
+    register(RERANK)
+    try:
+        yield RERANK
+    finally:
+        del APIS["rerank"]
+
+
+def test_a_registered_api_runs_end_to_end(rerank, tmp_path):
+    """Registered once, the API gets its path, body, body reader and counting: summary.json counts its requests,
+    inputs and tokens exactly as the server answered them, with E2E latencies above the server's delay; the console
+    table, Locust's row and the report's steps table show them as inputs."""
+    assert completion_path("openai-compatible", "rerank") == "/v1/rerank"
+    with pytest.raises(ConfigError, match="--provider databricks does not serve reranking"):
+        check_api("databricks", "openai", "rerank", False, "fast")
+    with RerankServer() as server:
+        opts = options("--host", server.url, "--model", "rr-1", "--results-dir", str(tmp_path), "--interval-s", "1",
+                       "--prompt-tokens", "12", "--embedding-batch", str(BATCH))  # fmt: skip
+        t0 = time.monotonic()
+        env = run_local(opts, 2, 2.0, user_classes=[RerankUser], stop_timeout_s=5)
+        assert time.monotonic() - t0 < 30
+        gevent.sleep(0.2)
+    summary = read_summary(tmp_path)
+    answered = server.requests
+    assert len(answered) >= 10  # 2 users for 2 s at ~30 ms a request
+    assert all(b["model"] == "rr-1" and b["query"] == QUERY and len(b["documents"]) == BATCH for b in answered)
+    assert all("stream" not in b and "max_tokens" not in b for b in answered)  # not streamed, no output length
+    t, m = summary["throughput"], summary["metrics"]
+    assert summary["failures"] == {} and t["requests_failed"] == 0
+    assert t["requests_ok"] == len(answered)
+    assert t["inputs"] == BATCH * len(answered)
+    assert t["prompt_tokens"] == sum(len(d.split()) for b in answered for d in b["documents"])
+    assert t["output_tokens"] == 0 and m["ttft_ms"]["count"] == 0  # no token streamed: no first token
+    assert m["e2e_ms"]["count"] == len(answered) and m["e2e_ms"]["min"] >= DELAY_S * 1000 * 0.9
+    assert m["e2e_ms"]["p50"] < 2000
+    assert summary["run"]["endpoints"] == ["rerank"] and summary["run"]["counts"] == "inputs"
+    table = summary_table(summary)
+    assert "inputs/s" in table and "Latency ms" in table and "output tok/s" not in table
+    row = env.stats.get("/v1/rerank", "POST")
+    assert row.num_requests == len(answered) and row.num_failures == 0
+    steps = step_rows(load_run(tmp_path)).iloc[0]  # the report's steps table: inputs/s, no output tok/s
+    assert steps["inputs_per_s"] == t["inputs_per_s"] and steps["output_tokens_per_s"] is None
+
+
+def test_the_registry_refuses_a_taken_name_and_names_the_registered_ones():
+    with pytest.raises(ValueError, match="already registered as 'chat'"):
+        register(Api("chat", "chat", {}, rerank_shape, read_body=read_rerank))
+    with pytest.raises(ConfigError, match="no API is registered as 'rerank': one of chat, completions, embeddings"):
+        api("rerank")
+    with pytest.raises(ValueError, match="either a stream parser or a body reader"):
+        Api("x", "x", {}, rerank_shape)
+
+
+def test_the_registry_imports_only_what_lies_below_it():
+    """`apis` sits on `metrics` (its parsers) and is read by workload, transport, results, report and runtime: it
+    imports nothing of theirs, nor `config`, at the top, in a function or under TYPE_CHECKING."""
+    import llm_locust.apis
+
+    package = Path(llm_locust.apis.__file__).parent
+    imported = set()
+    for source in package.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    ours = {name for name in imported if name.startswith("llm_locust")}
+    assert ours and all(
+        name.startswith(("llm_locust.apis", "llm_locust.metrics", "llm_locust.errors")) for name in ours
+    ), ours

@@ -1,0 +1,131 @@
+"""A request's connection: new or reused, a new one's TCP connect and TLS handshake, the time to the response
+headers — against the simulator with a known accept delay (`llm-locust sim --accept-delay-ms`); and a stale
+kept-alive connection (closed by the server before any byte of the response) retried once on a new one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gevent
+import pytest
+import trustme
+from conftest import options, read_summary, run_local
+from harness.sse_server import HEADERS as HEAD
+from harness.sse_server import chunk, read_request, serve
+
+from llm_locust.sim import run_sim
+
+DELAY_MS = 40.0
+SIM_ARGS = ("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "4")
+EVENTS = [b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i for i in range(3)]
+DONE = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+
+def local_summary(tmp_path: Path, host: str, *extra: str, users: int = 4) -> dict:
+    """A 1.5 s run of `users` users (started at once); its summary.json."""
+    opts = options("--host", host, "--model", "llm-locust-sim", "--max-tokens", "4", "--results-dir", str(tmp_path),
+                   *extra)  # fmt: skip
+    run_local(opts, users=users, seconds=1.5)
+    return read_summary(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def ca_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.pem and a certificate for 127.0.0.1 it issued (sim.crt, sim.key)."""
+    folder = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
+    leaf = ca.issue_cert("127.0.0.1")
+    (folder / "sim.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(str(folder / "sim.key"))
+    return folder
+
+
+def test_plain_connection_phases_with_a_known_accept_delay(tmp_path):
+    """TCP connect is the kernel's (~0: the delay is after the accept); a new connection's first response head
+    comes after the delay; the requests after it go on the kept-alive connections, counted as reused."""
+    with run_sim(*SIM_ARGS, "--accept-delay-ms", str(DELAY_MS)) as sim:
+        summary = local_summary(tmp_path, sim.url)
+    ok, m, connections = summary["throughput"]["requests_ok"], summary["metrics"], summary["connections"]
+    assert summary["failures"] == {} and ok >= 8
+    assert connections == {"new": 4, "reused": ok - 4, "retried_stale": 0}
+    assert m["connect_ms"]["count"] == 4 and m["connect_ms"]["p50"] < 1.0, m["connect_ms"]
+    assert m["tls_handshake_ms"]["count"] == 0
+    assert m["ttfb_ms"]["count"] == ok and m["ttfb_ms"]["max"] >= DELAY_MS  # a new connection's first head
+    assert m["ttfb_ms"]["p50"] < 5.0, m["ttfb_ms"]  # on a kept-alive connection the simulator answers at once
+
+
+def test_time_to_response_headers_with_a_known_header_delay(tmp_path):
+    """Every response head sent 40 ms after its request (the simulator's `slow_headers`), on kept-alive
+    connections: the time to the headers is 40 ms, within 1 ms."""
+    with run_sim(*SIM_ARGS) as sim:
+        base = local_summary(tmp_path / "base", sim.url, users=2)
+    with run_sim(*SIM_ARGS, "--fault", "slow_headers=1", "--fault-slow-headers-ms", str(DELAY_MS)) as sim:
+        summary = local_summary(tmp_path / "delayed", sim.url, users=2)
+    for s in (base, summary):
+        assert s["failures"] == {} and s["connections"]["reused"] >= 10
+    delayed_ms, base_ms = summary["metrics"]["ttfb_ms"]["p50"], base["metrics"]["ttfb_ms"]["p50"]
+    assert delayed_ms >= DELAY_MS and abs(delayed_ms - base_ms - DELAY_MS) <= 1.0, (delayed_ms, base_ms)
+
+
+def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, ca_files):
+    """Over HTTPS the delay is before the server reads the ClientHello: inside the TLS handshake, which is then
+    the delay plus the handshake's own time (measured against the same simulator without the delay)."""
+    tls = ("--tls-cert", str(ca_files / "sim.crt"), "--tls-key", str(ca_files / "sim.key"))
+    trust = ("--ca-bundle", str(ca_files / "ca.pem"))
+    with run_sim(*SIM_ARGS, *tls) as sim:
+        base = local_summary(tmp_path / "base", sim.url, *trust)
+    with run_sim(*SIM_ARGS, *tls, "--accept-delay-ms", str(DELAY_MS)) as sim:
+        summary = local_summary(tmp_path / "delayed", sim.url, *trust)
+    for s in (base, summary):
+        assert s["failures"] == {} and s["connections"]["new"] == 4 and s["connections"]["reused"] >= 4
+        assert s["metrics"]["tls_handshake_ms"]["count"] == s["metrics"]["connect_ms"]["count"] == 4
+    # the 4 handshakes at once: the quickest of each run (the others wait for the server's CPU)
+    handshake_ms, delayed_ms = (s["metrics"]["tls_handshake_ms"]["min"] for s in (base, summary))
+    # within 1 ms on an idle machine; 3 ms allowed on a loaded one
+    assert delayed_ms >= DELAY_MS and abs(delayed_ms - handshake_ms - DELAY_MS) <= 3.0, (delayed_ms, handshake_ms)
+    # the first head of a new connection: after its handshake; the others' at once
+    assert summary["metrics"]["ttfb_ms"]["max"] >= delayed_ms
+    assert summary["metrics"]["ttfb_ms"]["p50"] < 5.0
+
+
+# -- a stale kept-alive connection ---------------------------------------------------------------------------------
+def answer_then_close(sock, _address):
+    """One whole response (offering keep-alive), then the connection closed a moment later — after the client's
+    next request is on its way (llama.cpp's server does so)."""
+    if read_request(sock):
+        sock.sendall(HEAD + b"".join(chunk(e) for e in [*EVENTS, DONE]) + b"0\r\n\r\n")
+        gevent.sleep(0.02)
+    sock.close()
+
+
+def close_mid_response(sock, _address):
+    """The head and a token, then the connection closed: a response cut short."""
+    if read_request(sock):
+        sock.sendall(HEAD + chunk(EVENTS[0]))
+    sock.close()
+
+
+def run_against(handler, tmp_path: Path, *extra: str) -> dict:
+    server = serve(handler)
+    try:
+        opts = options("--host", f"http://127.0.0.1:{server.server_port}", "--model", "m", "--results-dir",
+                       str(tmp_path), *extra)  # fmt: skip
+        run_local(opts, users=1, seconds=3.0)
+    finally:
+        server.stop(timeout=0)
+    return read_summary(tmp_path)
+
+
+def test_a_stale_kept_alive_connection_is_retried_once_on_a_new_one(tmp_path):
+    summary = run_against(answer_then_close, tmp_path, "--max-requests", "50")
+    connections = summary["connections"]
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] == 50, summary["failures"]
+    assert connections["retried_stale"] > 0
+    assert connections["new"] == 50 and connections["reused"] == 0  # each sent (again) on a new connection
+
+
+def test_a_connection_closed_mid_response_is_still_a_failure(tmp_path):
+    summary = run_against(close_mid_response, tmp_path, "--max-requests", "10")
+    assert summary["throughput"]["requests_ok"] == 0 and summary["failures"] == {"transport": 10}
+    assert summary["connections"]["retried_stale"] == 0
