@@ -147,11 +147,11 @@ class TLSConnection:
     def take_plaintext(self) -> tuple[bytes, str | None]:
         """All the plaintext the bytes read so far hold, and how the stream ended (as `decrypt`)."""
         pieces, end = [], None
-        read = self.tls.read
+        tls, incoming = self.tls, self._incoming
         while True:
             try:
-                piece = read(READ_BYTES)
-            except ssl.SSLWantReadError:
+                piece = tls.read(READ_BYTES)
+            except ssl.SSLWantReadError:  # a partial record: the rest comes with a later read
                 break
             except ssl.SSLEOFError:
                 end = RAGGED_EOF
@@ -160,6 +160,8 @@ class TLSConnection:
                 end = CLOSE_NOTIFY
                 break
             pieces.append(piece)
+            if not (incoming.pending or tls.pending() or self._eof):  # all read: spare the failing read (a raise)
+                break
         if self._outgoing.pending and end is None:  # a post-handshake message wants an answer (a key update)
             self._flush()
         return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), end
