@@ -19,10 +19,10 @@ def test_capacity_benchmark_prints_its_table(tmp_path):
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    header = next(line for line in lines if line.split()[:3] == ["client", "streams", "events/s"])
+    header = next(line for line in lines if line.split()[:4] == ["client", "streams", "scheme", "events/s"])
     assert all(title in header for title in ("CPU %", "ITL err p50", "TTFT err p50", "RSS MB", "in bound"))
     table = [line.split() for line in lines if line.split()[:1] == ["fast"]]
-    assert [row[1] for row in table] == ["2", "3"]
+    assert [row[1:3] for row in table] == [["2", "http"], ["3", "http"]]  # --scheme: http unless asked
     assert "guidellm skipped" in " ".join(lines)  # no GuideLLM venv at that path: said, not a crash
     rows = json.loads(out.read_text())["rows"]
     assert [r["streams"] for r in rows] == [2, 3]
