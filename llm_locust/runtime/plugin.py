@@ -41,7 +41,7 @@ from locust.env import Environment
 from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
-from llm_locust.runtime.runner_ops import keep_csv_files_open
+from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
 from llm_locust.workload.providers import check_api
@@ -97,6 +97,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 settings.endpoint.client,
             )
         _states[environment] = state
+        if state.is_worker:
+            parse_locust_defaults_once()
         if not state.is_worker and getattr(environment.parsed_options, "csv_prefix", None):
             environment.events.quit.add_listener(keep_csv_files_open)
     except ConfigError as e:

@@ -245,3 +245,27 @@ def test_each_role_registers_only_its_own_listeners():
         worker.quit()
         master.quit()
         local_env.runner.quit()
+
+
+def test_a_worker_parses_locusts_defaults_once():
+    """Locust's worker builds its whole argument parser once per option of every spawn message
+    (`runner_ops.parse_locust_defaults_once`): after a worker's init, Locust's defaults are one cached dict, equal to
+    a fresh parse of them."""
+    from locust import argument_parser
+
+    parser = argument_parser.get_empty_argument_parser()
+    argument_parser.setup_parser_arguments(parser)
+    parser._default_config_files = {}
+    fresh = vars(parser.parse([]))
+    master_env = new_env(options())
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    worker_env = new_env(options())
+    worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+    worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+    try:
+        first = argument_parser.default_args_dict()
+        assert argument_parser.default_args_dict() is first and first == fresh
+    finally:
+        worker.quit()
+        master.quit()
