@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import gevent
 from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
 from harness.topology import master_args, worker_args
+from locust.env import Environment
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.metrics.histograms import delta_from_wire
@@ -202,6 +205,23 @@ def test_a_killed_worker_process_fails_the_verdict_and_its_reported_data_is_kept
         assert {r["process"] for r in csv.DictReader(f)} == set(processes)
 
 
+@contextmanager
+def master_and_worker() -> Iterator[tuple[Environment, Environment]]:
+    """A master and a worker (real runners, ZeroMQ over loopback), each initialised as Locust does: their
+    environments; both quit at the end."""
+    master_env = new_env(options())
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    worker_env = new_env(options())
+    worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+    worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+    try:
+        yield master_env, worker_env
+    finally:
+        worker.quit()
+        master.quit()
+
+
 def test_each_role_registers_only_its_own_listeners():
     """A local runner, a master and a worker (real runners, ZeroMQ over loopback): each process's `RunState` has its
     role, and Locust's events call only that role's listeners of it."""
@@ -221,29 +241,22 @@ def test_each_role_registers_only_its_own_listeners():
     local_env = new_env(options())
     local_env.create_local_runner()
     local_env.events.init.fire(environment=local_env, runner=local_env.runner, web_ui=None)
-    master_env = new_env(options())
-    master = master_env.create_master_runner("127.0.0.1", 0)
-    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
-    worker_env = new_env(options())
-    worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
-    worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
     try:
-        assert listeners(local_env) == ("local", {
-            "test_start": ["_on_test_start"], "request": ["_on_request"],
-            "test_stop": ["_on_users_stopped", "_on_test_stop"], "quitting": ["_on_quitting"],
-            "report_to_master": [], "worker_report": [],
-        })  # fmt: skip
-        assert listeners(master_env) == ("master", {
-            "test_start": ["_on_test_start"], "request": [], "test_stop": ["_on_test_stop"],
-            "quitting": ["_on_quitting"], "report_to_master": [], "worker_report": ["_on_worker_report"],
-        })  # fmt: skip
-        assert listeners(worker_env) == ("worker", {
-            "test_start": ["_on_test_start"], "request": ["_on_request"], "test_stop": ["_on_users_stopped"],
-            "quitting": ["_on_worker_quitting"], "report_to_master": ["_on_report_to_master"], "worker_report": [],
-        })  # fmt: skip
+        with master_and_worker() as (master_env, worker_env):
+            assert listeners(local_env) == ("local", {
+                "test_start": ["_on_test_start"], "request": ["_on_request"],
+                "test_stop": ["_on_users_stopped", "_on_test_stop"], "quitting": ["_on_quitting"],
+                "report_to_master": [], "worker_report": [],
+            })  # fmt: skip
+            assert listeners(master_env) == ("master", {
+                "test_start": ["_on_test_start"], "request": [], "test_stop": ["_on_test_stop"],
+                "quitting": ["_on_quitting"], "report_to_master": [], "worker_report": ["_on_worker_report"],
+            })  # fmt: skip
+            assert listeners(worker_env) == ("worker", {
+                "test_start": ["_on_test_start"], "request": ["_on_request"], "test_stop": ["_on_users_stopped"],
+                "quitting": ["_on_worker_quitting"], "report_to_master": ["_on_report_to_master"], "worker_report": [],
+            })  # fmt: skip
     finally:
-        worker.quit()
-        master.quit()
         local_env.runner.quit()
 
 
@@ -257,15 +270,6 @@ def test_a_worker_parses_locusts_defaults_once():
     argument_parser.setup_parser_arguments(parser)
     parser._default_config_files = {}
     fresh = vars(parser.parse([]))
-    master_env = new_env(options())
-    master = master_env.create_master_runner("127.0.0.1", 0)
-    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
-    worker_env = new_env(options())
-    worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
-    worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
-    try:
+    with master_and_worker():
         first = argument_parser.default_args_dict()
         assert argument_parser.default_args_dict() is first and first == fresh
-    finally:
-        worker.quit()
-        master.quit()
