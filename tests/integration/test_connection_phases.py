@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import gevent
-import pytest
-import trustme
 from conftest import options, read_summary, run_local
 from harness.sse_server import HEADERS as HEAD
 from harness.sse_server import chunk, read_request, serve
@@ -27,18 +25,6 @@ def local_summary(tmp_path: Path, host: str, *extra: str, users: int = 4) -> dic
                    *extra)  # fmt: skip
     run_local(opts, users=users, seconds=1.5)
     return read_summary(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def ca_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ca.pem and a certificate for 127.0.0.1 it issued (sim.crt, sim.key)."""
-    folder = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
-    leaf = ca.issue_cert("127.0.0.1")
-    (folder / "sim.crt").write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-    leaf.private_key_pem.write_to_path(str(folder / "sim.key"))
-    return folder
 
 
 def test_plain_connection_phases_with_a_known_accept_delay(tmp_path):
@@ -68,11 +54,11 @@ def test_time_to_response_headers_with_a_known_header_delay(tmp_path):
     assert delayed_ms >= DELAY_MS and abs(delayed_ms - base_ms - DELAY_MS) <= 1.0, (delayed_ms, base_ms)
 
 
-def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, ca_files):
+def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, pki):
     """Over HTTPS the delay is before the server reads the ClientHello: inside the TLS handshake, which is then
     the delay plus the handshake's own time (measured against the same simulator without the delay)."""
-    tls = ("--tls-cert", str(ca_files / "sim.crt"), "--tls-key", str(ca_files / "sim.key"))
-    trust = ("--ca-bundle", str(ca_files / "ca.pem"))
+    tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
+    trust = ("--ca-bundle", str(pki / "ca.pem"))
     with run_sim(*SIM_ARGS, *tls) as sim:
         base = local_summary(tmp_path / "base", sim.url, *trust)
     with run_sim(*SIM_ARGS, *tls, "--accept-delay-ms", str(DELAY_MS)) as sim:
