@@ -185,19 +185,28 @@ class NodeReader:
             return []
         before, dt_s = previous[1], epoch_s - previous[0]
         delta = {k: v - before[k] for k, v in counters.items() if k in before and v >= before[k]}
-        # The kernel's idle (and iowait) ticks can step back a little (proc(5)); node-exporter holds
-        # the previous value then, so the interval counts no idle time rather than losing its rate.
-        idle_s = max(0.0, counters.get("cpu_idle_s", 0.0) - before.get("cpu_idle_s", 0.0))
         triples: list[Triple] = []
-        if delta.get("cpu_all_s", 0.0) > 0 and "cpu_idle_s" in counters:
-            busy = 100.0 * (1.0 - idle_s / delta["cpu_all_s"])
-            triples.append((ALL_DEVICES, "cpu_busy_pct", min(100.0, max(0.0, busy))))
+        if "cpu_idle_s" in counters and "cpu_idle_s" in before:
+            busy_s, idle_s = cpu_seconds(before, counters)
+            if busy_s + idle_s > 0:
+                triples.append((ALL_DEVICES, "cpu_busy_pct", 100.0 * busy_s / (busy_s + idle_s)))
         for direction, metric in (("receive", "net_rx_bytes_per_s"), ("transmit", "net_tx_bytes_per_s")):
             per_device = {k.split(":", 1)[1]: v / dt_s for k, v in delta.items() if k.startswith(f"{direction}:")}
             if per_device:
                 triples += [(device, metric, rate) for device, rate in sorted(per_device.items())]
                 triples.append((ALL_DEVICES, metric, sum(r for d, r in per_device.items() if d != LOOPBACK)))
         return triples
+
+
+def cpu_seconds(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
+    """(busy, idle) CPU seconds between two node-exporter counter sets (`cpu_all_s`, `cpu_idle_s`), each at least 0.
+
+    The kernel's idle (and iowait) ticks can step back a little (proc(5)), and with them the sum over all modes;
+    node-exporter holds the previous value then. So busy time (every mode but idle) and idle time are each taken
+    as never less than before: an interval whose idle stepped back counts no idle time rather than losing its rate.
+    """
+    busy_s = (after["cpu_all_s"] - after["cpu_idle_s"]) - (before["cpu_all_s"] - before["cpu_idle_s"])
+    return max(0.0, busy_s), max(0.0, after["cpu_idle_s"] - before["cpu_idle_s"])
 
 
 Reader = DcgmReader | NodeReader
