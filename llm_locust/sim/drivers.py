@@ -35,9 +35,9 @@ class FixedDriver:
         self.waiting = 0
 
     def submit(self, generation: Generation) -> None:
-        """Schedule `generation`'s first token at t_recv + TTFT."""
+        """Schedule `generation`'s first token at t_ready + TTFT (t_ready: t_recv, or its adapter's load's end)."""
         seq = generation.seq
-        seq.t_admit_s = seq.t_recv_s
+        seq.t_admit_s = seq.t_ready_s
         self.running += 1
         self._timeline.at(self._timing.due_s(seq, 0), partial(self._fire, generation))
 
