@@ -157,6 +157,12 @@ def add_workload_arguments(group: Any) -> None:
         "--image", action="append", default=None, help="Image file attached to every chat request (repeatable)"
     )
     group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
+    group.add_argument(
+        "--model-mix",
+        default="",
+        help="Several models in one run, e.g. base=3,lora1=1: each request names one, drawn by weight (seeded by "
+        "--seed); a 'model' breakdown in the results. Excludes --model",
+    )
 
 
 def add_provider_arguments(group: Any) -> None:

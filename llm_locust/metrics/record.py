@@ -99,6 +99,7 @@ class RequestRecord:
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
+    model: str = ""  # the model the request named (--model, or drawn from --model-mix)
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""

@@ -114,6 +114,8 @@ def server_rows(run: RunData) -> list[dict[str, Any]]:
                 "running_max": entry.get("running_max"),
                 "waiting_max": entry.get("waiting_max"),
                 "kv_cache_usage_mean": entry.get("kv_cache_usage_mean"),
+                "lora_running_adapters_max": entry.get("lora_running_adapters_max"),
+                "lora_waiting_adapters_max": entry.get("lora_waiting_adapters_max"),
                 "last_error": entry.get("last_error"),
             }
         )
@@ -128,25 +130,31 @@ _HEADERS = {
     "server_ttft_mean_ms": "server TTFT mean ms", "client_ttft_mean_ms": "client TTFT mean ms",
     "ttft_overhead_ms": "client − server TTFT ms", "queue_share_of_ttft": "queue share of server TTFT",
     "running_max": "peak running", "waiting_max": "peak waiting", "kv_cache_usage_mean": "mean KV-cache use",
+    "lora_running_adapters_max": "peak running adapters", "lora_waiting_adapters_max": "peak waiting adapters",
     "last_error": "last scrape error",
 }  # fmt: skip
+_OPTIONAL = ("lora_running_adapters_max", "lora_waiting_adapters_max")
+"""Columns shown only when some server exports them (a server serving LoRA adapters)."""
 
 
 def server_section(runs: list[RunData]) -> Section | None:
     """The "Server's perspective" table (runs with a summary "server" section only)."""
-    body = [[run.name, *row.values()] for run in runs for row in server_rows(run)]
-    if not body:
+    rows = [(run.name, row) for run in runs for row in server_rows(run)]
+    if not rows:
         return None
+    shown = [key for key in _HEADERS if key not in _OPTIONAL or any(row[key] is not None for _, row in rows)]
+    body = [[name, *(row[key] for key in shown)] for name, row in rows]
     return Section(
         "Server's perspective",
         [
-            table(["run", *_HEADERS.values()], body),
+            table(["run", *(_HEADERS[key] for key in shown)], body),
             note(
                 "Server numbers from its Prometheus metrics between the first and last scrape of the run "
                 "(requests still in flight at the end count on the server, not the client; so do the tokens a server "
                 "decodes after a cancelled stream's client left). Client − server "
                 "TTFT is the network and client overhead; the queue share is the part of the server's TTFT "
-                "spent waiting for a batch slot."
+                "spent waiting for a batch slot. The LoRA columns (a server serving adapters) are the most adapters "
+                "its running and its waiting requests used at once at a scrape."
             ),
         ],
     )

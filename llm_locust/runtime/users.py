@@ -133,7 +133,7 @@ class ApiUser(FastHttpUser):
         for any exception there, and a wrong --host is a user error). Azure and Databricks name
         the model in the path: their default model is the deployment.
         """
-        if not self.model:
+        if not self.model and not self.workload.settings.model_mix:  # a mix names each request's model
             self.model = (
                 self.llm.model or self.llm.settings.endpoint.deployment or self.llm.resolve_model(self._first_model)
             )
@@ -149,7 +149,7 @@ class ApiUser(FastHttpUser):
             self.transport.send(
                 Prepared(self.api, self.path, request.body, headers, ticket, replica,
                          self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
-                         request.inputs, request.prefix_blocks)
+                         request.inputs, request.prefix_blocks, request.model, request.groups)
             )  # fmt: skip
 
 

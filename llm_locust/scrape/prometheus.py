@@ -1,7 +1,8 @@
 """Prometheus text → one `Sample` of an inference server's standard columns (`server_maps`); pure, no I/O.
 
 `parse` reads the text with prometheus-client's parser and detects the server family; `extract` maps the names
-to the columns: gauges and counters as read, each latency histogram as its buckets, sum and count (`Hist`).
+to the columns: gauges and counters as read, each latency histogram as its buckets, sum and count (`Hist`), an info
+gauge's label as the number of names it lists (`server_maps`: `name{label}`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from llm_locust.scrape.server_maps import (
     NameMap,
     detect,
     family_name,
+    split_label,
 )
 
 
@@ -84,10 +86,17 @@ def extract(families: dict[str, Any], names: NameMap, epoch_s: float) -> Sample:
     """The standard columns found in `families` under `names` (the first candidate present)."""
     sample = Sample(epoch_s)
     for column, candidates in names.items():
-        family = next((families[n] for m in candidates for n in (m, family_name(m)) if n in families), None)
-        if family is None:
+        found = next(
+            ((families[n], split_label(m)[1]) for m in candidates for n in (split_label(m)[0], family_name(m))
+             if n in families),
+            None,
+        )  # fmt: skip
+        if found is None:
             continue
-        if family.type == "histogram":
+        family, label = found
+        if label:
+            sample.values[column] = _listed_in_latest(family, label)
+        elif family.type == "histogram":
             hist = _histogram(family)
             if column in HISTOGRAMS:
                 sample.hists[column] = hist
@@ -96,6 +105,14 @@ def extract(families: dict[str, Any], names: NameMap, epoch_s: float) -> Sample:
         elif column in GAUGES or column in COUNTERS:
             sample.values[column] = sum(s.value for s in family.samples if not s.name.endswith("_created"))
     return sample
+
+
+def _listed_in_latest(family: Any, label: str) -> float:
+    """The number of comma-separated names in `label` of the series of `family` with the largest value (0 without
+    series)."""
+    latest = max(family.samples, key=lambda s: s.value, default=None)
+    names = latest.labels.get(label, "") if latest is not None else ""
+    return float(len([name for name in names.split(",") if name]))
 
 
 def _histogram(family: Any) -> Hist:

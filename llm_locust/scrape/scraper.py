@@ -36,6 +36,7 @@ from llm_locust.scrape.server_maps import (
     GAUGES,
     HISTOGRAM_FIELDS,
     HISTOGRAMS,
+    LORA_GAUGES,
     SERVER_COLUMNS,
     TOKEN_COUNTERS,
     NameMap,
@@ -101,6 +102,8 @@ class UrlState:
         entry["prefix_cache_hit_rate"] = round(hits / queries, 4) if queries and hits is not None else None
         entry["running_max"] = self.peaks.get("running")
         entry["waiting_max"] = self.peaks.get("waiting")
+        for column in LORA_GAUGES:
+            entry[f"{column}_max"] = self.peaks.get(column)
         entry["kv_cache_usage_mean"] = round(self.kv_usage_sum / self.kv_usage_n, 4) if self.kv_usage_n else None
         for column in HISTOGRAMS:
             hist = last.hists.get(column) if last else None
@@ -203,7 +206,7 @@ class ServerScraper:
         state.ok += 1
         state.first = state.first or sample
         state.last = sample
-        for column in ("running", "waiting"):
+        for column in ("running", "waiting", *LORA_GAUGES):
             if column in sample.values:
                 state.peaks[column] = max(state.peaks.get(column, 0.0), sample.values[column])
         if "kv_cache_usage" in sample.values:
@@ -224,6 +227,7 @@ class ServerScraper:
             interval = hist.minus(previous.hists.get(column)) if hist is not None and previous is not None else None
             for name, value in zip(HISTOGRAM_FIELDS, _hist_fields(interval), strict=True):
                 row[f"{column}_{name}"] = value
+        row.update({column: sample.values.get(column, "") for column in LORA_GAUGES})
         self._csv.writerow(row[column] for column in SERVER_COLUMNS)
         self._file.flush()
         self.rows += 1

@@ -9,7 +9,13 @@ used). Columns:
   counts tokens, as TGI's);
 - prefix-cache counters, in tokens: `prefix_cache_queries` (prompt tokens looked up), `prefix_cache_hits` (of
   those, found in the cache): the server's hit rate over the run;
-- latency histograms in seconds: `ttft`, `tpot`, `e2e`, `queue_time`.
+- latency histograms in seconds: `ttft`, `tpot`, `e2e`, `queue_time`;
+- LoRA adapters: `lora_running_adapters`, `lora_waiting_adapters` (distinct adapters of the running / waiting
+  requests).
+
+A candidate is a metric name, or `name{label}` for an info gauge whose labels carry the value: the series with the
+largest value (vLLM sets each to the time it was last seen: the latest) is read, and the column is the number of
+comma-separated names in its `label` (vLLM's `vllm:lora_requests_info{running_lora_adapters}`).
 
 A server's family is detected from the names present in its first good scrape: the map with the
 most columns present wins (a --metrics-map file's maps first on a tie). A page no map matches
@@ -21,7 +27,9 @@ Where the built-in names come from (each checked against the server's own source
   the older name; counters `vllm:prefix_cache_queries` / `vllm:prefix_cache_hits`, exported with `_total`, in
   tokens; `vllm:gpu_prefix_cache_queries` / `_hits` are their deprecated names;
   `vllm:inter_token_latency_seconds` is used when a version exports no
-  `vllm:time_per_output_token_seconds`).
+  `vllm:time_per_output_token_seconds`); its LoRA gauge `vllm:lora_requests_info` (labels `max_lora`,
+  `waiting_lora_adapters`, `running_lora_adapters`; value: when the combination was last set), exported only when
+  serving LoRA adapters.
 - SGLang: python/sglang/srt/metrics/collector.py (gauges `sglang:num_running_reqs`,
   `sglang:num_queue_reqs`, `sglang:token_usage`; counters `sglang:prompt_tokens_total`,
   `sglang:generation_tokens_total`; histograms `sglang:time_to_first_token_seconds`,
@@ -52,7 +60,8 @@ TOKEN_COUNTERS = ("prompt_tokens", "generation_tokens")
 PREFIX_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits")
 COUNTERS = TOKEN_COUNTERS + PREFIX_COUNTERS
 HISTOGRAMS = ("ttft", "tpot", "e2e", "queue_time")
-COLUMNS = GAUGES + COUNTERS + HISTOGRAMS
+LORA_GAUGES = ("lora_running_adapters", "lora_waiting_adapters")
+COLUMNS = GAUGES + COUNTERS + HISTOGRAMS + LORA_GAUGES
 
 HISTOGRAM_FIELDS = ("count", "mean_ms", "p50_ms", "p90_ms")
 SERVER_COLUMNS = (
@@ -65,6 +74,7 @@ SERVER_COLUMNS = (
     "generation_tokens_total",
     "generation_tokens_per_s",
     *(f"{h}_{f}" for h in HISTOGRAMS for f in HISTOGRAM_FIELDS),
+    *LORA_GAUGES,
 )
 """Columns of server_metrics.csv; a value the server does not export is left empty."""
 
@@ -84,6 +94,8 @@ BUILTIN_MAPS: dict[str, NameMap] = {
         "tpot": ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
         "e2e": ("vllm:e2e_request_latency_seconds",),
         "queue_time": ("vllm:request_queue_time_seconds",),
+        "lora_running_adapters": ("vllm:lora_requests_info{running_lora_adapters}",),
+        "lora_waiting_adapters": ("vllm:lora_requests_info{waiting_lora_adapters}",),
     },
     "sglang": {
         "running": ("sglang:num_running_reqs",),
@@ -116,8 +128,15 @@ BUILTIN_MAPS: dict[str, NameMap] = {
 
 
 def family_name(metric: str) -> str:
-    """The name prometheus-client's parser gives the family of `metric` (a counter loses `_total`)."""
-    return metric.removesuffix("_total")
+    """The name prometheus-client's parser gives the family of `metric` (a counter loses `_total`; a label selector,
+    `name{label}`, is dropped)."""
+    return split_label(metric)[0].removesuffix("_total")
+
+
+def split_label(metric: str) -> tuple[str, str]:
+    """(name, label) of a map's candidate `name{label}`; (name, "") for a plain name."""
+    name, _, label = metric.partition("{")
+    return name, label.removesuffix("}")
 
 
 def load_maps(path: str) -> dict[str, NameMap]:

@@ -128,6 +128,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="each new connection waits this long before it is read (its TLS handshake, its first request), ms",
     )
     add_fault_arguments(parser)
+    add_model_arguments(parser)
     parser.add_argument(
         "--ready-file",
         type=Path,
@@ -175,6 +176,42 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The several-models options (see `llm_locust.sim.lora`)."""
+    d = SimConfig()
+    group = parser.add_argument_group(
+        "several models (LoRA adapters)",
+        "the first of --models is the base model, the others its adapters; GET /sim/trace names each request's "
+        "model, GET /metrics counts requests per model and exports vLLM's vllm:lora_requests_info",
+    )
+    group.add_argument(
+        "--models",
+        type=_models_type,
+        default=d.models,
+        metavar="A,B,...",
+        help="serve these models instead of --model (GET /v1/models lists them; a request naming another gets HTTP "
+        "404)",
+    )
+    group.add_argument(
+        "--max-loras",
+        type=int,
+        default=d.max_loras,
+        help="adapters resident at once (LRU, as vLLM's --max-loras); a request for another one waits "
+        "--lora-load-ms before its prefill (0 = all resident)",
+    )
+    group.add_argument(
+        "--lora-load-ms", type=float, default=d.lora_load_ms, help="time to load an adapter that is not resident, ms"
+    )
+
+
+def _models_type(text: str) -> tuple[str, ...]:
+    """argparse type of --models: comma-separated, distinct, non-empty names."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated names, e.g. base,lora1; got {text!r}")
+    return names
+
+
 def _fault_type(text: str) -> tuple[str, float]:
     """argparse type of --fault: a FaultSpecError becomes argparse's one-line usage error."""
     try:
@@ -214,6 +251,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
+        return 2
+    if config.max_loras < 0 or config.lora_load_ms < 0:
+        print(f"llm-locust sim: error: --max-loras and --lora-load-ms must be >= 0, got {config.max_loras} and "
+              f"{config.lora_load_ms}", file=sys.stderr)  # fmt: skip
         return 2
     try:
         tls = server_context(config.tls_cert, config.tls_key)
@@ -255,7 +296,7 @@ async def _main(config: SimConfig, ready_file: Path | None, tls: ssl.SSLContext 
     def on_listening(index: int, port: int) -> None:
         print(
             f"llm-locust sim listening on {'https' if tls else 'http'}://{config.host}:{port} "
-            f"(model {config.model}, timing {config.timing})",
+            f"(model {','.join(config.served)}, timing {config.timing})",
             flush=True,
         )
         ports[index] = port

@@ -59,3 +59,16 @@ class SimConfig:
     fault_retry_after_s: int = 1
     echo_headers: bool = False
     """Error answers quote every request header (see `llm_locust.sim.faults`)."""
+    models: tuple[str, ...] = ()
+    """Several served models (`--models`): the first is the base, the others its LoRA adapters (`llm_locust.sim.lora`);
+    empty: `model` alone."""
+    max_loras: int = 0
+    """Adapters resident at once (vLLM's --max-loras); a request for another one loads it, evicting the least
+    recently used; 0: every adapter resident, nothing loaded."""
+    lora_load_ms: float = 0.0
+    """How long loading an adapter holds back the prefill of the request that needs it, ms."""
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The served model names, the base first: `models`, else `model` alone."""
+        return self.models or (self.model,)

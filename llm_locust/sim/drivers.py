@@ -26,26 +26,45 @@ class Driver(Protocol):
 
 
 class FixedDriver:
-    """Constant TTFT/ITL: each generation is its own timeline entry at its next token's due time."""
+    """Constant TTFT/ITL: each generation is its own timeline entry at its next token's due time. A generation whose
+    LoRA adapter is loading counts as waiting until its `t_ready_s` (vLLM keeps it in its waiting queue)."""
 
     def __init__(self, timeline: Timeline, timing: FixedTiming) -> None:
         self._timeline = timeline
         self._timing = timing
         self.running = 0
         self.waiting = 0
+        self._loading: set[Generation] = set()  # waiting for their adapter's load
 
     def submit(self, generation: Generation) -> None:
-        """Schedule `generation`'s first token at t_recv + TTFT."""
+        """Schedule `generation`'s first token at t_ready + TTFT (t_ready: t_recv, or its adapter's load's end)."""
         seq = generation.seq
-        seq.t_admit_s = seq.t_recv_s
-        self.running += 1
+        seq.t_admit_s = seq.t_ready_s
+        if seq.t_ready_s > seq.t_recv_s:
+            self._loading.add(generation)
+            self.waiting += 1
+            self._timeline.at(seq.t_ready_s, partial(self._admit, generation))
+        else:
+            self.running += 1
         self._timeline.at(self._timing.due_s(seq, 0), partial(self._fire, generation))
+
+    def _admit(self, generation: Generation, now_s: float) -> None:
+        """`generation`'s adapter is loaded: from waiting to running (unless it was cancelled meanwhile)."""
+        if generation in self._loading:
+            self._loading.discard(generation)
+            self.waiting -= 1
+            self.running += 1
 
     def cancel(self, generation: Generation) -> None:
         """Stop producing tokens for `generation` (its timeline entry lapses on its next wake)."""
-        if not generation.seq.cancelled:
-            generation.seq.cancelled = True
-            self.running -= 1
+        seq = generation.seq
+        if not seq.cancelled:
+            seq.cancelled = True
+            if generation in self._loading:  # still waiting for its adapter
+                self._loading.discard(generation)
+                self.waiting -= 1
+            else:
+                self.running -= 1
 
     def _fire(self, generation: Generation, now_s: float) -> float | None:
         seq = generation.seq

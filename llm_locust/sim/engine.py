@@ -1,15 +1,18 @@
 """Timing models, free of I/O: when each token of each request is produced.
 
-- `FixedTiming`: constant TTFT and ITL; token i is due at t_recv_s + ttft_s + i * itl_s.
+- `FixedTiming`: constant TTFT and ITL; token i is due at t_ready_s + ttft_s + i * itl_s (t_ready_s: t_recv_s, or
+  later when the request's LoRA adapter had to be loaded first, `lora.AdapterSlots`).
 - `BatchingEngine`: continuous batching with a FIFO waiting queue and a running batch of at most
   `max_batch` sequences. Steps run back-to-back while there is work. At the start of a step,
-  waiting sequences are admitted into free slots; the step lasts
+  waiting sequences whose `t_ready_s` has come are admitted into free slots (the others keep their place); the
+  step lasts
   decode_step_s + decode_step_s_per_seq * running + prefill_s_per_token * (prompt tokens admitted, less those
   the prefix cache held),
   where `running` counts the batch after admission. At the end of a step every running sequence
   produces its next token (a newly admitted one produces its first: that is its TTFT) and finished
   sequences leave. Step ends are absolute times: the next step ends at this step's end plus the next
-  duration, unless the engine idled, in which case the next step starts when work arrives.
+  duration, unless the engine idled, in which case the next step starts when work arrives (or, when only sequences
+  not yet ready wait, when the first of them is ready).
 
 All times are `time.perf_counter()` seconds.
 """
@@ -25,7 +28,8 @@ class Sequence:
     """One request's generation state inside a timing model.
 
     `emitted` counts tokens produced so far (of `output_tokens`); `t_admit_s` is when it entered
-    the running batch (the batching model) or `t_recv_s` (the fixed model); `cached_tokens` of the prompt cost no
+    the running batch (the batching model) or `t_ready_s` (the fixed model); `t_ready_s` is when its prefill may
+    start at the earliest (`t_recv_s`, or the end of its LoRA adapter's load); `cached_tokens` of the prompt cost no
     prefill (prefix-cache hits); `sink` is whatever the
     caller wants back with the sequence (the engine never touches it).
     """
@@ -38,6 +42,7 @@ class Sequence:
         "prompt_tokens",
         "sink",
         "t_admit_s",
+        "t_ready_s",
         "t_recv_s",
     )
 
@@ -46,6 +51,7 @@ class Sequence:
         self.cached_tokens = 0  # prompt tokens the prefix cache held: no prefill for them
         self.output_tokens = output_tokens
         self.t_recv_s = t_recv_s
+        self.t_ready_s = t_recv_s
         self.t_admit_s: float | None = None
         self.emitted = 0
         self.cancelled = False
@@ -77,11 +83,11 @@ class FixedTiming:
 
     def due_s(self, seq: Sequence, index: int) -> float:
         """Return the absolute due time (perf_counter s) of `seq`'s token `index` (0-based)."""
-        return seq.t_recv_s + self.ttft_s * seq.prefill_share + index * self.itl_s
+        return seq.t_ready_s + self.ttft_s * seq.prefill_share + index * self.itl_s
 
     def tokens_due(self, seq: Sequence, now_s: float) -> int:
         """Return how many of `seq`'s not-yet-emitted tokens are due at `now_s`."""
-        first_s = seq.t_recv_s + self.ttft_s * seq.prefill_share
+        first_s = seq.t_ready_s + self.ttft_s * seq.prefill_share
         itl_s = self.itl_s
         total = seq.output_tokens
         index = seq.emitted
@@ -157,11 +163,19 @@ class BatchingEngine:
 
     def _start_step(self, start_s: float) -> None:
         admitted_prompt_tokens = 0
+        not_ready: list[Sequence] = []  # their adapter is still loading: they keep their place in the queue
         while self.waiting and len(self.running) < self.params.max_batch:
             seq = self.waiting.popleft()
             if seq.cancelled:
                 continue
+            if seq.t_ready_s > start_s:
+                not_ready.append(seq)
+                continue
             seq.t_admit_s = start_s
             admitted_prompt_tokens += seq.prompt_tokens - seq.cached_tokens
             self.running.append(seq)
+        self.waiting.extendleft(reversed(not_ready))
+        if not self.running and not_ready:  # nothing to run until the first of them is ready: an idle step
+            self.step_end_s = min(seq.t_ready_s for seq in not_ready)
+            return
         self.step_end_s = start_s + self.params.step_s(len(self.running), admitted_prompt_tokens)

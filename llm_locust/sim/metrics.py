@@ -4,7 +4,10 @@ Everything comes from the simulator's real state: the running batch and the wait
 the timing driver, the token counters of finished requests, and one histogram observation per
 finished request (time to first token, time per output token, end-to-end latency, queue time),
 taken from its trace record. Nothing is recorded per token. The prefix cache's counters are vLLM v1's
-(`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache).
+(`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache). vLLM labels
+everything with its base model's name and counts no request per adapter: the simulator's own counter
+`sim:model_requests_total{model_name}` counts the finished requests per served model (`--models`), and with adapters
+vLLM's `vllm:lora_requests_info` follows (`llm_locust.sim.lora`).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class SimMetrics:
         self.prefix_cache_queries_total = 0  # prompt tokens looked up in the prefix cache (vLLM: queried tokens)
         self.prefix_cache_hits_total = 0  # ... of which cached (whole 512-token blocks)
         self.requests_by_reason: Counter[str] = Counter()
+        self.requests_by_model: Counter[str] = Counter()
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.e2e = Histogram()
@@ -93,6 +97,7 @@ class SimMetrics:
         self.prompt_tokens_total += record.prompt_tokens
         self.generation_tokens_total += tokens
         self.requests_by_reason[record.finish_reason or "abort"] += 1
+        self.requests_by_model[record.model] += 1
         if record.cancelled or not record.finish_reason or not record.token_times:
             return
         times = record.token_times
@@ -102,9 +107,9 @@ class SimMetrics:
         self.e2e.observe(record.t_done - record.t_recv)
         self.queue.observe(record.queue_s)
 
-    def render(self, model: str, running: int, waiting: int, max_batch: int) -> bytes:
-        """Return the Prometheus text exposition (version 0.0.4); KV-cache usage is the running
-        batch's share of `max_batch` slots (0..1)."""
+    def render(self, model: str, running: int, waiting: int, max_batch: int, extra: list[str] | None = None) -> bytes:
+        """Return the Prometheus text exposition (version 0.0.4), `extra` lines (whole families) at the end; KV-cache
+        usage is the running batch's share of `max_batch` slots (0..1)."""
         label = f'model_name="{model}"'
         kv_usage = min(1.0, running / max_batch) if max_batch > 0 else 0.0
         lines = [
@@ -130,4 +135,8 @@ class SimMetrics:
         lines += self.tpot.render("vllm:time_per_output_token_seconds", label)
         lines += self.e2e.render("vllm:e2e_request_latency_seconds", label)
         lines += self.queue.render("vllm:request_queue_time_seconds", label)
+        lines.append("# TYPE sim:model_requests_total counter")
+        for name, count in sorted(self.requests_by_model.items()):
+            lines.append(f'sim:model_requests_total{{model_name="{name}"}} {count}')
+        lines += extra or ()
         return ("\n".join(lines) + "\n").encode()

@@ -27,6 +27,7 @@ from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
+from llm_locust.sim.lora import AdapterSlots, LoraInfo
 from llm_locust.sim.metrics import SimMetrics
 from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
@@ -65,6 +66,11 @@ class SimApp:
         self.prefix_cache = PrefixCache(config.prefix_cache_blocks) if config.prefix_cache_blocks > 0 else None
         self._request_numbers = count(1)
         self._started_s = int(time.time())
+        served = config.served
+        self.adapters = AdapterSlots(served[0], config.max_loras, config.lora_load_ms / 1e3)
+        # vLLM exports its LoRA gauge only when serving adapters; `in_flight` feeds it
+        self.lora_info = LoraInfo(config.max_loras or len(served) - 1) if len(served) > 1 else None
+        self.in_flight: set[Generation] = set()
 
     def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
@@ -111,15 +117,31 @@ class SimApp:
         if path in ("/gpu-metrics", "/node-metrics"):
             return self._telemetry(path), "text/plain; version=0.0.4"
         if path == "/v1/models":
-            return models_body(self.config.model, self._started_s), "application/json"
+            return models_body(self.config.served, self._started_s), "application/json"
         if path == "/health":
             return b"{}", "application/json"
         if path == "/metrics":
+            lora_lines = self._lora_lines()
             body = self.metrics.render(
-                self.config.model, self.driver.running, self.driver.waiting, self.config.max_batch
+                self.config.served[0], self.driver.running, self.driver.waiting, self.config.max_batch, lora_lines
             )
             return body, "text/plain; version=0.0.4"
         return orjson.dumps(self.trace.to_list()), "application/json"
+
+    def _lora_lines(self) -> list[str]:
+        """vLLM's `vllm:lora_requests_info` lines, its current series set now from the requests in flight (none
+        without adapters): waiting until their prefill may start, running after."""
+        if self.lora_info is None:
+            return []
+        now_s, base = perf_counter(), self.config.served[0]
+        waiting, running = [], []
+        for generation in self.in_flight:
+            model = generation.record.model
+            if model != base:
+                t_admit_s = generation.seq.t_admit_s
+                (running if t_admit_s is not None and t_admit_s <= now_s else waiting).append(model)
+        self.lora_info.observe(waiting, running, time.time())
+        return self.lora_info.render()
 
     def _telemetry(self, path: str) -> bytes:
         """The simulated DCGM-exporter page or this host's node-exporter page (404 without /proc)."""
@@ -132,10 +154,11 @@ class SimApp:
         return body
 
     def _start_generation(self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float) -> None:
-        spec = parse_completion(request.body, api.endpoint, self.config.model, self.config.output_tokens)
+        spec = parse_completion(request.body, api.endpoint, self.config.served, self.config.output_tokens)
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
         record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        record.model = spec.model
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
@@ -162,7 +185,7 @@ class SimApp:
         """
         created_s = int(time.time())
         offset = (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
-        model = self.config.model
+        model = spec.model
         chunked = request.version == "HTTP/1.1"
         encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, created_s, model, offset)
         args = (conn.transport, spec, record, encoder)
@@ -185,8 +208,12 @@ class SimApp:
         else:
             generation = Generation(*args, **kwargs, tokens_per_chunk=self.config.tokens_per_chunk)
         generation.seq.cached_tokens = min(spec.prompt_tokens, record.prefix_blocks_hit * BLOCK_TOKENS)
+        seq = generation.seq
         if late:
-            generation.seq.t_recv_s = perf_counter()
+            seq.t_recv_s = perf_counter()
+        seq.t_ready_s = self.adapters.ready_s(spec.model, seq.t_recv_s)  # in arrival order, as the engine loads
+        record.lora_wait_s = seq.t_ready_s - seq.t_recv_s
+        self.in_flight.add(generation)
         conn.generation = generation
         generation.start()
         self.driver.submit(generation)
@@ -206,7 +233,7 @@ class SimApp:
             conn.reset()
             return
         if fault == "non_sse":
-            encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, int(time.time()), self.config.model, 0)
+            encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, int(time.time()), spec.model, 0)
             conn.respond(request, 200, encoder.body())
             return
         if fault == "html_502":
@@ -234,6 +261,7 @@ class SimApp:
 
     def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
         record = generation.record
+        self.in_flight.discard(generation)
         self.trace.add(record)
         self.metrics.finished(record)
         if not record.cancelled:

@@ -16,6 +16,8 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
 - `prefix_blocks`, `prefix_blocks_hit`: whole 512-token blocks of the prompt and, of those, the leading ones the
   prefix cache held (`llm_locust.sim.prefix_cache`; both 0 without a cache);
 - `session`: the value of the `--session-header` request header, else None;
+- `model`: the served model the request named (`--models`: the base or one of its adapters);
+- `lora_wait_s`: seconds its prefill waited for its LoRA adapter to be loaded (`--max-loras`; 0 when resident);
 - `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
   response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
   written before it.
@@ -38,6 +40,8 @@ class TraceRecord:
         "fault",
         "finish_reason",
         "id",
+        "lora_wait_s",
+        "model",
         "prefix_blocks",
         "prefix_blocks_hit",
         "prompt_tokens",
@@ -65,6 +69,8 @@ class TraceRecord:
         self.prefix_blocks = 0
         self.session: str | None = None
         self.prefix_blocks_hit = 0
+        self.model = ""
+        self.lora_wait_s = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
@@ -84,6 +90,8 @@ class TraceRecord:
             "prefix_blocks": self.prefix_blocks,
             "session": self.session,
             "prefix_blocks_hit": self.prefix_blocks_hit,
+            "model": self.model,
+            "lora_wait_s": self.lora_wait_s,
         }
 
 

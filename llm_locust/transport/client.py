@@ -190,13 +190,15 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
 
 def new_record(prepared: Prepared) -> RequestRecord:
     """The record of `prepared`, being sent now (perf_counter), with what its pacer's ticket says, its shared
-    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too) and its replica's
-    breakdown."""
+    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too), its replica's
+    breakdown, its model and its own breakdowns (`Prepared.groups`)."""
     prefix_blocks, ticket = prepared.prefix_blocks, prepared.ticket
     record = RequestRecord(
         endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=prepared.expected_prompt_tokens
     )
     record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
+    record.model = prepared.model
+    record.groups += prepared.groups
     if prefix_blocks[0]:
         record.groups += (reuse_group(*prefix_blocks),)
     if prepared.replica is not None:

@@ -31,7 +31,8 @@ class Prepared:
     the pacer (due time, sweep step, whether it counts); `replica`: one of several behind --host, with its
     credentials and breakdown; `cancel`: when this stream is to be closed early; `expected_prompt_tokens`: the
     client's count, if known (checked against the server's usage); `inputs`: the texts a request of an API that
-    counts inputs carries (embeddings); `prefix_blocks`: its shared prompt blocks (whole, seen before).
+    counts inputs carries (embeddings); `prefix_blocks`: its shared prompt blocks (whole, seen before); `model`: the
+    model its body names (`RequestRecord.model`); `groups`: the breakdowns it counts in (`RequestRecord.groups`).
     """
 
     api: Api
@@ -44,6 +45,8 @@ class Prepared:
     expected_prompt_tokens: int | None = None
     inputs: int = 1
     prefix_blocks: tuple[int, int] = (0, 0)
+    model: str = ""
+    groups: tuple[tuple[str, str], ...] = ()
 
 
 class Transport(Protocol):

@@ -10,14 +10,15 @@ fields from the API and the server family (`providers.length_fields`); images ar
 messages of an API that takes them (`Api.images`: chat). The user's API (`apis.Api`) shapes the prompt
 into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a streamed API's `stream`;
 chat and text completions also `stream_options.include_usage`); `--extra-body` wins on conflicts. A request
-of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
+of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead. With `--model-mix`
+each request names a model drawn by weight from the user's RNG (`model_mix`) and counts in the `model` breakdown.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import count
 from typing import Any
@@ -28,6 +29,7 @@ from llm_locust.apis import api, shapes
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
+from llm_locust.workload.model_mix import DIMENSION as MODEL_DIMENSION
 from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.prompts import PromptMaker
@@ -44,13 +46,16 @@ and a seeded run repeats (a counter per process, as the users are created one by
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
-    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`) and its session id."""
+    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id, the model it names
+    and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with `--model-mix`)."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
     prefix_blocks: tuple[int, int] = (0, 0)
     session: str = ""  # the conversation's id (a synthetic request is its own conversation)
     inputs: int = 1  # an API that counts inputs (embeddings): the texts the request carries
+    model: str = ""  # the model its body names
+    groups: tuple[tuple[str, str], ...] = ()
 
 
 @lru_cache(maxsize=2)
@@ -101,8 +106,16 @@ class Workload:
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
     def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
-        """The next request of this user for `model`: with a trace, the trace's request `index`; else a sweep `step`
-        that sets lengths sets them."""
+        """The next request of this user for `model` (with `--model-mix`, for a model drawn by weight instead): with a
+        trace, the trace's request `index`; else a sweep `step` that sets lengths sets them."""
+        mix = self.settings.model_mix
+        if mix:
+            model = mix.pick(self.rng)
+        spec = self._next_spec(model, step, index)
+        return replace(spec, model=model, groups=((MODEL_DIMENSION, model),) if mix else ())
+
+    def _next_spec(self, model: str, step: StepLengths | None, index: int | None) -> RequestSpec:
+        """The next request for `model`, see `next_request`."""
         if self.trace is not None and index is not None:
             return self._trace_request(model, self.trace.requests[index])
         if not self.api.counts_outputs:

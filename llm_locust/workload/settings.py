@@ -16,13 +16,14 @@ from llm_locust.option_values import as_list, build, optional_int, shown_as
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.model_mix import ModelMix, parse_model_mix
 from llm_locust.workload.tokens import token_counter
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
     """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
-    tokenizer that counts, the session header, the embeddings batch and the extra body fields."""
+    tokenizer that counts, the session header, the embeddings batch, the extra body fields and the model mix."""
 
     extra_body: dict[str, Any]
     prompt_tokens: LengthDist = field(metadata=shown_as(str))
@@ -39,6 +40,7 @@ class WorkloadSettings:
     image: tuple[str, ...]
     image_size: tuple[int, int] | None
     embedding_batch: int
+    model_mix: ModelMix = field(default=ModelMix(), metadata=shown_as(str))
 
     @classmethod
     def from_options(cls, options: Any) -> WorkloadSettings:
@@ -74,6 +76,11 @@ class WorkloadSettings:
                 raise ConfigError(
                     "--sweep-prompt-tokens and --dataset exclude each other: the dataset sets the prompts"
                 )
+        model_mix = parse_model_mix(options.model_mix)
+        if model_mix and options.model:
+            raise ConfigError(
+                f"--model-mix and --model {options.model} exclude each other: the mix names every request's model"
+            )
         images = tuple(as_list(options.image))
         for path in images:
             file_data_url(path)
@@ -86,4 +93,5 @@ class WorkloadSettings:
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,
+            model_mix=model_mix,
         )

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llm_locust.sim.apis import chat, completions, embeddings, messages, responses
 from llm_locust.sim.apis.wire import Api, CompletionSpec, Endpoint, decode_request
 
@@ -13,6 +15,8 @@ BY_PATH: dict[str, Api] = {api.path: api for api in APIS}
 BY_ENDPOINT: dict[Endpoint, Api] = {api.endpoint: api for api in APIS}
 
 
-def parse_completion(body: bytes, endpoint: Endpoint, model: str, natural_tokens: int) -> CompletionSpec:
-    """Validate a request body for `endpoint` served as `model`; raise ApiError (400 / 404) if it is unacceptable."""
-    return BY_ENDPOINT[endpoint].parse(decode_request(body, model), natural_tokens)
+def parse_completion(body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int) -> CompletionSpec:
+    """Validate a request body for `endpoint` served as one of `models` (the first when it names none); raise
+    ApiError (400 / 404) if it is unacceptable."""
+    data = decode_request(body, models)
+    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=data["model"])

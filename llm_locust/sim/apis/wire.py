@@ -54,6 +54,7 @@ class CompletionSpec:
     prompt_text: str = ""
     """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
     inputs: int = 1  # embeddings: the inputs to embed
+    model: str = ""  # the served model it names (`decode_request`)
 
 
 class Encoder(Protocol):
@@ -96,16 +97,17 @@ class Api:
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
 
 
-def decode_request(body: bytes, model: str) -> dict[str, Any]:
-    """The request's JSON object; ApiError unless it is one naming `model` (or none)."""
+def decode_request(body: bytes, models: tuple[str, ...]) -> dict[str, Any]:
+    """The request's JSON object, its "model" set (the first of `models` when it names none); ApiError unless it is an
+    object naming one of `models`."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad_request("request body must be a JSON object")
-    requested = data.get("model", model)
-    if requested != model:
+    requested = data.setdefault("model", models[0])
+    if requested not in models:
         raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")
     return data
 
@@ -212,11 +214,12 @@ def typed_event(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: %b\ndata: %b\n\n" % (kind.encode(), orjson.dumps({"type": kind, **data}))
 
 
-def models_body(model: str, created_s: int) -> bytes:
-    """Return the GET /v1/models list with the one served model."""
-    return orjson.dumps(
-        {
-            "object": "list",
-            "data": [{"id": model, "object": "model", "created": created_s, "owned_by": "llm-locust"}],
-        }
-    )
+def models_body(models: tuple[str, ...], created_s: int) -> bytes:
+    """Return the GET /v1/models list: the base model, then its adapters (with vLLM's `root` and `parent`: the base)."""
+    base = models[0]
+    cards = [{"id": base, "object": "model", "created": created_s, "owned_by": "llm-locust", "root": base}]
+    cards += [
+        {"id": name, "object": "model", "created": created_s, "owned_by": "llm-locust", "root": name, "parent": base}
+        for name in models[1:]
+    ]
+    return orjson.dumps({"object": "list", "data": cards})

@@ -96,7 +96,7 @@ def test_request_parser_expect_continue() -> None:
 
 
 def _spec(body: dict, natural: int = 128) -> CompletionSpec:
-    return parse_completion(json.dumps(body).encode(), "chat", "m", natural)
+    return parse_completion(json.dumps(body).encode(), "chat", ("m",), natural)
 
 
 def test_prompt_tokens_are_words() -> None:
@@ -106,7 +106,7 @@ def test_prompt_tokens_are_words() -> None:
     ]
     assert _spec({"messages": messages}).prompt_tokens == 5
     assert _spec({"messages": [{"role": "user", "content": ""}]}).prompt_tokens == 1
-    spec = parse_completion(b'{"prompt": [[1, 2, 3], "x y"]}', "completions", "m", 10)
+    spec = parse_completion(b'{"prompt": [[1, 2, 3], "x y"]}', "completions", ("m",), 10)
     assert spec.prompt_tokens == 5
 
 
