@@ -36,6 +36,7 @@ import sys
 import weakref
 from typing import Any
 
+import gevent
 from locust.env import Environment
 
 from llm_locust.apis import endpoints_of
@@ -110,6 +111,10 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
         attach(web_ui, state.live)
         _hide_secret_defaults(web_ui)
+    # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
+    # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
+    # time and end the run early by the whole start-up (a -t 2s run stopped after 0.2 s on a loaded machine).
+    gevent.get_hub().loop.update_now()
 
 
 def _check_shape(settings: Any, shape: Any) -> None:

@@ -154,3 +154,32 @@ def test_bad_load_options_are_one_line_errors(locustfile, args, message):
     proc = run_locust(locustfile, "--host", "http://127.0.0.1:9", "-t", "1s", *args, timeout_s=30)
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+SLOW_START_LOCUSTFILE = """
+from gevent import monkey
+from locust import events
+
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import ChatCompletionsUser
+
+install(events)
+monkey.get_original("time", "sleep")(1.5)  # a slow start-up (heavy imports, a large dataset) blocks the event loop
+
+
+class ChatUser(ChatCompletionsUser):
+    pass
+"""
+
+
+def test_run_time_counts_from_the_start_of_the_test_after_a_slow_start_up(fast_sim, tmp_path):
+    """Locust arms its --run-time timer with the event loop's clock, which had not moved since the loop was created:
+    after a 1.5 s start-up a `-t 3s` run stopped 1.5 s early (a loaded machine's slow imports did the same)."""
+    locustfile = tmp_path / "slow_start.py"
+    locustfile.write_text(SLOW_START_LOCUSTFILE)
+    proc = run_locust(
+        locustfile, "--host", fast_sim.url, "-u", "2", "-r", "2", "-t", "3s", "--max-tokens", "8",
+        "--results-dir", str(tmp_path / "results"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_summary(tmp_path / "results")["run"]["duration_s"] >= 2.8
