@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
 from llm_locust.sim.words import WORDS
+
+if TYPE_CHECKING:
+    from llm_locust.sim.apis.tools import History, Tool, ToolCall
 
 Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
 
@@ -54,6 +57,14 @@ class CompletionSpec:
     prompt_text: str = ""
     """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
     inputs: int = 1  # embeddings: the inputs to embed
+    max_tokens: int | None = None
+    """The request's maximum output length (None: none)."""
+    tools: tuple[Tool, ...] = ()
+    """The function tools the request offers (`llm_locust.sim.apis.tools`)."""
+    history: History | None = None
+    """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
+    tool_call: ToolCall | None = None
+    """The tool call the response carries instead of text (its pieces are the output tokens), else None."""
 
 
 class Encoder(Protocol):
@@ -87,13 +98,16 @@ class Encoder(Protocol):
 class Api:
     """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
     object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
-    created s, model, first word's offset → `Encoder`)."""
+    created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
+    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix."""
 
     endpoint: Endpoint
     path: str
     id_prefix: str
     parse: Callable[[dict[str, Any], int], CompletionSpec]
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
+    tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
+    tool_call_prefix: str = "call_"
 
 
 def decode_request(body: bytes, model: str) -> dict[str, Any]:
@@ -139,6 +153,7 @@ def completion_spec(
         output_tokens=n,
         finish_reason="length" if n == max_tokens else "stop",
         prompt_text=prompt_text,
+        max_tokens=max_tokens,
     )
 
 
