@@ -31,10 +31,9 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from llm_locust.sim.apis.tools import History, ToolCall
+from llm_locust.sim.apis.wire import History, ToolCall
 
 
 class TraceRecord:

@@ -8,9 +8,10 @@ A request of chat, Responses or Messages that offers function tools is answered 
 its `type`; a tool without properties gets `{"query": <words>}`. With probability `--tool-call-malformed-rate` (a
 second draw) the arguments lose their closing brace: not valid JSON, as a model cut short writes them.
 
-The arguments text is cut into `pieces`, one per output token (a run of word characters with the space before it, or
-a run of other characters): each piece is one streamed event, timed as a text token, and usage counts them as output
-tokens. A request's maximum output length cuts the call short (finish "length"), as it would a text answer.
+The arguments text is cut into `pieces`, one per output token: its whitespace-separated words, each with the space
+before it (one token per word, as for text; sent back in a later request, the call counts as many prompt tokens).
+Each piece is one streamed event, timed as a text token, and usage counts them as output tokens. A request's maximum
+output length cuts the call short (finish "length"), as it would a text answer.
 """
 
 from __future__ import annotations
@@ -19,52 +20,15 @@ import json
 import random
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from llm_locust.sim.apis.wire import CompletionSpec, Endpoint, bad_request
+from llm_locust.sim.apis.wire import CompletionSpec, Endpoint, History, Tool, ToolCall, bad_request
 from llm_locust.sim.words import WORDS
 
 MAX_PROPERTIES = 4
 """Properties of a tool's schema given a value in the arguments, at most (the first ones)."""
-_PIECE = re.compile(r"\s*\w+|\s*[^\w\s]+|\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """One function tool a request offers: its `name` and its parameters' JSON-schema `properties` (may be empty)."""
-
-    name: str
-    properties: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    """What a request carries of earlier tool calls: the ids of the calls its history holds (chat: the assistant's
-    `tool_calls`; Responses: `function_call` items' `call_id`; Messages: `tool_use` blocks), the ids whose results it
-    carries back (chat: `role: "tool"` messages' `tool_call_id`; Responses: `function_call_output` items' `call_id`;
-    Messages: `tool_result` blocks' `tool_use_id`), and its number of messages (Responses: input items; a string
-    input is 1)."""
-
-    calls: tuple[str, ...] = ()
-    results: tuple[str, ...] = ()
-    messages: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """The tool call a response carries: its `id`, the tool's `name`, the whole `arguments` text and its `pieces`
-    (one per output token; their concatenation is the arguments when the call was not cut short)."""
-
-    id: str
-    name: str
-    arguments: str
-    pieces: tuple[str, ...]
-    malformed: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form served by /sim/trace (the arguments as sent: cut short when the response was)."""
-        return {"id": self.id, "name": self.name, "arguments": "".join(self.pieces), "malformed": self.malformed}
+_PIECE = re.compile(r"\s*\S+")
 
 
 def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
