@@ -22,6 +22,7 @@ import orjson
 from llm_locust.sim.words import WORDS
 
 Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+ToolChoice = Literal["auto", "none", "required"]
 
 
 class ApiError(Exception):
@@ -96,7 +97,10 @@ class CompletionSpec:
     max_tokens: int | None = None
     """The request's maximum output length (None: none)."""
     tools: tuple[Tool, ...] = ()
-    """The function tools the request offers (read by `llm_locust.sim.apis.tools`)."""
+    """The function tools a tool call may name: those the request offers, or the one its `tool_choice` names (read by
+    `llm_locust.sim.apis.tools`)."""
+    tool_choice: ToolChoice = "auto"
+    """Whether the answer may ("auto": with `--tool-call-rate`), must not or must be a tool call."""
     history: History | None = None
     """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
     tool_call: ToolCall | None = None

@@ -33,6 +33,11 @@ TOOLS = {  # each API's format of the same two tools
     ],
     "messages": [{"name": "get_weather", "input_schema": SCHEMA}, {"name": "search", "input_schema": {}}],
 }
+REQUIRED = {  # each API's tool choices requiring a call: any tool, then the tool "search"
+    "chat": ("required", {"type": "function", "function": {"name": "search"}}),
+    "responses": ("required", {"type": "function", "name": "search"}),
+    "messages": ({"type": "any"}, {"type": "tool", "name": "search"}),
+}
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 
@@ -248,7 +253,29 @@ def test_rate_zero_answers_with_text() -> None:
             assert status == 200
             record = trace_of(sim, json.loads(payload)["id"])
             assert (record["tool_call"], record["tools"], record["finish_reason"]) == (None, 2, "stop")
+            # a tool choice that requires a call gets one whatever the rate; naming a tool, of that tool
+            names = []
+            for choice in REQUIRED[api]:
+                status, payload = post(sim, PATHS[api], request_body(api, stream=False, tool_choice=choice))
+                record = trace_of(sim, json.loads(payload)["id"])
+                assert status == 200 and record["finish_reason"] == "tool_calls"
+                names.append(record["tool_call"]["name"])
+            assert names[0] in ("get_weather", "search") and names[1] == "search"
         assert "llm_locust_sim:tool_calls_total" in metrics_text(sim)
+
+
+def test_tool_choice_none_answers_with_text_and_a_bad_one_is_a_400(tool_sim: SimProcess) -> None:
+    for api, none in (("chat", "none"), ("responses", "none"), ("messages", {"type": "none"})):
+        status, payload = post(tool_sim, PATHS[api], request_body(api, stream=False, tool_choice=none))
+        assert status == 200
+        assert trace_of(tool_sim, json.loads(payload)["id"])["tool_call"] is None
+    for api, choice, message in (
+        ("chat", "sometimes", "'tool_choice' \"sometimes\" is not one this API accepts"),
+        ("messages", "auto", "'tool_choice' \"auto\" is not one this API accepts"),
+        ("responses", {"type": "function", "name": "fly"}, "names the tool 'fly', which is not among the request's"),
+    ):
+        status, payload = post(tool_sim, PATHS[api], request_body(api, tool_choice=choice))
+        assert status == 400 and message in json.loads(payload)["error"]["message"]
 
 
 def test_rates_are_drawn_per_request_and_counted_on_metrics() -> None:
