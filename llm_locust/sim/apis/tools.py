@@ -66,12 +66,14 @@ def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def with_tools(spec: CompletionSpec, data: dict[str, Any]) -> CompletionSpec:
-    """`spec` of request `data` with the tools a call may name, its tool choice and the history it carries (ApiError
-    for bad tools or a bad tool choice)."""
-    endpoint = spec.endpoint
+def tool_fields(data: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
+    """The `CompletionSpec` fields of request `data` about tools: the history it carries and, when it offers `tools`,
+    the tools a call may name and its tool choice (ApiError for bad tools or a bad tool choice)."""
+    history = carried_history(data, endpoint)
+    if "tools" not in data:
+        return {"history": history}
     choice, tools = tool_choice(data, endpoint, offered_tools(data, endpoint))
-    return replace(spec, tools=tools, tool_choice=choice, history=carried_history(data, endpoint))
+    return {"tools": tools, "tool_choice": choice, "history": history}
 
 
 def tool_choice(
