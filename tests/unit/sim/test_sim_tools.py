@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -118,7 +119,8 @@ def stream_call(api: str, events: list[tuple[str | None, Any]]) -> tuple[str, st
                               "response.completed"]  # fmt: skip
         pieces = [d["delta"] for d in deltas]
         assert data[-3]["arguments"] == data[-2]["item"]["arguments"] == "".join(pieces)
-        assert [d["sequence_number"] for d in data] == list(range(len(data)))
+        numbers = [d["sequence_number"] for d in data]  # consecutive, but for skips over --tokens-per-chunk groups
+        assert numbers[:4] == [0, 1, 2, 3] and all(a < b for a, b in pairwise(numbers))
         completed = data[-1]["response"]
         assert completed["output"] == [data[-2]["item"]] and completed["status"] == "completed"
         return item["call_id"], item["name"], pieces, "tool_calls", completed["usage"]["output_tokens"]
@@ -325,3 +327,16 @@ def test_a_rate_outside_zero_one_is_a_one_line_error() -> None:
     assert proc.stderr.strip().splitlines() == [
         "llm-locust sim: error: --tool-call-rate must be a probability in [0, 1], got 1.5"
     ]
+
+
+def test_tokens_per_chunk_groups_the_pieces_as_it_groups_text_tokens() -> None:
+    with run_sim("--ttft-ms", "1", "--itl-ms", "1", "--tool-call-rate", "1", "--tokens-per-chunk", "3") as sim:
+        for api in PATHS:
+            events = sse(post(sim, PATHS[api], request_body(api))[1])
+            _, _, pieces, finish, usage_tokens = stream_call(api, events)
+            record = trace_of(sim, response_id(api, events))
+            assert "".join(pieces) == record["tool_call"]["arguments"] and finish == "tool_calls"
+            # the first piece alone, then 3 per event; usage still counts every piece
+            assert len(pieces[0].split()) == 1 and all(len(p.split()) <= 3 for p in pieces[1:])
+            assert usage_tokens == record["completion_tokens"] == len("".join(pieces).split())
+            assert len(pieces) == 1 + -(-(usage_tokens - 1) // 3)
