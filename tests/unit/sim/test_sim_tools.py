@@ -12,6 +12,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from openai import OpenAI
 
 from llm_locust.sim import SimProcess, run_sim
 
@@ -340,3 +341,26 @@ def test_tokens_per_chunk_groups_the_pieces_as_it_groups_text_tokens() -> None:
             assert len(pieces[0].split()) == 1 and all(len(p.split()) <= 3 for p in pieces[1:])
             assert usage_tokens == record["completion_tokens"] == len("".join(pieces).split())
             assert len(pieces) == 1 + -(-(usage_tokens - 1) // 3)
+
+
+def test_openai_pythons_stream_helpers_read_the_calls(tool_sim: SimProcess) -> None:
+    """openai-python's own accumulators (chat `stream`, Responses `stream`) rebuild the calls the trace recorded."""
+    client = OpenAI(base_url=f"{tool_sim.url}/v1", api_key="unused", max_retries=0, timeout=10)
+    user = [{"role": "user", "content": "what is the weather in paris"}]
+    with client.chat.completions.stream(model=MODEL, messages=user, tools=TOOLS["chat"]) as stream:  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        completion = stream.get_final_completion()
+    (call,) = completion.choices[0].message.tool_calls or []
+    assert completion.choices[0].finish_reason == "tool_calls"
+    traced = trace_of(tool_sim, completion.id)["tool_call"]
+    assert (call.id, call.function.name, call.function.arguments) == (traced["id"], traced["name"], traced["arguments"])
+    with client.responses.stream(model=MODEL, input=user, tools=TOOLS["responses"]) as stream:  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        response = stream.get_final_response()
+    (item,) = response.output
+    traced = trace_of(tool_sim, response.id)["tool_call"]
+    assert item.type == "function_call"
+    assert (item.call_id, item.name, item.arguments) == (traced["id"], traced["name"], traced["arguments"])
+    assert response.usage is not None and response.usage.output_tokens == len(traced["arguments"].split())
