@@ -72,3 +72,11 @@ class SimConfig:
     def served(self) -> tuple[str, ...]:
         """The served model names, the base first: `models`, else `model` alone."""
         return self.models or (self.model,)
+
+    tool_call_rate: float = 0.0
+    """Probability that a chat, Responses or Messages request offering function `tools` is answered with a tool call
+    instead of text (`llm_locust.sim.apis.tools`); 0: never."""
+    tool_call_malformed_rate: float = 0.0
+    """Probability that a tool call's arguments are not valid JSON (their closing brace left out)."""
+    tool_call_seed: int = 0
+    """Seed of the tool-call draws (whether, which tool, its arguments, malformed)."""

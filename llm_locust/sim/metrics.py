@@ -5,9 +5,12 @@ the timing driver, the token counters of finished requests, and one histogram ob
 finished request (time to first token, time per output token, end-to-end latency, queue time),
 taken from its trace record. Nothing is recorded per token. The prefix cache's counters are vLLM v1's
 (`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache). vLLM labels
-everything with its base model's name and counts no request per adapter: the simulator's own counter
-`sim:model_requests_total{model_name}` counts the finished requests per served model (`--models`), and with adapters
-vLLM's `vllm:lora_requests_info` follows (`llm_locust.sim.lora`).
+everything with its base model's name and counts no request per adapter; with adapters vLLM's
+`vllm:lora_requests_info` follows (`llm_locust.sim.lora`). The simulator's own counters (no vLLM equivalent) are
+named `llm_locust_sim:*`: `llm_locust_sim:model_requests_total{model_name}`, the finished requests per served model
+(`--models`); `llm_locust_sim:tool_calls_total`, the responses that answered with a tool call and ran to their end;
+and `llm_locust_sim:tool_calls_malformed_total`, those of them whose arguments were made malformed
+(`--tool-call-malformed-rate`).
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class SimMetrics:
         self.prefix_cache_hits_total = 0  # ... of which cached (whole 512-token blocks)
         self.requests_by_reason: Counter[str] = Counter()
         self.requests_by_model: Counter[str] = Counter()
+        self.tool_calls_total = 0
+        self.tool_calls_malformed_total = 0
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.e2e = Histogram()
@@ -96,8 +101,12 @@ class SimMetrics:
         tokens = record.completion_tokens
         self.prompt_tokens_total += record.prompt_tokens
         self.generation_tokens_total += tokens
-        self.requests_by_reason[record.finish_reason or "abort"] += 1
         self.requests_by_model[record.model] += 1
+        reason = record.finish_reason or "abort"
+        self.requests_by_reason["stop" if reason == "tool_calls" else reason] += 1  # vLLM's engine: a stop
+        if record.tool_call is not None and record.finish_reason:
+            self.tool_calls_total += 1
+            self.tool_calls_malformed_total += record.tool_call.malformed
         if record.cancelled or not record.finish_reason or not record.token_times:
             return
         times = record.token_times
@@ -135,8 +144,14 @@ class SimMetrics:
         lines += self.tpot.render("vllm:time_per_output_token_seconds", label)
         lines += self.e2e.render("vllm:e2e_request_latency_seconds", label)
         lines += self.queue.render("vllm:request_queue_time_seconds", label)
-        lines.append("# TYPE sim:model_requests_total counter")
+        lines.append("# TYPE llm_locust_sim:model_requests_total counter")
         for name, count in sorted(self.requests_by_model.items()):
-            lines.append(f'sim:model_requests_total{{model_name="{name}"}} {count}')
+            lines.append(f'llm_locust_sim:model_requests_total{{model_name="{name}"}} {count}')
+        lines += [
+            "# TYPE llm_locust_sim:tool_calls_total counter",
+            f"llm_locust_sim:tool_calls_total{{{label}}} {self.tool_calls_total}",
+            "# TYPE llm_locust_sim:tool_calls_malformed_total counter",
+            f"llm_locust_sim:tool_calls_malformed_total{{{label}}} {self.tool_calls_malformed_total}",
+        ]
         lines += extra or ()
         return ("\n".join(lines) + "\n").encode()

@@ -52,7 +52,7 @@ def test_mix_through_master_and_two_workers_matches_the_simulator(tmp_path: Path
     summary = read_summary(results)
     counts = _model_counts(summary)
     assert counts == dict(trace)  # every request the client counted under a model is one the server served as it
-    (family,) = [f for f in text_string_to_metric_families(exposition) if f.name == "sim:model_requests"]
+    (family,) = [f for f in text_string_to_metric_families(exposition) if f.name == "llm_locust_sim:model_requests"]
     assert {s.labels["model_name"]: s.value for s in family.samples} == counts
     n = sum(counts.values())
     assert n >= 100 and summary["breakdowns"]["model"][0]["requests_failed"] == 0

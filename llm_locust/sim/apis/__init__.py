@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from llm_locust.sim.apis import chat, completions, embeddings, messages, responses
-from llm_locust.sim.apis.wire import Api, CompletionSpec, Endpoint, decode_request
+from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, decode_request
 
 APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, embeddings.API)
 BY_PATH: dict[str, Api] = {api.path: api for api in APIS}
@@ -20,3 +21,10 @@ def parse_completion(body: bytes, endpoint: Endpoint, models: tuple[str, ...], n
     ApiError (400 / 404) if it is unacceptable."""
     data = decode_request(body, models)
     return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=data["model"])
+
+
+def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:
+    """The encoder factory for `spec`: its API's tool-call encoder when it answers with a tool call, else its text
+    encoder."""
+    api = BY_ENDPOINT[spec.endpoint]
+    return api.tool_encoder if spec.tool_call is not None and api.tool_encoder is not None else api.encoder

@@ -2,7 +2,8 @@
 prompt word counts, the error body, and the `Api` entry each API module declares.
 
 Prompt tokens are approximated as the number of whitespace-separated words in every message's text (or in the
-prompt, the input, the system field), at least 1; a prompt given as token ids counts one token per id.
+prompt, the input, the system field), at least 1, tool calls and tool results carried back included
+(`message_texts`); a prompt given as token ids counts one token per id.
 
 Output length n: with `ignore_eos`, the request's maximum (or the server's natural length when absent); otherwise
 min(maximum, natural length), raised to `min_tokens`. finish_reason is "length" when n reached the maximum, else
@@ -11,6 +12,7 @@ min(maximum, natural length), raised to `min_tokens`. finish_reason is "length" 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -20,6 +22,7 @@ import orjson
 from llm_locust.sim.words import WORDS
 
 Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+ToolChoice = Literal["auto", "none", "required"]
 
 
 class ApiError(Exception):
@@ -42,6 +45,43 @@ def bad_request(message: str) -> ApiError:
 
 
 @dataclass(frozen=True, slots=True)
+class Tool:
+    """One function tool a request offers: its `name` and its parameters' JSON-schema `properties` (may be empty)."""
+
+    name: str
+    properties: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What a request carries of earlier tool calls: the ids of the calls its history holds (chat: the assistant's
+    `tool_calls`; Responses: `function_call` items' `call_id`; Messages: `tool_use` blocks), the ids whose results it
+    carries back (chat: `role: "tool"` messages' `tool_call_id`; Responses: `function_call_output` items' `call_id`;
+    Messages: `tool_result` blocks' `tool_use_id`), and its number of messages (Responses: input items; a string
+    input is 1)."""
+
+    calls: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+    messages: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The tool call a response carries: its `id`, the tool's `name`, the whole `arguments` text and its `pieces`
+    (one per output token; their concatenation is the arguments when the call was not cut short)."""
+
+    id: str
+    name: str
+    arguments: str
+    pieces: tuple[str, ...]
+    malformed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form served by /sim/trace (the arguments as sent: cut short when the response was)."""
+        return {"id": self.id, "name": self.name, "arguments": "".join(self.pieces), "malformed": self.malformed}
+
+
+@dataclass(frozen=True, slots=True)
 class CompletionSpec:
     """What a valid completion request asks for, after applying the length rules."""
 
@@ -55,6 +95,17 @@ class CompletionSpec:
     """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
     inputs: int = 1  # embeddings: the inputs to embed
     model: str = ""  # the served model it names (`decode_request`)
+    max_tokens: int | None = None
+    """The request's maximum output length (None: none)."""
+    tools: tuple[Tool, ...] = ()
+    """The function tools a tool call may name: those the request offers, or the one its `tool_choice` names (read by
+    `llm_locust.sim.apis.tools`)."""
+    tool_choice: ToolChoice = "auto"
+    """Whether the answer may ("auto": with `--tool-call-rate`), must not or must be a tool call."""
+    history: History | None = None
+    """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
+    tool_call: ToolCall | None = None
+    """The tool call the response carries instead of text (its pieces are the output tokens), else None."""
 
 
 class Encoder(Protocol):
@@ -88,13 +139,16 @@ class Encoder(Protocol):
 class Api:
     """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
     object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
-    created s, model, first word's offset → `Encoder`)."""
+    created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
+    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix."""
 
     endpoint: Endpoint
     path: str
     id_prefix: str
     parse: Callable[[dict[str, Any], int], CompletionSpec]
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
+    tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
+    tool_call_prefix: str = "call_"
 
 
 def decode_request(body: bytes, models: tuple[str, ...]) -> dict[str, Any]:
@@ -119,9 +173,11 @@ def completion_spec(
     prompt_text: str,
     max_tokens: int | None,
     natural_tokens: int,
+    **tool_fields: Any,
 ) -> CompletionSpec:
     """The spec of a generating request `data` whose prompt is `prompt_tokens` words of `prompt_text`, asking for at
-    most `max_tokens` (None: no maximum), under the length rules of the module docstring."""
+    most `max_tokens` (None: no maximum), under the length rules of the module docstring; `tool_fields`: its `tools`,
+    `tool_choice` and `history` (`llm_locust.sim.apis.tools.tool_fields`)."""
     min_tokens = optional_int(data, "min_tokens") or 0
     if max_tokens is not None and max_tokens < 1:
         raise bad_request(f"max_tokens must be at least 1, got {max_tokens}")
@@ -141,6 +197,8 @@ def completion_spec(
         output_tokens=n,
         finish_reason="length" if n == max_tokens else "stop",
         prompt_text=prompt_text,
+        max_tokens=max_tokens,
+        **tool_fields,
     )
 
 
@@ -159,31 +217,47 @@ def messages_prompt(data: dict[str, Any]) -> tuple[int, str]:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty list")
-    return sum(message_words(message) for message in messages), " ".join(map(message_text, messages))
+    return prompt_of(messages)
 
 
-def message_words(message: Any) -> int:
-    """The words of one message's content (a string or a list of text parts); ApiError unless it is an object."""
-    if not isinstance(message, dict):
-        raise bad_request("each message must be an object")
+def prompt_of(messages: list[Any]) -> tuple[int, str]:
+    """The words and the text (their texts, `message_texts`, joined by spaces) of `messages` (or Responses input
+    items); ApiError unless each is an object."""
+    texts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise bad_request("each message must be an object")
+        texts += message_texts(message)
+    text = " ".join(texts)
+    return len(text.split()), text
+
+
+def message_texts(message: dict[str, Any]) -> list[str]:
+    """The texts of a message (or of a Responses input item) that a server's template puts in the prompt: its string
+    content or its content parts' `text`, and what a tool-using conversation carries — a chat assistant message's
+    `tool_calls` arguments, a Messages `tool_use` block's `input` (as JSON) and `tool_result` block's content, a
+    Responses `function_call` item's `arguments` and `function_call_output` item's `output`."""
     content = message.get("content")
     if isinstance(content, str):
-        return len(content.split())
-    if isinstance(content, list):
-        return sum(
-            len(part["text"].split())
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return 0
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a (validated) chat message: its string content or its text parts joined by spaces."""
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return content if isinstance(content, str) else ""
+        texts = [content]
+    else:
+        texts = []
+        for part in content if isinstance(content, list) else ():
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") == "tool_result":
+                texts += message_texts(part)
+            elif part.get("type") == "tool_use":
+                texts.append(json.dumps(part.get("input")))
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            texts.append(function["arguments"])
+    texts += [message[key] for key in ("arguments", "output") if isinstance(message.get(key), str)]
+    return texts
 
 
 def prompt_words(prompt: Any) -> int:

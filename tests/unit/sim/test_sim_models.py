@@ -120,7 +120,7 @@ def test_several_models_served_counted_and_loaded(sim: SimProcess) -> None:
         assert ttft_s == pytest.approx(TTFT_MS / 1e3 + wait_s, abs=0.015)
     status, page = _call(sim, "GET", "/metrics")
     families = {f.name: f for f in text_string_to_metric_families(page.decode())}
-    counts = {s.labels["model_name"]: s.value for s in families["sim:model_requests"].samples}
+    counts = {s.labels["model_name"]: s.value for s in families["llm_locust_sim:model_requests"].samples}
     assert counts == {"a": 3, "b": 1, "base": 2}
     lora = families["vllm:lora_requests_info"].samples
     assert lora and {s.labels["max_lora"] for s in lora} == {"1"}
