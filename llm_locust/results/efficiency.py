@@ -11,6 +11,8 @@ excluded), whose requests are those sent in it. Pure: plain numbers in, plain di
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -23,25 +25,28 @@ MILLION = 1_000_000
 def energy_j(samples: PowerSamples, start_s: float, end_s: float) -> float | None:
     """Joules drawn from `start_s` to `end_s` (epoch s) by the power `samples` ((epoch s, W), any order): the
     trapezoid between successive samples, the first / last sample's power held before / after them. None without
-    samples; 0 for an empty window."""
+    samples; 0 for an empty window. Cost: a sort of the samples (linear when they come in time order, as scraped)
+    and the samples inside the window."""
     if not samples:
         return None
     if end_s <= start_s:
         return 0.0
     points = sorted(samples)
-    inside = [(t, w) for t, w in points if start_s < t < end_s]
-    edges = [(start_s, _power_at(points, start_s)), *inside, (end_s, _power_at(points, end_s))]
+    first = bisect_right(points, (start_s, math.inf))
+    last = bisect_left(points, (end_s, -math.inf))
+    edges = [(start_s, _power_at(points, first, start_s)), *points[first:last], (end_s, _power_at(points, last, end_s))]
     return sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in pairwise(edges))
 
 
-def _power_at(points: list[tuple[float, float]], t_s: float) -> float:
-    """The power at `t_s` on the line through the sorted `points` (held constant outside them)."""
-    if t_s <= points[0][0]:
+def _power_at(points: list[tuple[float, float]], after: int, t_s: float) -> float:
+    """The power at `t_s` on the line through the sorted `points`, `after` the index of the first point after `t_s`
+    (held constant outside the points)."""
+    if after == 0:
         return points[0][1]
-    for (t0, w0), (t1, w1) in pairwise(points):
-        if t_s <= t1:
-            return w0 + (w1 - w0) * (t_s - t0) / (t1 - t0) if t1 > t0 else w1
-    return points[-1][1]
+    if after == len(points):
+        return points[-1][1]
+    (t0, w0), (t1, w1) = points[after - 1], points[after]
+    return w0 + (w1 - w0) * (t_s - t0) / (t1 - t0) if t1 > t0 else w1
 
 
 def energy(
