@@ -169,7 +169,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "stopped by": meta.get("stop_reason"),
         "versions": _versions(summary),
         "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
-        **{header: value for (_, key), header in EFFICIENCY_COLUMNS.items() if (value := efficiency.get(key))},
+        **{header: efficiency[key] for (_, key), header in EFFICIENCY_COLUMNS.items()},
         "tokens per event": tokens.get("tokens_per_event"),
         "output tokens, --tokenizer vs usage": f"{tokens.get('output_token_mismatches')} of {checked} requests differ"
         if checked

@@ -8,7 +8,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
-from conftest import ROOT, read_summary, run_locust
+from conftest import ROOT, read_summary, run_locust, short_run
 from pytest import approx
 
 from llm_locust.report.build import build_report
@@ -113,3 +113,15 @@ def test_report_and_console_show_energy_and_cost(energy_run, tmp_path):
     for header in ("J/output token", "J/request", "mean GPU power W", "$/M output tokens", "$/M input tokens"):
         assert page.count(header) == 2, header  # the runs table (whole run) and the steps table
     assert "Energy (DCGM power):" in done.stdout and f"Cost at ${USD_PER_HOUR:g}/h:" in done.stdout
+
+
+def test_without_dcgm_power_or_price_both_are_null(fast_sim, tmp_path):
+    """A node-exporter (host telemetry, no GPU power) and no --cost-per-hour: `energy` and `cost` are null and the
+    console says nothing of them (whatever the requests did: under heavy machine load Locust's run-time timer can
+    fire early, so the run's success is not asserted here)."""
+    _, console = short_run(tmp_path, fast_sim.url, "--metrics-url", f"{fast_sim.url}/node-metrics",
+                           "--metrics-interval-s", "0.5")  # fmt: skip
+    summary = read_summary(tmp_path)
+    assert summary["telemetry"]["urls"][0]["family"] == "node", console[-3000:]
+    assert summary["energy"] is None and summary["cost"] is None
+    assert "Energy (DCGM power):" not in console and "Cost at $" not in console and "Traceback" not in console
