@@ -31,8 +31,8 @@ def gpu_power_w(running: int) -> float:
 
 def busy_energy_j(trace: list[dict]) -> float:
     """Joules above the idle power while requests ran: the running batch from the trace (each request runs from its
-    arrival `t_recv` to its end `t_done`, perf_counter s) through `gpu_power_w`."""
-    changes = sorted([(r["t_recv"], 1) for r in trace] + [(r["t_done"], -1) for r in trace])
+    admission, arrival `t_recv` + `queue_s`, to its end `t_done`; perf_counter s) through `gpu_power_w`."""
+    changes = sorted([(r["t_recv"] + r["queue_s"], 1) for r in trace] + [(r["t_done"], -1) for r in trace])
     joules, running = 0.0, 0
     for (t, step), (t_next, _) in pairwise(changes):
         running += step
