@@ -202,7 +202,8 @@ def warnings_of(run: RunData) -> list[str]:
 
 
 def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Side by side, one column per run: its best-throughput step's numbers (rows: metrics)."""
+    """Side by side, one column per run: its best-throughput step's numbers (rows: metrics; energy and cost when a
+    run measured them)."""
     if rows.empty:
         return pd.DataFrame()
     best = rows.loc[rows.groupby("run", sort=False)["output_tokens_per_s"].idxmax()]
@@ -214,6 +215,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         "requests_per_s": "requests/s",
         **latency_table_columns(),
         "failures": "failed requests",
+        **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items() if best[key].notna().any()},
     }
     table = best.set_index("run")[list(columns)].rename(columns=columns).T
     table.columns.name = None

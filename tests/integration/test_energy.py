@@ -5,6 +5,7 @@ arithmetic over the tokens and the window, for the run and for each step; the re
 
 from __future__ import annotations
 
+import shutil
 from itertools import pairwise
 
 import pytest
@@ -113,6 +114,11 @@ def test_report_and_console_show_energy_and_cost(energy_run, tmp_path):
     for header in ("J/output token", "J/request", "mean GPU power W", "$/M output tokens", "$/M input tokens"):
         assert page.count(header) == 2, header  # the runs table (whole run) and the steps table
     assert "Energy (DCGM power):" in done.stdout and f"Cost at ${USD_PER_HOUR:g}/h:" in done.stdout
+    twin = shutil.copytree(results, tmp_path / "twin")  # two runs: the comparison table has the rows too
+    page = build_report([results, twin], tmp_path / "both.html", png=False).html_path.read_text()
+    comparison = page[page.index("<h2>Comparison</h2>") :]
+    comparison = comparison[: comparison.index("</table>")]
+    assert "J/output token" in comparison and "$/M output tokens" in comparison
 
 
 def test_without_dcgm_power_or_price_both_are_null(fast_sim, tmp_path):
