@@ -341,6 +341,13 @@ def add_server_metrics_arguments(parser: Any) -> None:
         help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
         "(built in: vllm, sglang, tgi, llamacpp)",
     )
+    group.add_argument(
+        "--cost-per-hour",
+        type=float,
+        default=0.0,
+        help="Price of the endpoint (or of its GPUs) in US dollars per hour: summary.json and the report give "
+        "dollars per million output and input tokens (0: no cost)",
+    )
 
 
 def _add_gate_arguments(group: Any) -> None:

@@ -20,14 +20,22 @@ from llm_locust.report.html import Section, heading, note, paragraph, render, ta
 from llm_locust.report.images import write_pngs
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.run_data import RunData, load_run
-from llm_locust.report.tables import all_step_rows, comparison_table, latency_table_columns, run_facts, warnings_of
+from llm_locust.report.tables import (
+    EFFICIENCY_COLUMNS,
+    all_step_rows,
+    comparison_table,
+    latency_table_columns,
+    run_facts,
+    warnings_of,
+)
 
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
     "output_tokens_per_s": "output tok/s", "inputs_per_s": "inputs/s", "input_tokens_per_s": "input tok/s",
     "requests_ok": "ok", "failures": "failed",
 }  # fmt: skip
-"""The steps table's first columns; then the latencies' (`tables.latency_table_columns`), goodput, SLO attainment."""
+"""The steps table's first columns; then the latencies' (`tables.latency_table_columns`), goodput, SLO attainment,
+energy and cost (`tables.EFFICIENCY_COLUMNS`)."""
 LOCUST_COLUMNS = ("Type", "Name", "Request Count", "Failure Count", "Average Response Time", "95%", "Requests/s")
 
 
@@ -178,7 +186,8 @@ def _sections(
     if not rows.empty:
         steps = Section("Steps")
         step_columns = {**STEP_COLUMNS, **latency_table_columns(), "goodput_requests_per_s": "goodput req/s",
-                        "slo_attainment": "SLO attainment"}  # fmt: skip
+                        "slo_attainment": "SLO attainment",
+                        **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items()}}  # fmt: skip
         for run in runs:
             frame = rows[rows["run"] == run.name]
             if frame.empty:

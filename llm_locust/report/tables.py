@@ -64,8 +64,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
     Columns: run, step, label, users, rate_per_s (offered; None for closed loop),
     achieved_rate_per_s, the throughput keys (a run whose API counts inputs, embeddings: its rates, inputs_per_s and
     input_tokens_per_s, instead of output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
-    for every latency metric and statistic, output_tokens_mean, and goodput_requests_per_s /
-    slo_attainment when the summary has them.
+    for every latency metric and statistic, output_tokens_mean, goodput_requests_per_s /
+    slo_attainment when the summary has them, and the energy and cost cells (`efficiency_cells`).
     """
     rows = []
     slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
@@ -95,6 +95,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
                 row[f"{metric}_ms_{stat}"] = stats.get(stat)
         row["output_tokens_mean"] = (metrics.get("output_tokens") or {}).get("mean")
         row.update(_goodput(source, bool(slos_set)))
+        row.update(efficiency_cells(source))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -111,6 +112,22 @@ def _goodput(source: dict[str, Any], slos_set: bool) -> dict[str, float | None]:
     if not slos_set:
         return {"goodput_requests_per_s": None, "slo_attainment": None}
     return {"goodput_requests_per_s": throughput.get("goodput_per_s"), "slo_attainment": throughput["slo_attainment"]}
+
+
+EFFICIENCY_COLUMNS = {
+    ("energy", "joules_per_output_token"): "J/output token",
+    ("energy", "joules_per_request"): "J/request",
+    ("energy", "mean_power_w"): "mean GPU power W",
+    ("cost", "usd_per_million_output_tokens"): "$/M output tokens",
+    ("cost", "usd_per_million_input_tokens"): "$/M input tokens",
+}
+"""The energy and cost cells of a step row and the run facts (`(summary key, its key)`: header)."""
+
+
+def efficiency_cells(source: dict[str, Any]) -> dict[str, float | None]:
+    """A step's (or a run's) energy and cost, keyed by the name inside summary.json's `energy` / `cost`; None
+    where the run did not measure them (no DCGM power, no --cost-per-hour) or the summary predates them."""
+    return {key: (source.get(part) or {}).get(key) for part, key in EFFICIENCY_COLUMNS}
 
 
 def all_step_rows(runs: list[RunData]) -> pd.DataFrame:
@@ -134,6 +151,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
     model = load.get("model") or ("concurrency" if summary else None)
     tokens = summary.get("tokens") or {}
     checked = tokens.get("output_tokens_checked")
+    efficiency = efficiency_cells(summary)
     facts: dict[str, Any] = {
         "folder": str(run.path),
         "target": meta.get("host"),
@@ -151,6 +169,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "stopped by": meta.get("stop_reason"),
         "versions": _versions(summary),
         "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
+        **{header: efficiency[key] for (_, key), header in EFFICIENCY_COLUMNS.items()},
         "tokens per event": tokens.get("tokens_per_event"),
         "output tokens, --tokenizer vs usage": f"{tokens.get('output_token_mismatches')} of {checked} requests differ"
         if checked
@@ -183,7 +202,8 @@ def warnings_of(run: RunData) -> list[str]:
 
 
 def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Side by side, one column per run: its best-throughput step's numbers (rows: metrics)."""
+    """Side by side, one column per run: its best-throughput step's numbers (rows: metrics; energy and cost when a
+    run measured them)."""
     if rows.empty:
         return pd.DataFrame()
     best = rows.loc[rows.groupby("run", sort=False)["output_tokens_per_s"].idxmax()]
@@ -195,6 +215,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         "requests_per_s": "requests/s",
         **latency_table_columns(),
         "failures": "failed requests",
+        **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items() if best[key].notna().any()},
     }
     table = best.set_index("run")[list(columns)].rename(columns=columns).T
     table.columns.name = None

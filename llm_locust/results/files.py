@@ -366,6 +366,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
         + (f", {t['requests_cancelled']} cancelled)" if t.get("requests_cancelled") else ")")
     )
+    lines += efficiency_lines(summary)
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
     throttled = summary.get("throttling", {})
@@ -384,6 +385,23 @@ def summary_table(summary: dict[str, Any]) -> str:
     if verdict is not None:
         lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
+
+
+def efficiency_lines(summary: dict[str, Any]) -> list[str]:
+    """The console lines of the summary's `energy` and `cost` (none for what the run did not measure)."""
+    lines = []
+    energy, cost = summary.get("energy"), summary.get("cost")
+    if energy:
+        lines.append(
+            f"Energy (DCGM power): {_fmt(energy['joules_per_output_token'])} J/output token, "
+            f"{_fmt(energy['joules_per_request'])} J/request, mean {_fmt(energy['mean_power_w'])} W"
+        )
+    if cost:
+        lines.append(
+            f"Cost at ${cost['usd_per_hour']:g}/h: ${_fmt(cost['usd_per_million_output_tokens'])} per million output "
+            f"tokens, ${_fmt(cost['usd_per_million_input_tokens'])} per million input tokens"
+        )
+    return lines
 
 
 def iso_time(epoch_s: float) -> str:

@@ -6,26 +6,34 @@ Pure: `config.settings` assembles it with the other stages' settings.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_locust.errors import ConfigError
 from llm_locust.option_values import HIDDEN, build, positive
 
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """The results folder (not written into its own summary) and the interval of the time series' windows (s)."""
+    """The results folder (not written into its own summary), the interval of the time series' windows (s), and the
+    endpoint's price in US dollars per hour for summary.json's `cost` (`--cost-per-hour`; 0: no cost)."""
 
     results_dir: str = field(metadata=HIDDEN)
     interval_s: float
+    cost_per_hour: float
 
     @classmethod
     def from_options(cls, options: Any) -> OutputSettings:
-        """Validated from `options`; ConfigError when `--interval-s` is not > 0. Without `--results-dir`: the folder
-        of Locust's `--csv` prefix if given, else results/<local date-time>."""
+        """Validated from `options`; ConfigError when `--interval-s` is not > 0 or `--cost-per-hour` is not a finite
+        number >= 0. Without `--results-dir`: the folder of Locust's `--csv` prefix if given, else
+        results/<local date-time>."""
         positive(options, "interval_s")
+        price = options.cost_per_hour
+        if not 0 <= price < math.inf:
+            raise ConfigError(f"--cost-per-hour must be a price in US dollars per hour >= 0, e.g. 2.5, got {price}")
         return build(
             cls, options, results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None))
         )

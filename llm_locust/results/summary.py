@@ -16,10 +16,11 @@ from llm_locust.apis import run_counting
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.gates import verdict
-from llm_locust.metrics.histograms import RunMetrics
+from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
+from llm_locust.results import efficiency
 from llm_locust.results.files import (
     breakdowns,
     connections,
@@ -33,6 +34,7 @@ from llm_locust.results.files import (
     token_warnings,
 )
 from llm_locust.results.settings import OutputSettings
+from llm_locust.scrape.hardware import PowerSamples
 from llm_locust.workload.settings import WorkloadSettings
 
 
@@ -82,6 +84,7 @@ class RunFacts:
     health: ProcessHealth | None  # set on the final document only
     search: Mapping[str, Any] | None = None  # the capacity search (`load.search.RateSearch.as_dict`)
     trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
+    power: tuple[PowerSamples, ...] = ()  # per DCGM-exporter URL, its (epoch s, W) samples (`efficiency.energy`)
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -147,10 +150,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),
         "slo": [r.as_dict() for r in evaluate(objectives.slo, stats)],
-        "steps": [
-            step_summary(span, run.steps.get(span.step.index), run.warmup_requests[span.step.index])
-            for span in view.spans
-        ],
+        "steps": [_step(view, span, run) for span in view.spans],
         "search": None if view.search is None else dict(view.search),
         "breakdowns": breakdowns(run, duration_s, view.spans),
         "failures": dict(run.total.failures),
@@ -167,12 +167,31 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "client": _client(view),
         "server": view.server,
         "telemetry": view.telemetry,
+        **_efficiency(view, run.total, view.t_start_s, view.t_end_s),
         "warnings": warnings,
     }
     if view.health is not None:
         summary["drift"] = dict(view.health.drift)
         summary["verdict"] = verdict(summary, objectives.slo, objectives.max_error_rate, objectives.max_drift_pct)
     return summary
+
+
+def _step(view: RunFacts, span: StepSpan, run: RunMetrics) -> dict[str, Any]:
+    """One `steps[]` entry: `files.step_summary` and the energy and cost of its measurement window."""
+    window = run.steps.get(span.step.index)
+    entry = step_summary(span, window, run.warmup_requests[span.step.index])
+    return {
+        **entry,
+        **_efficiency(view, window or WindowMetrics(), span.measure_from_s, span.measure_from_s + span.measure_s),
+    }
+
+
+def _efficiency(view: RunFacts, window: WindowMetrics, start_s: float, end_s: float) -> dict[str, Any]:
+    """`energy` and `cost` (`results.efficiency`) of `window`'s requests over `start_s`..`end_s` (epoch s)."""
+    return {
+        "energy": efficiency.energy(view.power, start_s, end_s, window.output_tokens, window.requests_ok),
+        "cost": efficiency.cost(view.output.cost_per_hour, end_s - start_s, window.output_tokens, window.prompt_tokens),
+    }
 
 
 def _client(view: RunFacts) -> dict[str, Any]:

@@ -302,4 +302,5 @@ class ResultsWriter:
             health=self.monitor.health(t_end_s, src.saturation.saturated) if final else None,
             search=None if control is None or control.search is None else control.search.as_dict(),
             trace=self.trace,
+            power=self.scraper.power_samples() if self.scraper is not None else (),
         )

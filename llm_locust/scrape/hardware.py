@@ -217,19 +217,28 @@ def reader(family: str) -> Reader:
     return DcgmReader() if family == "dcgm" else NodeReader()
 
 
+POWER_METRIC = "power_w"
+"""The metric whose `all` value (the sum over the GPUs of one scrape) is kept with its time for the energy."""
+PowerSamples = tuple[tuple[float, float], ...]
+"""(epoch seconds of the scrape, watts) of one telemetry URL, in scrape order."""
+
+
 class TelemetrySeries:
-    """One telemetry URL's reader and every value it gave, for summary.json."""
+    """One telemetry URL's reader, every value it gave, for summary.json, and its timed power samples."""
 
     def __init__(self, family: str) -> None:
         self.family = family
         self.reader = reader(family)
         self.values: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.power: list[tuple[float, float]] = []
 
     def read(self, families: dict[str, Any], epoch_s: float) -> list[Triple]:
-        """This scrape's triples (kept for the summary)."""
+        """This scrape's triples (kept for the summary; the GPUs' total power also with `epoch_s`)."""
         triples = self.reader.read(families, epoch_s)
         for device, metric, value in triples:
             self.values[(device, metric)].append(value)
+            if device == ALL_DEVICES and metric == POWER_METRIC:
+                self.power.append((epoch_s, value))
         return triples
 
     def summary(self) -> dict[str, Any]:

@@ -255,6 +255,11 @@ class ServerScraper:
             "urls": [{**s.scrapes(), **s.telemetry.summary()} for s in urls if s.telemetry is not None],
         }
 
+    def power_samples(self) -> tuple[hardware.PowerSamples, ...]:
+        """Per DCGM-exporter URL that gave power, its (epoch s, W summed over the GPUs) samples so far."""
+        series = [state.telemetry for state in self.urls if state.telemetry is not None]
+        return tuple(tuple(s.power) for s in series if s.power)
+
     def warnings(self) -> list[str]:
         """One line per URL with failed scrapes (count and last error)."""
         return [
