@@ -11,23 +11,35 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_locust.errors import ConfigError
 from llm_locust.option_values import HIDDEN, build, positive
 
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """The results folder (not written into its own summary) and the interval of the time series' windows (s)."""
+    """The results folder (not written into its own summary), the interval of the time series' windows (s), and the
+    per-request records: `requests_jsonl` (write requests.jsonl) with the share of requests kept, `requests_sample`
+    (0 < P <= 1)."""
 
     results_dir: str = field(metadata=HIDDEN)
     interval_s: float
+    requests_jsonl: bool
+    requests_sample: float
 
     @classmethod
     def from_options(cls, options: Any) -> OutputSettings:
-        """Validated from `options`; ConfigError when `--interval-s` is not > 0. Without `--results-dir`: the folder
-        of Locust's `--csv` prefix if given, else results/<local date-time>."""
+        """Validated from `options`; ConfigError when `--interval-s` is not > 0 or `--requests-sample` not in
+        (0, 1]. Without `--results-dir`: the folder of Locust's `--csv` prefix if given, else results/<local
+        date-time>."""
         positive(options, "interval_s")
+        sample = float(options.requests_sample)
+        if not 0 < sample <= 1:
+            raise ConfigError(f"--requests-sample must be > 0 and <= 1 (a share of the requests), got {sample:g}")
         return build(
-            cls, options, results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None))
+            cls,
+            options,
+            results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            requests_sample=sample,
         )
 
 
