@@ -7,8 +7,10 @@ import json
 import math
 
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
+from harness.report_figures import array, figures, trace
 from harness.sse_server import HEADERS, chunk, read_request, serve
 
+from llm_locust.report.build import build_report
 from llm_locust.results.request_lines import FIELDS, REQUESTS_FILE, EpochClock
 from llm_locust.sim import run_sim
 
@@ -29,26 +31,34 @@ def test_one_line_per_request_with_the_servers_id_and_first_token_time(tmp_path)
     n = 120
     with run_sim("--ttft-ms", "20", "--itl-ms", "3", "--output-tokens", "16") as sim:
         lines = run_two_workers(sim, tmp_path, n)
-        trace = {r["id"]: r for r in sim.trace()}
+        served = {r["id"]: r for r in sim.trace()}
     clock = EpochClock.now()  # the simulator's perf_counter times as epoch seconds (one host, one clock)
     summary = read_summary(tmp_path)
     assert summary["throughput"]["requests_ok"] == n and summary["failures"] == {}
-    assert len(lines) == n == len(trace)
+    assert len(lines) == n == len(served)
     assert summary["requests_file"] == {"file": REQUESTS_FILE, "lines": n, "sample": 1.0, "dropped": 0}
     assert all(list(line) == [name for name, _ in FIELDS] for line in lines)
-    assert {line["request_id"] for line in lines} == set(trace)
+    assert {line["request_id"] for line in lines} == set(served)
     # the client's kernel receive time against the instant the simulator stamped just before its write: never
     # earlier, and within 1 ms unless the simulator was descheduled between its stamp and its write (a shared CPU)
-    errors_ms = sorted((line["t_first"] - clock.epoch_s(trace[line["request_id"]]["token_times"][0])) * 1e3
+    errors_ms = sorted((line["t_first"] - clock.epoch_s(served[line["request_id"]]["token_times"][0])) * 1e3
                        for line in lines)  # fmt: skip
     assert errors_ms[0] > -0.2, errors_ms[:5]
     assert errors_ms[int(0.95 * n)] < 1.0 and errors_ms[-1] < 50, errors_ms[-10:]
     for line in lines:
         assert line["outcome"] == "ok" and line["status"] == 200 and line["error_kind"] is None
-        assert line["output_tokens"] == 16 == trace[line["request_id"]]["completion_tokens"]
-        assert line["prompt_tokens"] == trace[line["request_id"]]["prompt_tokens"]
+        assert line["output_tokens"] == 16 == served[line["request_id"]]["completion_tokens"]
+        assert line["prompt_tokens"] == served[line["request_id"]]["prompt_tokens"]
         assert line["t_send"] < line["t_headers"] <= line["t_first"] < line["t_last"] <= line["t_done"]
     assert len({line["t_send"] for line in lines}) == n
+    # the report draws each request's TTFT against its send time, its id on hover
+    report = build_report([tmp_path], tmp_path / "report.html", png=False)
+    points = trace(figures(report.html_path.read_text())["ttft_scatter"], run=tmp_path.name, outcome="ok")
+    by_id = {line["request_id"]: line for line in lines}
+    assert sorted(points["text"]) == sorted(by_id)
+    ttft_ms = array(points["y"])
+    for request_id, y in zip(points["text"], ttft_ms, strict=True):
+        assert abs(y - 1e3 * (by_id[request_id]["t_first"] - by_id[request_id]["t_send"])) < 1e-3
 
 
 def test_sample_keeps_about_the_share_asked(tmp_path):
