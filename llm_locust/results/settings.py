@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.option_values import HIDDEN, build, positive
+from llm_locust.option_values import HIDDEN, build, optional_float, positive
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class OutputSettings:
         (0, 1]. Without `--results-dir`: the folder of Locust's `--csv` prefix if given, else results/<local
         date-time>."""
         positive(options, "interval_s")
-        sample = float(options.requests_sample)
+        sample = optional_float(options, "requests_sample")  # the web UI's form may send it empty: the default
+        sample = 1.0 if sample is None else sample
         if not 0 < sample <= 1:
             raise ConfigError(f"--requests-sample must be > 0 and <= 1 (a share of the requests), got {sample:g}")
         return build(

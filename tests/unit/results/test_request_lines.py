@@ -132,3 +132,8 @@ def test_requests_sample_outside_zero_one_is_refused(sample):
     options = SimpleNamespace(results_dir="r", interval_s=5.0, requests_jsonl=True, requests_sample=sample)
     with pytest.raises(ConfigError, match=r"--requests-sample must be > 0 and <= 1"):
         OutputSettings.from_options(options)
+
+
+def test_requests_sample_left_empty_in_the_web_ui_is_the_default():
+    options = SimpleNamespace(results_dir="r", interval_s=5.0, requests_jsonl=False, requests_sample="")
+    assert OutputSettings.from_options(options).requests_sample == 1.0
