@@ -193,7 +193,8 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
     if error:
         record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
         return True
-    note_request_id(record, chunk.get("id"))
+    if not record.server_request_id:  # (the usual case: known from an earlier chunk or the header)
+        note_request_id(record, chunk.get("id"))
     choices = chunk.get("choices")
     if choices:
         choice = choices[0]

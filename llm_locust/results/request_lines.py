@@ -2,8 +2,8 @@
 
 Every line is a JSON object with the fields of `FIELDS`, in that order — one declared list of (name, how to read it
 from a `RequestRecord` and the process's `EpochClock`); a new field is one line there. Times are epoch seconds
-(`time.time()` scale, to the microsecond) so that the lines join with a server's request logs; null where the moment
-never happened.
+(`time.time()`'s scale, floats: to a fraction of a microsecond) so that the lines join with a server's request logs;
+null where the moment never happened.
 
 `RequestLines` is one process's sampler and buffer: each finished request is kept with probability `sample`
 (`--requests-sample`, drawn from a generator seeded with `--seed` and the process's index: the same run draws the
@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,18 +54,31 @@ class EpochClock:
         return cls(offset_s)
 
     def epoch_s(self, t: float | None) -> float | None:
-        """`t` (perf_counter seconds, or None) as epoch seconds rounded to the microsecond (None stays None)."""
-        return None if t is None else round(t + self.offset_s, 6)
+        """`t` (perf_counter seconds, or None) as epoch seconds (None stays None)."""
+        return None if t is None else t + self.offset_s
 
 
 def _time(name: str) -> Callable[[RequestRecord, EpochClock], Any]:
     """The reader of the record's timestamp `name`, as epoch seconds."""
-    return lambda record, clock: clock.epoch_s(getattr(record, name))
+    read = attrgetter(name)
+
+    def epoch_s(record: RequestRecord, clock: EpochClock) -> float | None:
+        t = read(record)
+        return None if t is None else t + clock.offset_s
+
+    return epoch_s
 
 
 def _group(dimension: str) -> Callable[[RequestRecord, EpochClock], Any]:
     """The reader of the record's label in the breakdown `dimension` (None when it has none)."""
-    return lambda record, _: next((label for dim, label in record.groups if dim == dimension), None)
+
+    def label(record: RequestRecord, _: EpochClock) -> str | None:
+        for dim, value in record.groups:
+            if dim == dimension:
+                return value
+        return None
+
+    return label
 
 
 def _outcome(record: RequestRecord, _: EpochClock) -> str:
@@ -84,10 +98,10 @@ FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("measured", lambda r, _: r.measured),  # False: sent during its step's warm-up
     ("outcome", _outcome),  # ok, failed or cancelled
     ("status", lambda r, _: r.status_code or None),  # HTTP status; null: no response
-    ("error_kind", lambda r, _: None if r.error_kind is None else str(r.error_kind)),
+    ("error_kind", lambda r, _: None if r.error_kind is None else r.error_kind.value),
     ("prompt_tokens", lambda r, _: r.prompt_tokens),  # the server's usage count
     ("output_tokens", lambda r, _: r.output_tokens),
-    ("token_source", lambda r, _: str(r.token_source)),  # where output_tokens came from
+    ("token_source", lambda r, _: r.token_source.value),  # where output_tokens came from
     ("replica", _group("replica")),  # --replica-balance: the replica it went to
 )
 """The fields of a line, in order: (name, reader of a `RequestRecord` and the process's `EpochClock`)."""

@@ -39,10 +39,12 @@ def finished(t_send: float = 10.0, **fields) -> RequestRecord:
 def test_line_of_a_successful_request():
     line = json.loads(line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"),)), CLOCK))
     assert list(line) == [name for name, _ in FIELDS]
+    times = {"t_sched": 9.5, "t_send": 10.0, "t_headers": 10.01, "t_first": 10.05, "t_last": 10.2, "t_done": 10.2005}
+    assert {name: line.pop(name) for name in times} == pytest.approx(
+        {name: 1_700_000_000.0 + t for name, t in times.items()}, abs=1e-6
+    )
     assert line == {
-        "request_id": "chatcmpl-7", "endpoint": "chat", "t_sched": 1_700_000_009.5, "t_send": 1_700_000_010.0,
-        "t_headers": 1_700_000_010.01, "t_first": 1_700_000_010.05, "t_last": 1_700_000_010.2,
-        "t_done": 1_700_000_010.2005, "step": 2, "measured": True, "outcome": "ok", "status": 200,
+        "request_id": "chatcmpl-7", "endpoint": "chat", "step": 2, "measured": True, "outcome": "ok", "status": 200,
         "error_kind": None, "prompt_tokens": 12, "output_tokens": 4, "token_source": "usage", "replica": "1",
     }  # fmt: skip
 
@@ -58,20 +60,20 @@ def test_line_of_a_failed_and_of_a_cancelled_request():
     assert json.loads(line_of(finished(cancelled=True), CLOCK))["outcome"] == "cancelled"
 
 
-def test_epoch_clock_keeps_microseconds_and_joins_time_time():
-    assert CLOCK.epoch_s(0.1234567) == 1_700_000_000.123457 and CLOCK.epoch_s(None) is None
+def test_epoch_clock_joins_time_time():
+    assert CLOCK.epoch_s(0.125) == 1_700_000_000.125 and CLOCK.epoch_s(None) is None
     now = EpochClock.now()
     assert abs(now.epoch_s(time.perf_counter()) - time.time()) < 0.01
 
 
 def test_sample_is_seeded_and_about_the_share():
-    def kept(seed: int | None, index: int, sample: float = 0.25) -> list[float]:
+    def kept(seed: int | None, index: int, sample: float = 0.25) -> list[int]:
         lines = RequestLines(sample, seed, index)
         for i in range(2000):
-            lines.add(finished(t_send=float(i)))
+            lines.add(finished(step=i))
         data, dropped = lines.take()
         assert dropped == 0
-        return [orjson.loads(line)["t_send"] for line in data.splitlines()]
+        return [orjson.loads(line)["step"] for line in data.splitlines()]
 
     first = kept(7, 0)
     assert kept(7, 0) == first  # the same seed and process: the same requests
@@ -82,7 +84,7 @@ def test_sample_is_seeded_and_about_the_share():
 
 def test_buffer_is_bounded_and_take_empties_it():
     one = len(line_of(finished(), EpochClock.now()))
-    lines = RequestLines(1.0, 1, 0, limit_bytes=3 * one)
+    lines = RequestLines(1.0, 1, 0, limit_bytes=5 * one // 2)  # room for 3 lines (lengths vary by a digit or two)
     for _ in range(5):
         lines.add(finished())
     data, dropped = lines.take()
