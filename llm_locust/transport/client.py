@@ -40,8 +40,8 @@ from llm_locust.workload.tokens import TokenCounter
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
 REQUEST_ID_HEADER = "x-request-id"
-"""The response header whose value is the record's `server_request_id` (vLLM, SGLang, OpenAI and most gateways send
-it); without it the response's own `id` is taken."""
+"""The response header whose value is the record's `server_request_id` (OpenAI sends it, vLLM with
+`--enable-request-id-headers`, many gateways); without it the response's own `id` is taken."""
 
 
 class RequestFailure(Exception):
