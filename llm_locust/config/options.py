@@ -92,6 +92,19 @@ def add_arguments(parser: Any) -> None:
     add_server_metrics_arguments(parser)
     _add_gate_arguments(group)
     add_replica_and_cancel_arguments(parser)
+    group.add_argument(
+        "--requests-jsonl",
+        action="store_true",
+        default=False,
+        help="Write one JSON line per request (timestamps, lengths, outcome, the server's request id) to "
+        "requests.jsonl in the results folder",
+    )
+    group.add_argument(
+        "--requests-sample",
+        type=float,
+        default=1.0,
+        help="With --requests-jsonl: the share P of requests written (0 < P <= 1, drawn with --seed)",
+    )
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------

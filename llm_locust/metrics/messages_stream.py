@@ -4,7 +4,7 @@ Pure, like `protocol`: one JSON decode per event, never raises. Each event's JSO
 the SSE `event:` line):
 
 - `message_start`: `message.usage.input_tokens` (plus `cache_read_input_tokens` and `cache_creation_input_tokens`,
-  all prompt tokens);
+  all prompt tokens); `message.id`, the server's request id (unless its `x-request-id` header gave one);
 - `content_block_delta` whose `delta` is a `text_delta` (non-empty `text`) or an `input_json_delta` (a tool call's
   `partial_json`): output tokens (the first one is TTFO); a `thinking_delta`: reasoning tokens (TTFT and ITL, not
   TTFO); `signature_delta` and `citations_delta`: structure;
@@ -17,7 +17,15 @@ the SSE `event:` line):
 
 from __future__ import annotations
 
-from llm_locust.metrics.protocol import TokenChunks, apply_token, decode_object, error_text, guarded, token_event
+from llm_locust.metrics.protocol import (
+    TokenChunks,
+    apply_token,
+    decode_object,
+    error_text,
+    guarded,
+    note_request_id,
+    token_event,
+)
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 _PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -43,6 +51,7 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
             (token_event if delta_type == "thinking_delta" else apply_token)(record, t)
         return False
     if kind == "message_start":
+        note_request_id(record, event["message"].get("id"))
         _usage(record, event["message"].get("usage"), output=False)  # its output_tokens is a placeholder
         return False
     if kind == "message_delta":

@@ -193,6 +193,8 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
     if error:
         record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(error)}")
         return True
+    if not record.server_request_id:  # (the usual case: known from an earlier chunk or the header)
+        note_request_id(record, chunk.get("id"))
     choices = chunk.get("choices")
     if choices:
         choice = choices[0]
@@ -222,6 +224,13 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
         if details and type(details.get("reasoning_tokens")) is int:
             record.reasoning_tokens = details["reasoning_tokens"]
     return False
+
+
+def note_request_id(record: RequestRecord, value: object) -> None:
+    """Keep `value` (a response's `id` field) as the record's server request id, unless the server already gave one
+    (its `x-request-id` header comes first) or `value` is not a non-empty string."""
+    if not record.server_request_id and type(value) is str and value:
+        record.server_request_id = value
 
 
 def apply_token(record: RequestRecord, t: float) -> None:

@@ -19,6 +19,8 @@ the moment never happened (e.g. no token arrived).
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
+- server request id: `server_request_id`, what joins the record with the server's request logs (the `x-request-id`
+  header, else the response's `id`).
 - N     = output tokens: usage.completion_tokens when the server sent usage, else the local
   tokenizer's count of the streamed text (--tokenizer), else the number of token-bearing events;
   `token_source` says which. Reasoning tokens (part of N) come from
@@ -100,6 +102,9 @@ class RequestRecord:
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
     model: str = ""  # the model the request named (--model, or drawn from --model-mix)
+    # the server's id of the request: its `x-request-id` response header, else the response's own `id` (a chat or
+    # completion chunk's `id`, the Responses API's response.id, the Messages API's message.id); "" when it sent none
+    server_request_id: str = ""
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""

@@ -7,7 +7,8 @@ the SSE `event:` line, which is not needed):
   non-empty `delta`: output tokens (the first one is `t_first_content`, TTFO);
 - `response.reasoning_text.delta`, `response.reasoning_summary_text.delta`: reasoning tokens (they count for TTFT
   and ITL, not for TTFO), as reasoning deltas do in chat;
-- `response.created`, `response.in_progress`, `response.output_item.*`, `response.content_part.*`, `*.done`:
+- `response.created`: `response.id`, the server's request id (unless its `x-request-id` header gave one);
+- `response.in_progress`, `response.output_item.*`, `response.content_part.*`, `*.done`:
   structure only;
 - `response.completed`: the end; `response.usage` gives `input_tokens`, `output_tokens` and
   `output_tokens_details.reasoning_tokens`;
@@ -18,7 +19,15 @@ the SSE `event:` line, which is not needed):
 
 from __future__ import annotations
 
-from llm_locust.metrics.protocol import TokenChunks, apply_token, decode_object, error_text, guarded, token_event
+from llm_locust.metrics.protocol import (
+    TokenChunks,
+    apply_token,
+    decode_object,
+    error_text,
+    guarded,
+    note_request_id,
+    token_event,
+)
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 _CONTENT = frozenset(("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"))
@@ -43,6 +52,9 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
     if kind in _REASONING:
         if event["delta"]:
             token_event(record, t)
+        return False
+    if kind == "response.created":
+        note_request_id(record, event["response"].get("id"))
         return False
     if kind == "response.completed":
         _usage(record, event["response"].get("usage"))

@@ -12,7 +12,17 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, lengths, reuse, server, telemetry_charts, timeline, trace_replay
+from llm_locust.report import (
+    charts,
+    distributions,
+    lengths,
+    requests_scatter,
+    reuse,
+    server,
+    telemetry_charts,
+    timeline,
+    trace_replay,
+)
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, CheckedStep, capacity
 from llm_locust.report.figure import Chart
@@ -101,6 +111,7 @@ def build_report(
         lengths.grid_heatmap(runs, grid_metric),
         charts.mbu_chart(runs, rows, hardware) if hardware is not None else None,
         timeline.llm_timeline(runs),
+        requests_scatter.ttft_scatter(runs),
         trace_replay.trace_chart(runs),
         server.server_timeline(runs),
         telemetry_charts.telemetry_timeline(runs),

@@ -33,6 +33,7 @@ from llm_locust.metrics.vocabulary import (
     TIMESERIES_FILE,
 )
 from llm_locust.results.files import BASE_COLUMNS, EMBEDDING_COLUMNS, FAILURE_COLUMNS, latency_columns
+from llm_locust.results.request_lines import REQUESTS_FILE, read_lines
 from llm_locust.results.trace_offered import TRACE_OFFERED_COLUMNS, TRACE_OFFERED_FILE
 from llm_locust.scrape.hardware import TELEMETRY_COLUMNS
 from llm_locust.scrape.server_maps import SERVER_COLUMNS
@@ -79,6 +80,9 @@ class RunData:
     """telemetry.csv (--metrics-url of a DCGM- or node-exporter): one row per device, metric and scrape."""
     trace_offered: pd.DataFrame | None = None
     """trace_offered.csv (a trace replay): what the trace offered per interval."""
+    requests: pd.DataFrame | None = None
+    """requests.jsonl (--requests-jsonl): one row per line with a first token: `t_send` (epoch s), `ttft_ms`,
+    `outcome`, `request_id`."""
     missing: list[str] = field(default_factory=list)
 
     @property
@@ -127,6 +131,9 @@ def load_run(path: Path) -> RunData:
     offered_path = path / TRACE_OFFERED_FILE
     if offered_path.exists():
         run.trace_offered = read_csv(offered_path, TRACE_OFFERED_COLUMNS, allow_empty=True)
+    requests_path = path / REQUESTS_FILE
+    if requests_path.exists():
+        run.requests = _first_tokens(requests_path)
     if run.summary is None:
         run.missing.insert(
             0, f"{SUMMARY_FILE}: a plain Locust run -- no TTFT, TPOT, ITL, tokens/s (run an llm-locust locustfile)"
@@ -146,6 +153,21 @@ def load_run(path: Path) -> RunData:
     if failures_path.exists():
         run.locust_failures = read_csv(failures_path, ("Name", "Error", "Occurrences"), allow_empty=True)
     return run
+
+
+def _first_tokens(path: Path) -> pd.DataFrame:
+    """The requests of a requests.jsonl that had a first token (lines that are not such records are left out)."""
+    rows = [
+        (line["t_send"], 1000.0 * (line["t_first"] - line["t_send"]), line.get("outcome"), line.get("request_id"))
+        for line in read_lines(path)
+        if isinstance(line, dict) and _number(line.get("t_send")) and _number(line.get("t_first"))
+    ]
+    return pd.DataFrame(rows, columns=["t_send", "ttft_ms", "outcome", "request_id"])
+
+
+def _number(value: Any) -> bool:
+    """True for a JSON number (not a boolean)."""
+    return type(value) in (int, float)
 
 
 def read_csv(

@@ -13,29 +13,39 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.option_values import HIDDEN, build, positive
+from llm_locust.option_values import HIDDEN, build, optional_float, positive
 
 
 @dataclass(frozen=True)
 class OutputSettings:
     """The results folder (not written into its own summary), the interval of the time series' windows (s), and the
-    endpoint's price in US dollars per hour for summary.json's `cost` (`--cost-per-hour`; 0: no cost)."""
+    endpoint's price in US dollars per hour for summary.json's `cost` (`--cost-per-hour`; 0: no cost); per-request
+    records: `requests_jsonl` (write requests.jsonl) with the share of requests kept, `requests_sample` (0 < P <= 1)."""
 
     results_dir: str = field(metadata=HIDDEN)
     interval_s: float
     cost_per_hour: float
+    requests_jsonl: bool
+    requests_sample: float
 
     @classmethod
     def from_options(cls, options: Any) -> OutputSettings:
-        """Validated from `options`; ConfigError when `--interval-s` is not > 0 or `--cost-per-hour` is not a finite
-        number >= 0. Without `--results-dir`: the folder of Locust's `--csv` prefix if given, else
-        results/<local date-time>."""
+        """Validated from `options`; ConfigError when `--interval-s` is not > 0, `--cost-per-hour` is not a finite
+        number >= 0 or `--requests-sample` not in (0, 1]. Without `--results-dir`: the folder of Locust's `--csv`
+        prefix if given, else results/<local date-time>."""
         positive(options, "interval_s")
         price = options.cost_per_hour
         if not 0 <= price < math.inf:
             raise ConfigError(f"--cost-per-hour must be a price in US dollars per hour >= 0, e.g. 2.5, got {price}")
+        sample = optional_float(options, "requests_sample")  # the web UI's form may send it empty: the default
+        sample = 1.0 if sample is None else sample
+        if not 0 < sample <= 1:
+            raise ConfigError(f"--requests-sample must be > 0 and <= 1 (a share of the requests), got {sample:g}")
         return build(
-            cls, options, results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None))
+            cls,
+            options,
+            results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            requests_sample=sample,
         )
 
 

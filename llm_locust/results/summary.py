@@ -85,6 +85,7 @@ class RunFacts:
     search: Mapping[str, Any] | None = None  # the capacity search (`load.search.RateSearch.as_dict`)
     trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
     power: tuple[PowerSamples, ...] = ()  # per DCGM-exporter URL, its (epoch s, W) samples (`efficiency.energy`)
+    requests_file: Mapping[str, Any] | None = None  # --requests-jsonl: file, lines, sample, dropped
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -164,6 +165,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
             "interval_s": view.output.interval_s,
             "rows": view.timeseries_rows,
         },
+        "requests_file": None if view.requests_file is None else dict(view.requests_file),
         "client": _client(view),
         "server": view.server,
         "telemetry": view.telemetry,

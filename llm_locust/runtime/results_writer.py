@@ -30,6 +30,7 @@ from llm_locust.results.files import (
     write_summary,
 )
 from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers
+from llm_locust.results.request_lines import RequestLines, RequestsFile
 from llm_locust.results.summary import RunFacts, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
@@ -56,7 +57,7 @@ class WriterInputs:
     """What the writer reads of one test, handed over by the process's `RunState` when the test starts (the writer
     never reaches back into it): the Locust environment, the settings, the role, the run's merged metrics and its
     window clock, the load controller, the client's saturation samples, the requests each worker reported, and the
-    calls that merge this process's own delta and sample its users and workers."""
+    calls that merge this process's own delta and sample its users and workers; a local runner's request lines."""
 
     environment: Any
     settings: Settings
@@ -68,6 +69,7 @@ class WriterInputs:
     requests_by_worker: Counter[str]
     merge_local: Callable[[], None]
     sample_local: Callable[[], None]
+    local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
 
 
 class ResultsWriter:
@@ -92,6 +94,7 @@ class ResultsWriter:
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.output.interval_s, self.t_start)
         self.trace = self._write_trace_offered()
+        self.requests = RequestsFile(results_dir) if self.settings.output.requests_jsonl else None
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
         self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
         self.monitor = RunMonitor(results_dir, self.settings, self.t_start, sources.is_master)
@@ -130,10 +133,21 @@ class ResultsWriter:
             gevent.sleep(TICK_S)
             self._tick()
 
+    def add_request_lines(self, lines: bytes, dropped: int) -> None:
+        """--requests-jsonl: append a process's request lines (and count those it dropped) to requests.jsonl."""
+        if self.requests is not None:
+            self.requests.write(lines, dropped)
+
+    def _merge_local_lines(self) -> None:
+        """Local runner: its own request lines into requests.jsonl."""
+        if self.sources.local_lines is not None:
+            self.add_request_lines(*self.sources.local_lines.take())
+
     def _tick(self) -> None:
-        """Merge the local delta, sample users/workers, write every closed window."""
+        """Merge the local delta and request lines, sample users/workers, write every closed window."""
         src = self.sources
         src.merge_local()
+        self._merge_local_lines()
         if self.t_stop is None:
             src.sample_local()
         runner = src.environment.runner
@@ -217,6 +231,8 @@ class ResultsWriter:
         self.finalize()
         self._timeseries.close()
         self.monitor.close()
+        if self.requests is not None:
+            self.requests.close()
 
     def finalize(self) -> None:
         """Write all remaining windows, summary.json and print the table (safe to call again)."""
@@ -227,6 +243,7 @@ class ResultsWriter:
             self.t_stop = time.time()
         self.sources.saturation.stop(self.t_stop)
         self.sources.merge_local()
+        self._merge_local_lines()
         self._write_windows(float("inf"))
         if self._scrape_loop is not None:
             self._scrape_loop.stop()
@@ -293,7 +310,11 @@ class ResultsWriter:
             spans=tuple(control.spans) if control is not None else (),
             diagnosis=diagnosis,
             behind_schedule=self.behind_schedule,
-            other_warnings=(*src.saturation.warnings, *(self.scraper.warnings() if self.scraper else ())),
+            other_warnings=(
+                *src.saturation.warnings,
+                *(self.scraper.warnings() if self.scraper else ()),
+                *(self.requests.warnings() if self.requests is not None else ()),
+            ),
             timeseries_file=self._timeseries.path.name,
             timeseries_rows=self._timeseries.rows,
             client=src.saturation.as_dict(),
@@ -303,4 +324,7 @@ class ResultsWriter:
             search=None if control is None or control.search is None else control.search.as_dict(),
             trace=self.trace,
             power=self.scraper.power_samples() if self.scraper is not None else (),
+            requests_file=None
+            if self.requests is None
+            else self.requests.as_dict(self.settings.output.requests_sample),
         )

@@ -29,6 +29,10 @@ LOW_WATER_KEY = "llm_locust_low_water"
 """Key of the worker's pacer low-water mark (open loop: the first arrival of its share not handed out yet)."""
 SATURATION_KEY = "llm_locust_saturation"
 """Key of the worker's CPU / event-loop lag sample (`LoopMonitor.take`) in its stats report."""
+REQUEST_LINES_KEY = "llm_locust_request_lines"
+"""--requests-jsonl: key of the worker's request lines since its last report (bytes, `results.request_lines`)."""
+REQUEST_LINES_DROPPED_KEY = "llm_locust_request_lines_dropped"
+"""... and of the number of lines it dropped meanwhile (its buffer was full)."""
 
 
 def collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:

@@ -38,6 +38,7 @@ from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.results.request_lines import RequestLines
 from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
@@ -47,6 +48,8 @@ from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
     LOW_WATER_KEY,
+    REQUEST_LINES_DROPPED_KEY,
+    REQUEST_LINES_KEY,
     SATURATION_KEY,
     WIRE_KEY,
     collect_last_reports,
@@ -230,6 +233,7 @@ class RunState:
                 requests_by_worker=self.requests_by_worker,
                 merge_local=self.merge_local,
                 sample_local=self.sample_local,
+                local_lines=self.request_lines,
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
 
@@ -278,6 +282,14 @@ class RunState:
             settings.timeouts.first_token_timeout_s,
         )
         self._replica_sets: dict[str, ReplicaSet] = {}
+        output = settings.output
+        self.request_lines = (  # --requests-jsonl, processes running users: their requests' lines
+            RequestLines(
+                output.requests_sample, settings.workload.seed, getattr(self.environment.runner, "worker_index", 0)
+            )
+            if output.requests_jsonl and self.role.runs_users
+            else None
+        )
 
     def replicas(self, host: str) -> ReplicaSet:
         """The replicas of `host` (a user's --host) and this process's pick among them, shared by its users."""
@@ -361,6 +373,8 @@ class RunState:
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
             self.recorder.record(record, time.time())
+            if self.request_lines is not None:
+                self.request_lines.add(record)
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         """Worker: attach the windows filled since the last report, and the requests in flight."""
@@ -374,6 +388,11 @@ class RunState:
             data[LOW_WATER_KEY] = self.pacer.low_water
         if self.monitor is not None:
             data[SATURATION_KEY] = self.monitor.take()
+        if self.request_lines is not None:
+            lines, dropped = self.request_lines.take()
+            if lines or dropped:
+                data[REQUEST_LINES_KEY] = lines
+                data[REQUEST_LINES_DROPPED_KEY] = dropped
 
     def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Worker: the master's plan for this process (step, rate share, quota)."""
@@ -406,6 +425,8 @@ class RunState:
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
+        if REQUEST_LINES_KEY in data and self._results is not None:
+            self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Master: a worker quit in the middle of the test; the run is incomplete."""

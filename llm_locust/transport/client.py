@@ -39,6 +39,9 @@ from llm_locust.workload.tokens import TokenCounter
 
 RECORD_KEY = "llm_record"
 """Key of the `RequestRecord` in the context of the HTTP request event."""
+REQUEST_ID_HEADER = "x-request-id"
+"""The response header whose value is the record's `server_request_id` (OpenAI sends it, vLLM with
+`--enable-request-id-headers`, many gateways); without it the response's own `id` is taken."""
 
 
 class RequestFailure(Exception):
@@ -151,7 +154,8 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
     server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
     never once a byte of the response arrived); the first attempt is not reported, its time stays in the request's
     (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
-    handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`."""
+    handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and
+    the server's request id, from its `x-request-id` header."""
     patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
     resp = post()
     connection = patches.take_checked_out()
@@ -168,6 +172,9 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
             record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
         if streamed and resp.status_code:  # its head was read: the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
+    request_id = resp.headers.get(REQUEST_ID_HEADER) if resp.status_code and resp.headers else None
+    if request_id:
+        record.server_request_id = request_id
     return resp
 
 
