@@ -37,7 +37,7 @@ def finished(t_send: float = 10.0, **fields) -> RequestRecord:
 
 
 def test_line_of_a_successful_request():
-    line = json.loads(line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"),)), CLOCK))
+    line = json.loads(line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"),), model="m"), CLOCK))
     assert list(line) == [name for name, _ in FIELDS]
     times = {"t_sched": 9.5, "t_send": 10.0, "t_headers": 10.01, "t_first": 10.05, "t_last": 10.2, "t_done": 10.2005}
     assert {name: line.pop(name) for name in times} == pytest.approx(
@@ -46,6 +46,7 @@ def test_line_of_a_successful_request():
     assert line == {
         "request_id": "chatcmpl-7", "endpoint": "chat", "step": 2, "measured": True, "outcome": "ok", "status": 200,
         "error_kind": None, "prompt_tokens": 12, "output_tokens": 4, "token_source": "usage", "replica": "1",
+        "model": "m",
     }  # fmt: skip
 
 
@@ -131,11 +132,15 @@ def test_the_response_id_of_each_api_unless_a_header_gave_one():
 
 @pytest.mark.parametrize("sample", [0.0, -0.5, 1.5])
 def test_requests_sample_outside_zero_one_is_refused(sample):
-    options = SimpleNamespace(results_dir="r", interval_s=5.0, requests_jsonl=True, requests_sample=sample)
+    options = SimpleNamespace(
+        results_dir="r", interval_s=5.0, cost_per_hour=0.0, requests_jsonl=True, requests_sample=sample
+    )
     with pytest.raises(ConfigError, match=r"--requests-sample must be > 0 and <= 1"):
         OutputSettings.from_options(options)
 
 
 def test_requests_sample_left_empty_in_the_web_ui_is_the_default():
-    options = SimpleNamespace(results_dir="r", interval_s=5.0, requests_jsonl=False, requests_sample="")
+    options = SimpleNamespace(
+        results_dir="r", interval_s=5.0, cost_per_hour=0.0, requests_jsonl=False, requests_sample=""
+    )
     assert OutputSettings.from_options(options).requests_sample == 1.0
