@@ -102,18 +102,21 @@ def _dates(judgements: list[Judgement]) -> list[str]:
     return [j.run.started.isoformat() for j in judgements]
 
 
-def _verdict_marks(figure: go.Figure, judgements: list[Judgement], metric: str, values: list[float | None],
+def _verdict_marks(figure: go.Figure, judgements: list[Judgement], series: list[tuple[str, list[float | None]]],
                    row: int | None = None) -> None:  # fmt: skip
-    """Mark the points of `values` whose run's verdict on `metric` is a regression or an improvement (one trace
-    per verdict, `meta` naming it and the metric)."""
+    """Mark the points of `series` (compared metric name, its value per run) whose run's verdict on that metric is a
+    regression or an improvement: one trace per verdict, its `meta` naming the verdict, each point's text the
+    metric."""
+    dates = _dates(judgements)
     for verdict, (color, symbol) in _MARKS.items():
-        picked = [(x, v) for j, x, v in zip(judgements, _dates(judgements), values, strict=True)
+        picked = [(x, v, metric) for metric, values in series
+                  for j, x, v in zip(judgements, dates, values, strict=True)
                   if v is not None and j.metric_verdict(metric) == verdict]  # fmt: skip
         if not picked:
             continue
         trace = go.Scatter(
-            x=[x for x, _ in picked], y=[v for _, v in picked], mode="markers", name=f"{metric}: {verdict}",
-            meta={"verdict": verdict, "metric": metric},
+            x=[x for x, _, _ in picked], y=[v for _, v, _ in picked], text=[m for _, _, m in picked],
+            mode="markers", name=verdict, meta={"verdict": verdict}, hovertemplate="%{text}: %{y}<extra></extra>",
             marker={"color": color, "symbol": symbol, "size": 13, "line": {"width": 2, "color": color}},
         )  # fmt: skip
         figure.add_trace(trace, row=row, col=None if row is None else 1)
@@ -137,8 +140,7 @@ def _latency_charts(judgements: list[Judgement]) -> list[Chart]:
                     fill=None if first else "tonexty", fillcolor=with_alpha(color, alpha),
                 )
             )  # fmt: skip
-        for p in SERIES_PERCENTILES:
-            _verdict_marks(figure, judgements, f"{metric.name}_{p}_ms", columns[p])
+        _verdict_marks(figure, judgements, [(f"{metric.name}_{p}_ms", columns[p]) for p in SERIES_PERCENTILES])
         finish(figure, 380, f"{latency_title(metric.name)} over the runs")
         figure.update_yaxes(title_text=f"{metric.label}, ms", rangemode="tozero")
         figure.update_xaxes(title_text="run start")
@@ -166,7 +168,7 @@ def _rows_chart(key: str, title: str, description: str, judgements: list[Judgeme
             row=index, col=1,
         )  # fmt: skip
         if metric is not None:
-            _verdict_marks(figure, judgements, metric, values, row=index)
+            _verdict_marks(figure, judgements, [(metric, values)], row=index)
         figure.update_yaxes(rangemode="tozero", row=index, col=1)
     finish(figure, 120 + 240 * len(rows), title)
     figure.update_xaxes(title_text="run start", row=len(rows), col=1)
