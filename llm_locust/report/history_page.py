@@ -84,17 +84,27 @@ def _runs_table(history: History) -> str:
     figures += [(("throughput", "requests_failed"), "failed requests")]
     figures += [((group, key), label) for group, key, label in efficiency]
     headers = ["start", "run", "verdict", "baseline runs", "regressions", "improvements", *(f[1] for f in figures),
-               "left out because"]  # fmt: skip
+               "run's own gates", "left out because"]  # fmt: skip
     body, classes = [], []
     for j in history.judgements:
         values = [summary_value(j.run.summary, *keys) for keys, _ in figures]
         row = [j.run.started.strftime("%Y-%m-%d %H:%M:%S %z"), j.run.name, j.verdict, len(j.baseline),
                "; ".join(j.changes(REGRESSION)) or None, "; ".join(j.changes(IMPROVEMENT)) or None, *values,
-               j.run.left_out or None]  # fmt: skip
+               _own_gates(j.run.summary), j.run.left_out or None]  # fmt: skip
         body.append(row)
         css = "fail" if j.verdict == REGRESSION else "ok" if j.verdict == IMPROVEMENT else "t"
-        classes.append(["t", "t", css, "", "t", "t", *([""] * (len(row) - 7)), "t"])
+        own = "fail" if str(row[-2]).startswith("FAILED") else "t"
+        classes.append(["t", "t", css, "", "t", "t", *([""] * (len(row) - 8)), own, "t"])
     return table(headers, body, classes)
+
+
+def _own_gates(summary: dict) -> str | None:
+    """The run's own verdict (its --slo, --max-error-rate, --max-drift-pct, ... gates): passed, FAILED with the
+    reasons, or None when the summary has none."""
+    verdict = summary.get("verdict")
+    if not isinstance(verdict, dict):
+        return None
+    return "passed" if verdict.get("passed") else "FAILED: " + "; ".join(map(str, verdict.get("reasons") or []))
 
 
 def _dates(judgements: list[Judgement]) -> list[str]:

@@ -141,6 +141,7 @@ def test_energy_and_cost_are_trends_and_columns(nightly, tmp_path):
     assert list(array(usd["y"])[1:]) == [7.5]
     assert "USD per million input tokens" not in {t["meta"].get("series") for t in efficiency["data"]}  # all null
     assert "<th>J per request</th>" in text and "<th>USD per hour</th>" in text
+    assert text.count('<td class="t">passed</td>') == 2  # each run's own gates
 
 
 def test_the_page_opens_in_chromium_with_its_trends(nightly, tmp_path):
