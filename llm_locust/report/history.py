@@ -308,8 +308,9 @@ def _start_time(summary: dict[str, Any]) -> dt.datetime | None:
 
 
 def _folder_time(path: Path) -> dt.datetime:
-    """The folder's modification time (aware, local), the date of a run without a readable start time."""
+    """The folder's modification time (aware, local, whole seconds as summary.json's), the date of a run without a
+    readable start time."""
     try:
-        return dt.datetime.fromtimestamp(path.stat().st_mtime).astimezone()
+        return dt.datetime.fromtimestamp(int(path.stat().st_mtime)).astimezone()
     except OSError:
         return dt.datetime.fromtimestamp(0).astimezone()

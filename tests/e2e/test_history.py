@@ -94,6 +94,8 @@ def test_broken_and_incomplete_runs_are_listed_with_why(nightly, tmp_path):
     summary["run"]["interrupted"] = "SIGTERM"
     (interrupted / "summary.json").write_text(json.dumps(summary))
     (series / "empty").mkdir()
+    shutil.copytree(nightly / "night-1", series / "no-series")
+    (series / "no-series" / "llm_timeseries.csv").unlink()  # a file missing
     broken = series / "broken"
     shutil.copytree(nightly / "night-1", broken)
     (broken / "summary.json").write_text("{")
@@ -108,6 +110,8 @@ def test_broken_and_incomplete_runs_are_listed_with_why(nightly, tmp_path):
     assert runs["night-2"]["verdict"] == LEFT_OUT and "incomplete run (SIGTERM)" in runs["night-2"]["left_out"]
     assert runs["broken"]["verdict"] == LEFT_OUT and "summary.json: not valid JSON" in runs["broken"]["left_out"]
     assert runs["empty"]["verdict"] == LEFT_OUT and "not a results folder" in runs["empty"]["left_out"]
+    assert runs["no-series"]["verdict"] == LEFT_OUT and "no summary.json or llm_timeseries.csv rows" in \
+        runs["no-series"]["left_out"]  # fmt: skip
     assert runs["night-3"]["baseline"] == [str(series / "night-1")]  # left-out runs are no one's baseline
     assert runs["night-3"]["verdict"] == NO_CHANGE
 
