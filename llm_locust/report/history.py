@@ -137,8 +137,14 @@ class History:
             return f"History: FAILED: the newest run {newest.run.name} could not be judged: {newest.run.left_out}"
         if newest.comparison is None:
             return f"History: PASSED (the newest run {newest.run.name} has no earlier run to be compared with)"
-        command = f"History ({newest.run.name} against the {len(newest.baseline)} run(s) before it)"
-        return gate_line(newest.comparison, command)
+        return gate_line(newest.comparison, self.gate_name)
+
+    @property
+    def gate_name(self) -> str:
+        """How the gate's line names the judgement of the newest run: "History (NAME against the K run(s) before
+        it)"."""
+        newest = self.newest
+        return f"History ({newest.run.name} against the {len(newest.baseline)} run(s) before it)"
 
     def as_dict(self) -> dict[str, Any]:
         """The history as written by `--json`: each run with its verdict and compare's results (changes in %)."""

@@ -81,8 +81,6 @@ def _run(args: argparse.Namespace) -> int:
     from llm_locust.report.history_page import write_history_page
 
     limits = verdict_limits(args)
-    if args.baseline_runs < 1:
-        raise ConfigError(f"--baseline-runs must be at least 1, got {args.baseline_runs}")
     output = args.output
     if output is None:
         single = Path(args.folders[0])

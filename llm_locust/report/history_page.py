@@ -64,8 +64,7 @@ def _sections(history: History) -> list[Section]:
     if newest.comparison is not None:
         level = f"{100 * newest.comparison.confidence:g} %"
         title = f"The newest run, {newest.run.name}, against its baseline"
-        command = f"History ({newest.run.name} against the {len(newest.baseline)} run(s) before it)"
-        section = changes_section(newest.comparison, level, title, command)
+        section = changes_section(newest.comparison, level, title, history.gate_name)
         section.parts.extend(note(text) for text in newest.comparison.notes)
         sections.append(section)
     return sections
