@@ -1,4 +1,5 @@
-"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `report`, `compare`, `options`."""
+"""The `llm-locust` console script: `sim` (the built-in simulator), `demo`, `report`, `compare`, `history`,
+`options`."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ def build_parser() -> argparse.ArgumentParser:
     from llm_locust.demo import add_parser as add_demo_parser
     from llm_locust.report.cli import add_parser as add_report_parser
     from llm_locust.report.compare_cli import add_parser as add_compare_parser
+    from llm_locust.report.history_cli import add_parser as add_history_parser
     from llm_locust.sim.cli import add_parser as add_sim_parser
 
     add_sim_parser(commands)
     add_demo_parser(commands)
     add_report_parser(commands)
     add_compare_parser(commands)
+    add_history_parser(commands)
     options = commands.add_parser(
         "options",
         help="List the options llm-locust adds to `locust` (Locust's own --help is printed before "

@@ -250,11 +250,15 @@ def _load_differences(runs: Sequence[RunData]) -> list[str]:
     return notes
 
 
+def run_steps(run: RunData) -> tuple[tuple[int, str], ...]:
+    """The sweep steps of `run` as (index, label) pairs; () for a run without steps. Runs are compared only with
+    runs of the same steps."""
+    return tuple((step.get("index", i), step.get("label") or f"step {i}") for i, step in enumerate(run.steps))
+
+
 def _scopes(baseline: Sequence[RunData], candidate: Sequence[RunData]) -> list[tuple[int | None, str]]:
     """[(None, "run")] for runs without steps; [(index, label), ...] when every run has the same sweep steps."""
-    steps = {str(run.path): tuple((step.get("index", i), step.get("label") or f"step {i}")
-                                  for i, step in enumerate(run.steps))
-             for run in (*baseline, *candidate)}  # fmt: skip
+    steps = {str(run.path): run_steps(run) for run in (*baseline, *candidate)}
     distinct = set(steps.values())
     if len(distinct) > 1:
         shown = "; ".join(f"{path}: {', '.join(label for _, label in s) or 'no steps'}" for path, s in steps.items())
@@ -321,18 +325,18 @@ def console_table(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def gate_line(comparison: Comparison) -> str:
-    """One line: PASSED, or FAILED naming each metric beyond its limit."""
+def gate_line(comparison: Comparison, command: str = "Compare") -> str:
+    """One line starting with `command`: PASSED, or FAILED naming each metric beyond its limit."""
     failed = comparison.failed
     if not failed:
-        return "Compare: PASSED (no regression beyond its limit)"
+        return f"{command}: PASSED (no regression beyond its limit)"
     parts = [
         f"{r.metric.name}{'' if r.scope == 'run' else f' ({r.scope})'} {100 * r.change:+.1f} % "
         f"[{100 * r.low:+.1f} %, {100 * r.high:+.1f} %] beyond {100 * r.limit:g} %"
         for r in failed
         if r.change is not None and r.low is not None and r.high is not None and r.limit is not None
     ]
-    return "Compare: FAILED: " + "; ".join(parts)
+    return f"{command}: FAILED: " + "; ".join(parts)
 
 
 def _num(value: float | None) -> str:

@@ -47,6 +47,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--candidate", nargs="+", type=Path, default=[], metavar="CANDIDATE",
         help="candidate results folder(s); `--` before them means the same",
     )  # fmt: skip
+    add_verdict_options(parser)
+    parser.add_argument(
+        "-o", "--output", type=Path, default=Path("compare.html"), help="HTML page of the comparison (compare.html)"
+    )
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the comparison as JSON")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def add_verdict_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the verdicts and the gate, shared by `compare` and `history`: --max-regression,
+    --min-change, --confidence, --resamples, --seed (checked by `verdict_limits`)."""
     parser.add_argument(
         "--max-regression", action="append", default=[], metavar="METRIC=N%",
         help="gate: fail (exit 3) when METRIC is worse by more than N %% with the interval's confidence; "
@@ -60,12 +72,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence of the intervals (default 0.95)")
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap: same inputs, same intervals")
-    parser.add_argument(
-        "-o", "--output", type=Path, default=Path("compare.html"), help="HTML page of the comparison (compare.html)"
-    )
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the comparison as JSON")
-    parser.set_defaults(run=run)
-    return parser
+
+
+def verdict_limits(args: argparse.Namespace) -> dict[str, float]:
+    """The gate's limits of `--max-regression` (metric -> tolerated worsening, a fraction), after checking
+    --resamples (`compare.compare` checks --confidence and --min-change); ConfigError naming the first bad one."""
+    from llm_locust.report.compare import parse_limits
+
+    if args.resamples < 100:
+        raise ConfigError(f"--resamples must be at least 100, got {args.resamples}")
+    return parse_limits(args.max_regression)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,19 +94,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from llm_locust.report.compare import compare, console_table, parse_limits
+    from llm_locust.report.compare import compare, console_table
     from llm_locust.report.compare_page import write_compare_page
     from llm_locust.report.run_data import load_run
 
     if not args.candidate:
         raise ConfigError("no candidate folder: write BASELINE... -- CANDIDATE...")
-    if args.resamples < 100:
-        raise ConfigError(f"--resamples must be at least 100, got {args.resamples}")
     if args.output.is_dir():
         raise ConfigError(
             f"-o {args.output}: is a folder; give the page's file name, e.g. {args.output / 'compare.html'}"
         )
-    limits = parse_limits(args.max_regression)
+    limits = verdict_limits(args)
     baseline = [load_run(path) for path in args.baseline]
     candidate = [load_run(path) for path in args.candidate]
     comparison = compare(baseline, candidate, limits, args.confidence, args.min_change / 100, args.resamples, args.seed)

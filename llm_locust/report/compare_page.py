@@ -20,7 +20,7 @@ _NEUTRAL = "#555555"
 def write_compare_page(comparison: Comparison, output: Path) -> Path:
     """Write the comparison's page to `output` atomically (temp file + rename); return `output`."""
     level = f"{100 * comparison.confidence:g} %"
-    sections = [_sides(comparison), _changes(comparison, level)]
+    sections = [_sides(comparison), changes_section(comparison, level)]
     chart = changes_chart(comparison, level)
     names = f"{_names(comparison.baseline)} → {_names(comparison.candidate)}"
     page = render(f"llm-locust compare: {names}", "baseline → candidate", comparison.notes, sections, [chart])
@@ -47,10 +47,11 @@ def _sides(comparison: Comparison) -> Section:
     return Section("Sides", [table(headers, body)])
 
 
-def _changes(comparison: Comparison, level: str) -> Section:
-    """The gate's verdict, then one row per metric: values, change, interval, verdict, limit."""
+def changes_section(comparison: Comparison, level: str, title: str = "Changes", command: str = "Compare") -> Section:
+    """The gate's verdict (its line starting with `command`), then one row per metric: values, change, interval,
+    verdict, limit; under the heading `title`."""
     passed = not comparison.failed
-    parts = [paragraph(gate_line(comparison), "pick" if passed else "nopick")]
+    parts = [paragraph(gate_line(comparison, command), "pick" if passed else "nopick")]
     headers = ["metric", "scope", "baseline", "candidate", "difference", "change %", f"{level} interval, %",
                "verdict", "limit %"]  # fmt: skip
     body, classes = [], []
@@ -71,7 +72,7 @@ def _changes(comparison: Comparison, level: str) -> Section:
             "on the worse side. Latencies: higher is worse; tokens/s and requests/s: lower is worse."
         )
     )
-    return Section("Changes", parts)
+    return Section(title, parts)
 
 
 def _row_label(result: MetricResult) -> str:

@@ -71,6 +71,7 @@ def test_sub_command_docs_are_exactly_their_help():
         ("demo", "docs/options.md", "## `llm-locust demo`"),
         ("report", "docs/options.md", "## `llm-locust report`"),
         ("compare", "docs/options.md", "## `llm-locust compare`"),
+        ("history", "docs/options.md", "## `llm-locust history`"),
     ):
         listed = help_options(llm_locust(command, "--help"))
         assert len(listed) >= 4, command

@@ -9,6 +9,7 @@ only ever come from the environment or a Secret.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import kubernetes_validate
@@ -17,7 +18,9 @@ import yaml
 from conftest import ROOT, options
 from harness.topology import master_args, sim_args, worker_args
 
+from llm_locust.cli import build_parser
 from llm_locust.config.settings import Settings
+from llm_locust.report.compare_cli import verdict_limits
 
 CONTAINER_LOCUSTFILES = "/home/locust/locustfiles"
 _VAR = re.compile(r"\$\{(?P<name>[A-Z_][A-Z0-9_]*)(?::-(?P<default>[^}]*))?\}")
@@ -142,6 +145,19 @@ def local(args: list[str], configmap_dir: Path | None = None) -> list[str]:
     return args
 
 
+def soak_then_history(command: list[str]) -> None:
+    """The CronJob's command: a shell running the image's entrypoint with the container's args (the soak), then
+    `llm-locust history` over the soaks' folders, whose arguments parse; the soak's failure code comes first."""
+    shell, flag, script, _name = command
+    assert (shell, flag) == ("/bin/sh", "-c") and script.startswith('llm-locust-entrypoint "$@"; run=$?')
+    (line,) = [line for line in script.splitlines() if line.startswith("llm-locust history ")]
+    words = shlex.split(line.split(";")[0])
+    args = build_parser().parse_args(words[1:])
+    assert args.run.__module__ == "llm_locust.report.history_cli" and args.folders == ["/results/soak-*"]
+    assert verdict_limits(args) == {"ttft_p99_ms": 0.2, "tpot_p50_ms": 0.1, "output_tokens_per_s": 0.1}
+    assert str(args.output).startswith("/results/") and 'if [ "$run" -ne 0 ]; then exit "$run"; fi' in script
+
+
 def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
     objects = k8s()
     config = objects["ConfigMap/llm-locust-settings"]["data"]
@@ -156,7 +172,11 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
     for obj in (worker, *masters):  # as in the compose stack tests/e2e/test_containers.py runs: the image's
         template = pod_spec(obj)  # entrypoint runs `locust ARGS` (options first), here as a non-root user
         (container,) = template["spec"]["containers"]
-        assert "command" not in container and container["args"][0].startswith("--locustfile="), obj["kind"]
+        assert container["args"][0].startswith("--locustfile="), obj["kind"]
+        if obj["kind"] == "CronJob":  # the soak through the entrypoint, then the history of the soaks
+            soak_then_history(container["command"])
+        else:
+            assert "command" not in container, obj["kind"]
         assert template["spec"]["securityContext"]["runAsNonRoot"] is True, obj["kind"]
     assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089}
     for master in masters:
