@@ -16,13 +16,15 @@ from llm_locust.option_values import as_list, build, optional_int, shown_as
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.sessions import DurationDist, parse_duration
 from llm_locust.workload.tokens import token_counter
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
     """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
-    tokenizer that counts, the session header, the embeddings batch and the extra body fields."""
+    tokenizer that counts, the session header, the embeddings batch, the extra body fields, and the synthetic
+    multi-turn sessions' turns and think time."""
 
     extra_body: dict[str, Any]
     prompt_tokens: LengthDist = field(metadata=shown_as(str))
@@ -39,6 +41,8 @@ class WorkloadSettings:
     image: tuple[str, ...]
     image_size: tuple[int, int] | None
     embedding_batch: int
+    session_turns: LengthDist = field(metadata=shown_as(str))
+    think_time_s: DurationDist = field(metadata=shown_as(str))
 
     @classmethod
     def from_options(cls, options: Any) -> WorkloadSettings:
@@ -84,6 +88,8 @@ class WorkloadSettings:
             seed=optional_int(options.seed, "--seed"),
             prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
+            session_turns=parse_length(options.session_turns, "--session-turns"),
+            think_time_s=parse_duration(options.think_time_s, "--think-time-s"),
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,
         )
