@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
+import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 
 from llm_locust.report.build import build_report
@@ -64,6 +65,22 @@ def test_sessions_send_the_answers_back_reuse_their_history_and_stay_whole(tmp_p
     assert ttft_ms[0] > 100 and ttft_ms[1] < 80 and ttft_ms[0] > ttft_ms[1] > ttft_ms[2], ttft_ms
     page = build_report([tmp_path / "r"], tmp_path / "report.html", png=False).html_path.read_text()
     assert "by turn" in page and "3-4" in page
+
+
+@pytest.mark.parametrize("client", ["fast", "openai-sdk"])
+def test_both_clients_send_the_answer_back(tmp_path, client):
+    """The fast client and the openai SDK both keep the answer's text for the next turn (and, with --tokenizer, still
+    count it): turn 2 carries turn 1's prompt and its 6-word answer, word for word (its block hits the cache)."""
+    with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--prefix-cache-blocks", "1000") as sim:
+        opts = options("--host", sim.url, "--client", client, "--session-turns", "2", "--prompt-tokens", "300",
+                       "--max-tokens", "212", "--ignore-eos", "--seed", "6",
+                       "--results-dir", str(tmp_path))  # fmt: skip
+        run_local(opts, users=1, seconds=1.5, stop_timeout_s=5)
+        trace = sorted(sim.trace(), key=lambda r: r["t_recv"])
+    assert len(trace) >= 2 and read_summary(tmp_path)["failures"] == {}
+    for first, second in zip(trace[::2], trace[1::2], strict=False):  # 300 + 212 words: one whole block, cached
+        assert (first["prompt_tokens"], second["prompt_tokens"]) == (300, 812)
+        assert (second["prefix_blocks"], second["prefix_blocks_hit"]) == (1, 1)
 
 
 def test_in_open_loop_every_turn_takes_a_ticket(tmp_path):
