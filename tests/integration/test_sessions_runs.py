@@ -69,8 +69,8 @@ def test_sessions_send_the_answers_back_reuse_their_history_and_stay_whole(tmp_p
 
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_both_clients_send_the_answer_back(tmp_path, client):
-    """The fast client and the openai SDK both keep the answer's text for the next turn (and, with --tokenizer, still
-    count it): turn 2 carries turn 1's prompt and its 6-word answer, word for word (its block hits the cache)."""
+    """The fast client and the openai SDK both keep the answer's text for the next turn: turn 2 carries turn 1's
+    prompt and its 212-word answer word for word (the whole block they make hits the cache)."""
     with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--prefix-cache-blocks", "1000") as sim:
         opts = options("--host", sim.url, "--client", client, "--session-turns", "2", "--prompt-tokens", "300",
                        "--max-tokens", "212", "--ignore-eos", "--seed", "6",
