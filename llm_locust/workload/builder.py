@@ -113,8 +113,8 @@ class Workload:
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
 
     def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
-        """The next request of this user for `model`: with a trace, the trace's request `index`; else a sweep `step`
-        that sets lengths sets them."""
+        """The next request of this user for `model`: with a trace, the request of the trace's arrival `index`, or
+        the next turn of the trace's session this user is playing; else a sweep `step` that sets lengths sets them."""
         trace = self.trace
         if trace is not None and (index is not None or self._trace_next >= 0):
             position = trace.arrivals[index] if self._trace_next < 0 else self._trace_next  # type: ignore[index]
@@ -153,7 +153,7 @@ class Workload:
 
     def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
         """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length; in
-        a session, its id and turn, and its session's next turn is this user's next request (`trace_turn_due`)."""
+        a session, its id and turn, and its session's next turn is this user's next request (`in_trace_session`)."""
         blocks = _block_texts(self.settings.tokenizer, self.settings.seed)
         text, tokens = prompt_from_blocks(blocks, request.hash_ids, request.input_tokens, self.rng)
         body = self._body({"prompt": text}, model, request.output_tokens)
@@ -185,7 +185,7 @@ class Workload:
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the
         expected prompt tokens, and the shared prefix blocks (whole, seen before); starts a new session with each
-        conversation (each synthetic request)."""
+        conversation (each one-turn synthetic request, each synthetic multi-turn session)."""
         if not self.dataset:
             tokens = prompt_tokens or self.settings.prompt_tokens.sample(self.rng)
             conversation = self.conversation
