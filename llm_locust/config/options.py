@@ -176,6 +176,18 @@ def add_workload_arguments(group: Any) -> None:
         help="Several models in one run, e.g. base=3,lora1=1: each request names one, drawn by weight (seeded by "
         "--seed); a 'model' breakdown in the results. Excludes --model",
     )
+    group.add_argument(
+        "--session-turns",
+        default="1",
+        help="Turns of each synthetic session (N or a distribution like --prompt-tokens): each turn sends the whole "
+        "history, the answers as returned, plus a new --prompt-tokens user message; 1: one-turn requests",
+    )
+    group.add_argument(
+        "--think-time-s",
+        default="0",
+        help="Pause before each later turn of a session, seconds: S, uniform:MIN,MAX, exponential:MEAN or "
+        "lognormal:MEAN,SD",
+    )
 
 
 def add_provider_arguments(group: Any) -> None:

@@ -104,6 +104,8 @@ FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("token_source", lambda r, _: r.token_source.value),  # where output_tokens came from
     ("replica", _group("replica")),  # --replica-balance: the replica it went to
     ("model", lambda r, _: r.model or None),  # the model it named (--model-mix: the one drawn)
+    ("session", lambda r, _: r.session or None),  # its conversation's id (--session-header's value)
+    ("turn", lambda r, _: r.turn or None),  # its 1-based turn in a multi-turn session
 )
 """The fields of a line, in order: (name, reader of a `RequestRecord` and the process's `EpochClock`)."""
 

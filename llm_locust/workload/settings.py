@@ -17,13 +17,15 @@ from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
 from llm_locust.workload.model_mix import ModelMix, parse_model_mix
+from llm_locust.workload.sessions import DurationDist, parse_duration
 from llm_locust.workload.tokens import token_counter
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
     """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
-    tokenizer that counts, the session header, the embeddings batch, the extra body fields and the model mix."""
+    tokenizer that counts, the session header, the embeddings batch, the extra body fields, the model mix, and the
+    synthetic multi-turn sessions' turns and think time."""
 
     extra_body: dict[str, Any]
     prompt_tokens: LengthDist = field(metadata=shown_as(str))
@@ -40,6 +42,8 @@ class WorkloadSettings:
     image: tuple[str, ...]
     image_size: tuple[int, int] | None
     embedding_batch: int
+    session_turns: LengthDist = field(metadata=shown_as(str))
+    think_time_s: DurationDist = field(metadata=shown_as(str))
     model_mix: ModelMix = field(default=ModelMix(), metadata=shown_as(str))
 
     @classmethod
@@ -81,6 +85,11 @@ class WorkloadSettings:
             raise ConfigError(
                 f"--model-mix and --model {options.model} exclude each other: the mix names every request's model"
             )
+        session_turns = parse_length(options.session_turns, "--session-turns")
+        if str(session_turns) != "1" and (options.dataset or options.trace):
+            source = "--dataset" if options.dataset else "--trace"
+            raise ConfigError(f"--session-turns and {source} exclude each other: the {source[2:]}'s conversations "
+                              "set the turns")  # fmt: skip
         images = tuple(as_list(options.image))
         for path in images:
             file_data_url(path)
@@ -91,6 +100,8 @@ class WorkloadSettings:
             seed=optional_int(options.seed, "--seed"),
             prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
+            session_turns=session_turns,
+            think_time_s=parse_duration(options.think_time_s, "--think-time-s"),
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,
             model_mix=model_mix,

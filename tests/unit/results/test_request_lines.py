@@ -46,7 +46,7 @@ def test_line_of_a_successful_request():
     assert line == {
         "request_id": "chatcmpl-7", "endpoint": "chat", "step": 2, "measured": True, "outcome": "ok", "status": 200,
         "error_kind": None, "prompt_tokens": 12, "output_tokens": 4, "token_source": "usage", "replica": "1",
-        "model": "m",
+        "model": "m", "session": None, "turn": None,
     }  # fmt: skip
 
 
