@@ -92,6 +92,7 @@ def add_arguments(parser: Any) -> None:
     add_server_metrics_arguments(parser)
     _add_gate_arguments(group)
     add_replica_and_cancel_arguments(parser)
+    add_export_arguments(parser)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -334,6 +335,24 @@ def add_server_metrics_arguments(parser: Any) -> None:
         default="",
         help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
         "(built in: vllm, sglang, tgi, llamacpp)",
+    )
+
+
+def add_export_arguments(parser: Any) -> None:
+    """The live-export options: the master's (or local runner's) Prometheus endpoint (`llm_locust.export`); set at
+    start-up, not in the web UI's form."""
+    group = parser.add_argument_group("llm-locust live export", "Serve the run's client metrics to Prometheus")
+    group.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=0,
+        help="Serve the run's LLM metrics (TTFT, ITL, TPOT, E2E histograms; requests, tokens, errors; in flight) at "
+        "http://HOST:PORT/metrics while it runs, from the master or local runner (0: off)",
+    )
+    group.add_argument(
+        "--prometheus-host",
+        default="127.0.0.1",
+        help="Address the --prometheus-port endpoint listens on (0.0.0.0: every interface)",
     )
 
 

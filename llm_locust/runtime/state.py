@@ -32,6 +32,7 @@ from locust.runners import (
 from llm_locust import redact
 from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
+from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.limits import CONFIGURATION_KINDS
 from llm_locust.load.pacing import Plan
@@ -41,6 +42,7 @@ from llm_locust.metrics.record import RequestRecord
 from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
+from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
@@ -183,6 +185,8 @@ class RunState:
         self.collector = None if self.is_master else RunCollector()
         self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
+        export = self.settings.export
+        self.export = LiveExport(export) if export.prometheus_port and not self.is_worker else None
         self.role.register(self, environment.events, runner)
 
     # -- every process ------------------------------------------------------------------
@@ -232,6 +236,8 @@ class RunState:
                 sample_local=self.sample_local,
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
+            if self.export is not None:
+                self.export.start_test(self._live_gauges)
 
     def _base_host(self, environment: Environment) -> None:
         """A --host ending in /v1 (the OpenAI SDK's base_url) is accepted: the base URL is what precedes it (the API
@@ -336,6 +342,18 @@ class RunState:
             spans=tuple(control.spans) if control is not None else (),
         )
 
+    def _live_gauges(self) -> LiveGauges:
+        """Master/local: the live export's sample of the current test (`export.live.LiveGauges`)."""
+        writer = self._results
+        runner = self.environment.runner
+        return LiveGauges(
+            run=Path(self.settings.output.results_dir).name,
+            in_flight=self.in_flight,
+            users=runner.user_count if runner is not None else 0,
+            last_window=writer.history[-1] if writer is not None and writer.history else None,
+            total=self.run.total,
+        )
+
     def config_pause_s(self) -> float:
         """How long a user waits before its next request: `CONFIG_PAUSE_S` while nothing succeeded in this process and
         a request failed with a configuration-class error, else 0."""
@@ -402,6 +420,8 @@ class RunState:
             delta = delta_from_wire(wire)
             self.requests_by_worker[str(client_id)] += delta.requests
             self.run.merge_delta(delta)
+            if self.export is not None:
+                self.export.add(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
@@ -419,6 +439,8 @@ class RunState:
             delta = self.recorder.take_delta()
             if delta:
                 self.run.merge_delta(delta)
+                if self.export is not None:
+                    self.export.add(delta)
 
     def sample_local(self) -> None:
         """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
@@ -453,6 +475,9 @@ class RunState:
                     collect_last_reports(environment.runner)
             self._results.close()
             self._results = None
+        if self.export is not None:
+            self.export.final_scrape()
+            self.export.close()
         self.signals.stop()
 
 
