@@ -1,0 +1,87 @@
+"""The live export's metrics, pure: deltas into exact counters and bucketed histograms, Prometheus names and labels."""
+
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llm_locust.export.live import LiveGauges, LiveMetrics
+from llm_locust.export.prometheus import LiveCollector, prometheus_name
+from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+
+
+def _record(rng: random.Random, ok: bool = True, replica: str = "") -> RequestRecord:
+    r = RequestRecord("chat", t_send=0.0)
+    r.t_first = r.t_first_content = rng.uniform(0.001, 3.0)
+    t = r.t_first
+    for _ in range(rng.randint(1, 20)):
+        gap = rng.uniform(0.0001, 0.08)
+        r.itl_us.append(round(gap * 1e6))
+        t += gap
+    r.t_last, r.events, r.usage_completion_tokens, r.prompt_tokens = t, len(r.itl_us) + 1, len(r.itl_us) + 1, 7
+    if replica:
+        r.groups = (("replica", replica),)
+    if not ok:
+        r.fail(ErrorKind.HTTP_5XX, "HTTP 500")
+    return r
+
+
+def _scrape(live: LiveMetrics, run: RunMetrics) -> dict[tuple[str, frozenset], float]:
+    """The exposition text parsed back: {(sample name, its non-empty labels): value}."""
+    gauges = LiveGauges(run="r1", in_flight=3, users=5, last_window={"ttft_ms_p99": 12.5}, total=run.total)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LiveCollector(lambda: (live, gauges)))
+    return {
+        (s.name, frozenset((k, v) for k, v in s.labels.items() if v)): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+
+
+def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_label() -> None:
+    rng = random.Random(7)
+    live, run = LiveMetrics(), RunMetrics()
+    records = []
+    for _ in range(4):  # four processes' deltas, each counted once
+        recorder = MetricsRecorder(5.0)
+        for i in range(50):
+            record = _record(rng, ok=i % 10 != 0, replica=str(i % 2))
+            records.append(record)
+            recorder.record(record, 1_000.0)
+        delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+        run.merge_delta(delta)
+        live.add(delta)
+    ok = [r for r in records if r.ok]
+    samples = _scrape(live, run)
+
+    def value(name: str, **labels: str) -> float:
+        return samples[(name, frozenset({"run": "r1", **labels}.items()))]
+
+    assert value("llm_locust_requests_total", outcome="ok") == len(ok)
+    assert value("llm_locust_requests_total", outcome="failed", error_type="http_5xx") == len(records) - len(ok)
+    assert value("llm_locust_output_tokens_total") == sum(r.output_tokens for r in ok)
+    ttft = "gen_ai_server_time_to_first_token_seconds"
+    assert value(f"{ttft}_count") == len(ok)
+    assert abs(value(f"{ttft}_sum") - sum(round(r.ttft_s * 1e6) for r in ok) / 1e6) < 1e-6
+    for le in ("0.005", "0.25", "1.0", "2.5"):  # exact below 2.048 ms; within one HdrHistogram bucket above
+        exact = sum(round(r.ttft_s * 1e6) <= float(le) * 1e6 for r in ok)
+        near = sum(abs(round(r.ttft_s * 1e6) - float(le) * 1e6) <= float(le) * 1e6 * 1e-3 for r in ok)
+        assert abs(value(f"{ttft}_bucket", le=le) - exact) <= near, le
+    assert value(f"{ttft}_bucket", le="+Inf") == len(ok)
+    assert value("llm_locust_itl_seconds_count") == sum(len(r.itl_us) for r in ok)
+    assert value("llm_locust_itl_seconds_bucket", le="0.001") == sum(g <= 1000 for r in ok for g in r.itl_us)
+    for replica in ("0", "1"):
+        assert value(f"{ttft}_count", replica=replica) == sum(r.groups == (("replica", replica),) for r in ok)
+    quantile = "llm_locust_latency_quantile_seconds"
+    assert value(quantile, metric="ttft", quantile="0.99", window="last") == 0.0125
+    p50_ms = run.total.distribution("ttft", scale=1e3)["p50"]  # summary.json's
+    assert value(quantile, metric="ttft", quantile="0.5", window="run") == pytest.approx(p50_ms / 1e3, rel=1e-12)
+    assert value("llm_locust_users") == 5
+    assert value("llm_locust_requests_in_flight") == 3
+
+
+def test_names_follow_the_otel_prometheus_exporter() -> None:
+    assert prometheus_name("gen_ai.server.time_to_first_token", "s") == "gen_ai_server_time_to_first_token_seconds"
+    assert prometheus_name("gen_ai.client.token.usage") == "gen_ai_client_token_usage"
