@@ -29,6 +29,7 @@ from llm_locust.metrics.histograms import (
     cumulative_counts,
     new_histogram,
 )
+from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 
 DIMENSIONS = ("replica", "model")
 """The breakdown dimensions exported as labels (when the run has them): few labels, few series."""
@@ -143,3 +144,33 @@ class LiveGauges:
     users: int
     last_window: Mapping[str, Any] | None
     total: WindowMetrics
+
+
+QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99"}
+"""The exported percentiles (`vocabulary.SERIES_PERCENTILES`) and their `quantile` label."""
+assert tuple(QUANTILES) == SERIES_PERCENTILES
+
+
+class QuantilePoint(NamedTuple):
+    """One latency's percentile (`quantile`: "0.5", "0.9", "0.99") in seconds, of the last closed time-series window
+    (`window` "last") or of the whole run so far ("run")."""
+
+    metric: str
+    quantile: str
+    window: str
+    value_s: float
+
+
+def quantile_points(gauges: LiveGauges) -> list[QuantilePoint]:
+    """Each latency's p50/p90/p99 of the whole run so far (every latency with data, from the run's HdrHistograms) and
+    of the last closed time-series window (the latencies the time series has, from its row), in seconds."""
+    points = []
+    for metric in declarations.LATENCIES:
+        stats = gauges.total.distribution(metric.name, scale=1e3)
+        for stat, quantile in QUANTILES.items():
+            if stats["count"]:
+                points.append(QuantilePoint(metric.name, quantile, "run", float(stats[stat]) / 1e3))
+            value_ms = (gauges.last_window or {}).get(latency_key(metric.name, stat)) if metric.series else None
+            if isinstance(value_ms, int | float):
+                points.append(QuantilePoint(metric.name, quantile, "last", value_ms / 1e3))
+    return points

@@ -21,15 +21,11 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from llm_locust.export.live import TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series
+from llm_locust.export.live import TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
 from llm_locust.metrics import declarations
-from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 
 QUANTILE_FAMILY = "llm_locust_latency_quantile_seconds"
 """The gauge of every latency's p50 / p90 / p99 (labels `metric`, `quantile`, `window` = "last" or "run")."""
-QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99"}
-"""The exported percentiles (`vocabulary.SERIES_PERCENTILES`) and their `quantile` label."""
-assert tuple(QUANTILES) == SERIES_PERCENTILES
 
 
 def prometheus_name(instrument: str, unit: str = "") -> str:
@@ -90,14 +86,8 @@ def gauge_families(gauges: LiveGauges) -> list[Metric]:
     quantiles = GaugeMetricFamily(
         QUANTILE_FAMILY, "HdrHistogram percentiles (<= 0.1 % error) of each latency: the last closed time-series "
         "window's, and the whole run's", labels=["run", "metric", "quantile", "window"])  # fmt: skip
-    for metric in declarations.LATENCIES:
-        stats = gauges.total.distribution(metric.name, scale=1e3)
-        for stat, quantile in QUANTILES.items():
-            if stats["count"]:
-                quantiles.add_metric([gauges.run, metric.name, quantile, "run"], float(stats[stat]) / 1e3)
-            value_ms = (gauges.last_window or {}).get(latency_key(metric.name, stat)) if metric.series else None
-            if isinstance(value_ms, int | float):
-                quantiles.add_metric([gauges.run, metric.name, quantile, "last"], value_ms / 1e3)
+    for point in quantile_points(gauges):
+        quantiles.add_metric([gauges.run, point.metric, point.quantile, point.window], point.value_s)
     return [users, in_flight, quantiles]
 
 

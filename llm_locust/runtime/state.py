@@ -185,8 +185,8 @@ class RunState:
         self.collector = None if self.is_master else RunCollector()
         self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
-        export = self.settings.export
-        self.export = LiveExport(export) if export.prometheus_port and not self.is_worker else None
+        export, otel = self.settings.export, bool(getattr(environment.parsed_options, "otel", False))
+        self.export = LiveExport(export, otel) if (export.prometheus_port or otel) and not self.is_worker else None
         self.role.register(self, environment.events, runner)
 
     # -- every process ------------------------------------------------------------------
@@ -237,7 +237,7 @@ class RunState:
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
             if self.export is not None:
-                self.export.start_test(self._live_gauges)
+                self.export.start_test(Path(self.settings.output.results_dir).name, self._live_gauges)
 
     def _base_host(self, environment: Environment) -> None:
         """A --host ending in /v1 (the OpenAI SDK's base_url) is accepted: the base URL is what precedes it (the API
@@ -347,7 +347,7 @@ class RunState:
         writer = self._results
         runner = self.environment.runner
         return LiveGauges(
-            run=Path(self.settings.output.results_dir).name,
+            run=Path(self.settings.output.results_dir).name,  # the `run` label
             in_flight=self.in_flight,
             users=runner.user_count if runner is not None else 0,
             last_window=writer.history[-1] if writer is not None and writer.history else None,
