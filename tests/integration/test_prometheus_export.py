@@ -16,8 +16,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, read_summary, run_locust, wait_for
+from conftest import LOCUSTFILE, ROOT, options, read_summary, run_local, run_locust, wait_for
+from prometheus_client.parser import text_string_to_metric_families
 
 from llm_locust.demo import free_port
 from llm_locust.metrics import declarations
@@ -28,7 +30,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "llm-locust.json"
 RUN_S = 20
 HDR_REL = 1e-3  # HdrHistogram's 3 significant digits
 
-pytestmark = pytest.mark.skipif(
+needs_prometheus = pytest.mark.skipif(
     PROMETHEUS is None, reason="no `prometheus` binary (Debian's package: `make prometheus`, as root)"
 )
 
@@ -92,6 +94,7 @@ def dashboard_queries() -> list[tuple[str, str]]:
     return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel["targets"]]
 
 
+@needs_prometheus
 def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_query(tmp_path: Path) -> None:
     export_port = free_port()
     results = tmp_path / "results"
@@ -158,3 +161,37 @@ def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_q
             assert empty == []
         finally:
             prometheus.stop()
+
+
+def test_a_local_runner_exports_each_replica_and_waits_for_the_last_scrape(tmp_path: Path) -> None:
+    """A local runner over two replicas, scraped every 0.5 s while it runs: at the end it waits for one more
+    scrape, whose counters are summary.json's, the run's totals and each replica's series."""
+    port = free_port()
+    scrapes: list[str] = []
+
+    def scrape_forever() -> None:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    scrapes.append(response.read().decode())
+            except OSError:
+                pass
+            gevent.sleep(0.5)
+
+    with run_sim("--replicas", "2", "--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8") as sim:
+        opts = options("--host", sim.host, "--max-tokens", "8", "--results-dir", str(tmp_path),
+                       "--prometheus-port", str(port))  # fmt: skip
+        scraper = gevent.spawn(scrape_forever)
+        try:
+            run_local(opts, users=4, seconds=3)
+        finally:
+            scraper.kill()
+    summary = read_summary(tmp_path)
+    ok: dict[str, float] = {}
+    for family in text_string_to_metric_families(scrapes[-1]):
+        for sample in family.samples:
+            if sample.name == "llm_locust_requests_total" and sample.labels["outcome"] == "ok":
+                ok[sample.labels["replica"]] = sample.value
+    by_replica = {row["label"]: row["requests_ok"] for row in summary["breakdowns"]["replica"]}
+    assert ok.pop("") == summary["throughput"]["requests_ok"] > 0  # the run's totals: no replica label
+    assert ok == by_replica and set(ok) == {replica.url for replica in sim.replicas}
