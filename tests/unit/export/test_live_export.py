@@ -1,13 +1,16 @@
 """The live export's metrics, pure: deltas into exact counters and bucketed histograms, Prometheus names and labels."""
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from llm_locust.errors import ConfigError
 from llm_locust.export.live import LiveGauges, LiveMetrics
 from llm_locust.export.prometheus import LiveCollector, prometheus_name
+from llm_locust.export.settings import ExportSettings
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
@@ -85,3 +88,16 @@ def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_la
 def test_names_follow_the_otel_prometheus_exporter() -> None:
     assert prometheus_name("gen_ai.server.time_to_first_token", "s") == "gen_ai_server_time_to_first_token_seconds"
     assert prometheus_name("gen_ai.client.token.usage") == "gen_ai_client_token_usage"
+
+
+@pytest.mark.parametrize(
+    ("port", "host", "message"),
+    [("70000", "127.0.0.1", "--prometheus-port must be a TCP port"), ("x", "127.0.0.1", "--prometheus-port must be a "
+     "whole number"), ("9646", " ", "--prometheus-host must name an address")],
+)  # fmt: skip
+def test_bad_export_options_are_one_line_naming_the_option(port: str, host: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ExportSettings.from_options(SimpleNamespace(prometheus_port=port, prometheus_host=host))
+    assert (
+        ExportSettings.from_options(SimpleNamespace(prometheus_port=0, prometheus_host="0.0.0.0")).prometheus_port == 0
+    )
