@@ -51,10 +51,13 @@ class Series(NamedTuple):
 @dataclass
 class Buckets:
     """One histogram of the export: `cumulative[i]` values at or under bound i (the last entry: all, `+Inf`), the
-    exact `sum` of the values (in the histogram's unit: µs for a latency, tokens for a count) and their `count`."""
+    exact `sum`, `min` and `max` of the values (in the histogram's unit: µs for a latency, tokens for a count) and
+    their `count`."""
 
     cumulative: np.ndarray
-    sum: int = 0
+    sum: int
+    min: int
+    max: int
 
     @property
     def count(self) -> int:
@@ -125,12 +128,14 @@ class LiveMetrics:
         if not hist.get_total_count():
             return
         added = cumulative_counts(hist, self.geometry(metric).index)
+        low, high = hist.get_min_value(), hist.get_max_value()
         buckets = into.get(key)
         if buckets is None:
-            into[key] = Buckets(added, window.sums[metric])
+            into[key] = Buckets(added, window.sums[metric], low, high)
         else:
             buckets.cumulative += added
             buckets.sum += window.sums[metric]
+            buckets.min, buckets.max = min(buckets.min, low), max(buckets.max, high)
 
 
 @dataclass(frozen=True)

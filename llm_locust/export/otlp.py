@@ -1,112 +1,137 @@
-"""The live metrics pushed with OpenTelemetry, when Locust's `--otel` is on: the instruments of the Prometheus export
-(`prometheus`), recorded on the meter provider Locust set up from its exporter settings (`OTEL_METRICS_EXPORTER`,
-`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_METRIC_EXPORT_INTERVAL` ...).
+"""The live metrics pushed with OpenTelemetry when Locust's `--otel` is on: the Prometheus export's series
+(`prometheus`) as OTel metric data — cumulative histograms with the same buckets, sums, gauges — handed to the OTel
+SDK's exporters chosen by the same settings as Locust's own (`OTEL_METRICS_EXPORTER`: `otlp` over
+`OTEL_EXPORTER_OTLP_METRICS_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`, `grpc` or `http/protobuf`, to
+`OTEL_EXPORTER_OTLP_ENDPOINT`; `console`; `none`), every `OTEL_METRIC_EXPORT_INTERVAL` ms.
 
-The OTel API has no way to add a histogram's bucket counts: each merged delta's HdrHistogram is recorded value by
-value, every value at the middle of its HdrHistogram bucket. Counts are exact, values and sums within 0.1 % (exact
-below 2.048 ms). Attributes: `run`, `step` (sweep runs), `replica` / `model` on a breakdown's points, `outcome` and
-`error.type` on `llm_locust.requests`, `gen_ai.token.type` on `gen_ai.client.token.usage`. Imported only with
-`--otel` (the SDK is an optional dependency: `pip install 'llm-locust[otel]'`).
+The data points are built from `live.LiveMetrics`, not recorded value by value through the OTel API (which has no
+way to add bucket counts, and costs µs per call — one per token event for the ITL): counts exact, as in Prometheus.
+Attributes: `run`, `step` (sweep runs), `replica` / `model` on a breakdown's points, `outcome` and `error.type` on
+`llm_locust.requests`, `gen_ai.token.type` on `gen_ai.client.token.usage`. Imported only with `--otel` (the SDK is
+an optional dependency: `pip install 'llm-locust[otel]'`). No Locust, no gevent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import logging
+import os
+from collections.abc import Mapping
 
-import numpy as np
-from hdrh.histogram import HdrHistogram
-from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    ConsoleMetricExporter,
+    Gauge,
+    Histogram,
+    HistogramDataPoint,
+    Metric,
+    MetricExporter,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+    Sum,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from llm_locust.export.live import DIMENSIONS, TOKEN_BUCKETS, TOKEN_METRIC, LiveGauges, quantile_points
+from llm_locust.export.live import TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
 from llm_locust.metrics import declarations
-from llm_locust.metrics.histograms import Delta, WindowMetrics
 
-METER_NAME = "llm_locust"
+logger = logging.getLogger("llm_locust")
 
-
-def bucket_values(hist: HdrHistogram) -> Iterator[tuple[int, int]]:
-    """(value at the middle of the bucket, count) of each non-empty bucket of `hist`, in its unit."""
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
-    for index in np.flatnonzero(counts).tolist():
-        lowest = hist.get_value_from_index(index)
-        yield (lowest + hist.get_highest_equivalent_value(lowest)) // 2, int(counts[index])
+SCOPE = InstrumentationScope("llm_locust")
+DEFAULT_INTERVAL_S = 60.0
+"""OTEL_METRIC_EXPORT_INTERVAL's default (the SDK's), seconds."""
+_CUMULATIVE = AggregationTemporality.CUMULATIVE
 
 
-class OtlpExport:
-    """The live export's OTel instruments on `meter`; `add` each merged delta; `gauges()` (None: no test yet) is read
-    at each collection for users, requests in flight and the quantiles."""
+def export_interval_s() -> float:
+    """`OTEL_METRIC_EXPORT_INTERVAL` (ms) in seconds; the SDK's default (60 s) when unset or not a positive number."""
+    try:
+        interval_s = float(os.environ.get("OTEL_METRIC_EXPORT_INTERVAL", "")) / 1e3
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+    return interval_s if interval_s > 0 else DEFAULT_INTERVAL_S
 
-    def __init__(
-        self, meter: Meter, gauges: Callable[[], LiveGauges | None], dimensions: tuple[str, ...] = DIMENSIONS
-    ) -> None:
-        self._gauges = gauges
-        self.dimensions = dimensions
-        self._latencies = {
-            m.name: meter.create_histogram(m.instrument, unit="s", description=f"{m.label} (llm-locust `{m.name}`)",
-                                           explicit_bucket_boundaries_advisory=list(m.buckets_s))
-            for m in declarations.LATENCIES
-        }  # fmt: skip
-        self._tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Output tokens per successful request",
-            explicit_bucket_boundaries_advisory=[float(b) for b in TOKEN_BUCKETS],
-        )  # fmt: skip
-        self._requests = meter.create_counter("llm_locust.requests", unit="{request}", description="Finished requests")
-        self._output = meter.create_counter("llm_locust.output_tokens", unit="{token}", description="Output tokens")
-        self._input = meter.create_counter("llm_locust.input_tokens", unit="{token}", description="Prompt tokens")
-        meter.create_observable_gauge("llm_locust.users", [self._users], unit="{user}", description="Users running")
-        meter.create_observable_gauge("llm_locust.requests_in_flight", [self._in_flight], unit="{request}",
-                                      description="Requests sent, not finished")  # fmt: skip
-        meter.create_observable_gauge("llm_locust.latency_quantile", [self._quantiles], unit="s",
-                                      description="HdrHistogram percentiles of each latency")  # fmt: skip
 
-    def add(self, delta: Delta, run: str) -> None:
-        """Record one merged delta (each once): its windows as the run's, its breakdowns of `dimensions` apart."""
-        for key, window in delta.windows.items():
-            self._add(window, _attributes(run, key.step))
-        for group, window in delta.groups.items():
-            if group.dimension in self.dimensions:
-                self._add(window, {**_attributes(run, group.step), group.dimension: group.label})
+def exporters_from_environment() -> list[MetricExporter]:
+    """The OTel SDK's metric exporters that `OTEL_METRICS_EXPORTER` names (default `otlp`), as Locust's `--otel` makes
+    its own: an OTLP one over gRPC or HTTP (its package missing: said, skipped), `console`; `none`: none."""
+    exporters: list[MetricExporter] = []
+    for name in {e.strip().lower() for e in os.getenv("OTEL_METRICS_EXPORTER", "otlp").split(",") if e.strip()}:
+        if name == "console":
+            exporters.append(ConsoleMetricExporter())
+        elif name == "otlp":
+            protocol = os.getenv(
+                "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", os.getenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+            )
+            try:
+                if protocol.strip().lower() == "grpc":
+                    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+                else:
+                    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            except ImportError:
+                logger.warning("--otel: no OTLP exporter for %r installed, the LLM metrics are not pushed (pip install "
+                               "'llm-locust[otel]')", protocol)  # fmt: skip
+                continue
+            exporters.append(OTLPMetricExporter())
+        elif name != "none":
+            logger.warning("--otel: unknown OTEL_METRICS_EXPORTER %r ignored", name)
+    return exporters
 
-    def _add(self, window: WindowMetrics, attributes: dict[str, str]) -> None:
-        outcomes = {("ok", ""): window.requests_ok, ("cancelled", ""): window.requests_cancelled}
-        outcomes.update((("failed", kind), n) for kind, n in window.failures.items())
-        for (outcome, kind), n in outcomes.items():
-            if n:
-                self._requests.add(n, {**attributes, "outcome": outcome, **({"error.type": kind} if kind else {})})
-        if window.output_tokens:
-            self._output.add(window.output_tokens, attributes)
-        if window.prompt_tokens:
-            self._input.add(window.prompt_tokens, attributes)
-        for name, histogram in self._latencies.items():
-            _record(histogram, window.hist[name], 1e-6, attributes)
-        _record(self._tokens, window.hist[TOKEN_METRIC], 1.0, {**attributes, "gen_ai.token.type": "output"})
 
-    def _users(self, _: CallbackOptions) -> Iterable[Observation]:
-        gauges = self._gauges()
-        return [] if gauges is None else [Observation(gauges.users, {"run": gauges.run})]
+def metrics_data(live: LiveMetrics, gauges: LiveGauges, start_ns: int, now_ns: int, resource: Resource) -> MetricsData:
+    """The live metrics as cumulative OTel data since `start_ns` (the test's start), at `now_ns`."""
 
-    def _in_flight(self, _: CallbackOptions) -> Iterable[Observation]:
-        gauges = self._gauges()
-        return [] if gauges is None else [Observation(gauges.in_flight, {"run": gauges.run})]
+    def attributes(series: Series, more: Mapping[str, str] | None = None) -> dict[str, str]:
+        found = {"run": gauges.run, **({"step": str(series.step)} if series.step >= 0 else {})}
+        if series.dimension:
+            found[series.dimension] = series.label
+        return {**found, **(more or {})}
 
-    def _quantiles(self, _: CallbackOptions) -> Iterable[Observation]:
-        gauges = self._gauges()
-        if gauges is None:
-            return []
-        return [
-            Observation(p.value_s, {"run": gauges.run, "metric": p.metric, "quantile": p.quantile, "window": p.window})
-            for p in quantile_points(gauges)
+    def histogram(name: str, unit: str, metric: str, points: Mapping[Series, Buckets], scale: float,
+                  more: Mapping[str, str] | None = None) -> Metric:  # fmt: skip
+        bounds = list(live.geometry(metric).bounds)
+        data = [
+            HistogramDataPoint(attributes(series, more), start_ns, now_ns, b.count, b.sum * scale,
+                               [int(n) for n in _per_bucket(b)], bounds, b.min * scale, b.max * scale)
+            for series, b in sorted(points.items())
+        ]  # fmt: skip
+        return Metric(name, None, unit, Histogram(data, _CUMULATIVE))
+
+    def total(name: str, unit: str, points: list[tuple[dict[str, str], int]]) -> Metric:
+        data = [NumberDataPoint(a, start_ns, now_ns, v) for a, v in points]
+        return Metric(name, None, unit, Sum(data, _CUMULATIVE, is_monotonic=True))
+
+    requests, output, prompt = [], [], []
+    for series, counts in sorted(live.counts.items()):
+        requests.append((attributes(series, {"outcome": "ok"}), counts.requests_ok))
+        requests.append((attributes(series, {"outcome": "cancelled"}), counts.requests_cancelled))
+        requests += [
+            (attributes(series, {"outcome": "failed", "error.type": k}), n) for k, n in sorted(counts.failures.items())
         ]
+        output.append((attributes(series), counts.output_tokens))
+        prompt.append((attributes(series), counts.prompt_tokens))
+    found = [total("llm_locust.requests", "{request}", requests), total("llm_locust.output_tokens", "{token}", output),
+             total("llm_locust.input_tokens", "{token}", prompt)]  # fmt: skip
+    for m in declarations.LATENCIES:
+        points = {series: b for (series, name), b in live.latencies.items() if name == m.name}
+        found.append(histogram(m.instrument, "s", m.name, points, 1e-6))
+    found.append(histogram("gen_ai.client.token.usage", "{token}", TOKEN_METRIC, live.tokens, 1.0,
+                           {"gen_ai.token.type": "output"}))  # fmt: skip
+    run = {"run": gauges.run}
+    found.append(Metric("llm_locust.users", None, "{user}", Gauge([NumberDataPoint(run, 0, now_ns, gauges.users)])))
+    found.append(Metric("llm_locust.requests_in_flight", None, "{request}",
+                        Gauge([NumberDataPoint(run, 0, now_ns, gauges.in_flight)])))  # fmt: skip
+    quantiles = [
+        NumberDataPoint({**run, "metric": p.metric, "quantile": p.quantile, "window": p.window}, 0, now_ns, p.value_s)
+        for p in quantile_points(gauges)
+    ]
+    found.append(Metric("llm_locust.latency_quantile", None, "s", Gauge(quantiles)))
+    return MetricsData([ResourceMetrics(resource, [ScopeMetrics(SCOPE, found, "")], "")])
 
 
-def _attributes(run: str, step: int) -> dict[str, str]:
-    return {"run": run} if step < 0 else {"run": run, "step": str(step)}
-
-
-def _record(histogram: Histogram, hist: HdrHistogram, scale: float, attributes: dict[str, str]) -> None:
-    """Every value of `hist` into the OTel `histogram`, times `scale` (µs -> s)."""
-    if not hist.get_total_count():
-        return
-    for value, count in bucket_values(hist):
-        for _ in range(count):
-            histogram.record(value * scale, attributes)
+def _per_bucket(buckets: Buckets) -> list[int]:
+    """The values in each bucket (OTel's counts), from the cumulative counts (Prometheus')."""
+    cumulative = buckets.cumulative.tolist()
+    return [b - a for a, b in zip([0, *cumulative[:-1]], cumulative, strict=True)]

@@ -1,14 +1,15 @@
 """Master/local: the live export's wiring — the Prometheus endpoint (`--prometheus-port`) served by a gevent WSGI
-server in this process, and the OTel push on the meter provider Locust set up (`--otel`) — fed with every delta the
-process merges (`RunState`), sampled when scraped or collected.
+server in this process, and the OTel push (`--otel`: the SDK's exporters, in gevent's thread pool) — fed with every
+delta the process merges (`RunState`), sampled when scraped or pushed.
 
 The metrics themselves are `export/` (pure). At the end of a run the process waits for one more scrape, so that
-the scraper's last sample holds the final numbers (`final_scrape`), and flushes the OTel provider.
+the scraper's last sample holds the final numbers (`final_scrape`), and pushes them once more (`close`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -24,7 +25,7 @@ from llm_locust.export.settings import ExportSettings
 from llm_locust.metrics.histograms import Delta
 
 if TYPE_CHECKING:
-    from llm_locust.export.otlp import OtlpExport
+    from opentelemetry.sdk.metrics.export import MetricExporter
 
 logger = logging.getLogger("llm_locust")
 
@@ -42,10 +43,12 @@ class LiveExport:
         self._run = ""
         self._gauges: Callable[[], LiveGauges] | None = None
         self.collector = LiveCollector(self._current)
+        self._start_ns = time.time_ns()
         self._server: WSGIServer | None = None
-        self._otlp = _otlp_export(self._sample) if otel else None
         if settings.prometheus_port:
             self._serve(settings)
+        self._exporters: list[MetricExporter] = _otel_exporters() if otel else []
+        self._pusher = gevent.spawn(self._push_forever) if self._exporters else None
 
     def _serve(self, settings: ExportSettings) -> None:
         registry = CollectorRegistry(auto_describe=False)
@@ -67,20 +70,42 @@ class LiveExport:
         self._live = LiveMetrics()
         self._run = run
         self._gauges = gauges
+        self._start_ns = time.time_ns()
 
     def add(self, delta: Delta) -> None:
         """Count one delta merged into the run (each delta once)."""
         if self._live is not None:
             self._live.add(delta)
-            if self._otlp is not None:
-                self._otlp.add(delta, self._run)
-
-    def _sample(self) -> LiveGauges | None:
-        return None if self._gauges is None else self._gauges()
 
     def _current(self) -> tuple[LiveMetrics, LiveGauges] | None:
-        gauges = self._sample()
-        return None if self._live is None or gauges is None else (self._live, gauges)
+        if self._live is None or self._gauges is None:
+            return None
+        return self._live, self._gauges()
+
+    def _push_forever(self) -> None:
+        from llm_locust.export.otlp import export_interval_s
+
+        while True:
+            gevent.sleep(export_interval_s())
+            self._push()
+
+    def _push(self) -> None:
+        """Hand the current numbers to each OTel exporter (in gevent's thread pool: an exporter's I/O, gRPC's
+        included, never blocks this process's loop)."""
+        current = self._current()
+        if current is None:
+            return
+        from opentelemetry.sdk.resources import Resource
+
+        from llm_locust.export.otlp import metrics_data
+
+        resource = Resource.create({"service.name": os.getenv("OTEL_SERVICE_NAME", "locust")})
+        data = metrics_data(*current, self._start_ns, time.time_ns(), resource)
+        for exporter in self._exporters:
+            try:
+                gevent.get_hub().threadpool.apply(exporter.export, (data,))
+            except Exception as e:  # a collector down must not end the run
+                logger.warning("--otel: the LLM metrics could not be pushed: %s", e)
 
     def final_scrape(self, wait_s: float = FINAL_SCRAPE_WAIT_S) -> None:
         """The run's numbers are final: if something scrapes the endpoint regularly, wait until it scrapes once more
@@ -96,26 +121,23 @@ class LiveExport:
             gevent.sleep(0.1)
 
     def close(self) -> None:
-        """Stop serving; push what the OTel provider holds."""
+        """Stop serving; push the final numbers."""
         if self._server is not None:
             self._server.stop(timeout=1)
-        if self._otlp is not None:
-            from opentelemetry import metrics as otel_metrics
+        if self._pusher is not None:
+            self._pusher.kill()
+            self._push()
+            for exporter in self._exporters:
+                exporter.shutdown()
 
-            flush = getattr(otel_metrics.get_meter_provider(), "force_flush", None)
-            if flush is not None:
-                flush()
 
-
-def _otlp_export(gauges: Callable[[], LiveGauges | None]) -> OtlpExport | None:
-    """The OTel instruments on the global meter provider (Locust's, with its exporters); None, said once, without
-    the OpenTelemetry API."""
+def _otel_exporters() -> list[MetricExporter]:
+    """The OTel SDK's exporters named by the OTEL_* variables (`export.otlp.exporters_from_environment`); none, said
+    once, without the SDK."""
     try:
-        from opentelemetry import metrics as otel_metrics
-
-        from llm_locust.export.otlp import METER_NAME, OtlpExport
+        from llm_locust.export.otlp import exporters_from_environment
     except ImportError:
         logger.warning("--otel: the OpenTelemetry SDK is not installed, the LLM metrics are not pushed "
                        "(pip install 'llm-locust[otel]')")  # fmt: skip
-        return None
-    return OtlpExport(otel_metrics.get_meter(METER_NAME), gauges)
+        return []
+    return exporters_from_environment()

@@ -43,8 +43,9 @@ def _scrape(live: LiveMetrics, run: RunMetrics) -> dict[tuple[str, frozenset], f
     }
 
 
-def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_label() -> None:
-    rng = random.Random(7)
+def _merged(seed: int = 7) -> tuple[LiveMetrics, RunMetrics, list[RequestRecord]]:
+    """Four processes' deltas of 50 requests each (one in ten failed, two replicas), merged and exported."""
+    rng = random.Random(seed)
     live, run = LiveMetrics(), RunMetrics()
     records = []
     for _ in range(4):  # four processes' deltas, each counted once
@@ -56,6 +57,11 @@ def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_la
         delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
         run.merge_delta(delta)
         live.add(delta)
+    return live, run, records
+
+
+def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_label() -> None:
+    live, run, records = _merged()
     ok = [r for r in records if r.ok]
     samples = _scrape(live, run)
 
@@ -101,3 +107,30 @@ def test_bad_export_options_are_one_line_naming_the_option(port: str, host: str,
     assert (
         ExportSettings.from_options(SimpleNamespace(prometheus_port=0, prometheus_host="0.0.0.0")).prometheus_port == 0
     )
+
+
+def test_otlp_data_points_are_the_same_series_with_per_bucket_counts() -> None:
+    otlp = pytest.importorskip(
+        "llm_locust.export.otlp", reason="the OpenTelemetry SDK (pip install 'llm-locust[otel]')"
+    )
+    from opentelemetry.sdk.resources import Resource
+
+    live, run, records = _merged()
+    ok = [r for r in records if r.ok]
+    gauges = LiveGauges(run="r1", in_flight=3, users=5, last_window=None, total=run.total)
+    data = otlp.metrics_data(live, gauges, 1, 2, Resource.create({}))
+    (scope,) = data.resource_metrics[0].scope_metrics
+    metrics = {m.name: m.data.data_points for m in scope.metrics}
+    points = {tuple(sorted(p.attributes.items())): p for p in metrics["gen_ai.server.time_to_first_token"]}
+    total = points[(("run", "r1"),)]
+    assert (
+        total.count == sum(total.bucket_counts) == len(ok)
+        and len(total.bucket_counts) == len(total.explicit_bounds) + 1
+    )
+    assert total.min <= min(r.ttft_s for r in ok) * (1 + 1e-3) and total.max >= max(r.ttft_s for r in ok) * (1 - 1e-3)
+    assert points[(("replica", "0"), ("run", "r1"))].count + points[(("replica", "1"), ("run", "r1"))].count == len(ok)
+    requests = {tuple(sorted(p.attributes.items())): p.value for p in metrics["llm_locust.requests"]}
+    assert requests[(("error.type", "http_5xx"), ("outcome", "failed"), ("run", "r1"))] == len(records) - len(ok)
+    (tokens,) = [p for p in metrics["gen_ai.client.token.usage"] if "replica" not in p.attributes]
+    assert tokens.attributes["gen_ai.token.type"] == "output" and tokens.count == len(ok)
+    assert [p.value for p in metrics["llm_locust.users"]] == [5]
