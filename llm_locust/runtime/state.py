@@ -476,7 +476,8 @@ class RunState:
             self._results.close()
             self._results = None
         if self.export is not None:
-            self.export.final_scrape()
+            if self.signals.name is None:  # interrupted: quit now, the orchestrator's grace period is short
+                self.export.final_scrape()
             self.export.close()
         self.signals.stop()
 
