@@ -8,6 +8,7 @@ The process's `Role` (`LocalRole`, `MasterRole`, `WorkerRole`) registers only th
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -237,7 +238,8 @@ class RunState:
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
             if self.export is not None:
-                self.export.start_test(Path(self.settings.output.results_dir).name, self._live_gauges)
+                run = Path(self.settings.output.results_dir).name
+                self.export.start_test(run, functools.partial(self._live_gauges, run, self._results))
 
     def _base_host(self, environment: Environment) -> None:
         """A --host ending in /v1 (the OpenAI SDK's base_url) is accepted: the base URL is what precedes it (the API
@@ -342,15 +344,15 @@ class RunState:
             spans=tuple(control.spans) if control is not None else (),
         )
 
-    def _live_gauges(self) -> LiveGauges:
-        """Master/local: the live export's sample of the current test (`export.live.LiveGauges`)."""
-        writer = self._results
+    def _live_gauges(self, run: str, writer: ResultsWriter) -> LiveGauges:
+        """Master/local: the live export's sample of test `run`, whose results `writer` writes (closed, too: the last
+        scrape after the end reads its last row) (`export.live.LiveGauges`)."""
         runner = self.environment.runner
         return LiveGauges(
-            run=Path(self.settings.output.results_dir).name,  # the `run` label
+            run=run,
             in_flight=self.in_flight,
             users=runner.user_count if runner is not None else 0,
-            last_window=writer.history[-1] if writer is not None and writer.history else None,
+            last_window=writer.history[-1] if writer.history else None,
             total=self.run.total,
         )
 
