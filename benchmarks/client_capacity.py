@@ -16,6 +16,9 @@ actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
 - RSS: peak resident memory of the largest client process, MB; RSS Δ: how much it grew over the
   measurement window (flat memory: about 0).
 
+`--prometheus-port` runs llm-locust with its live export on (a free port, scraped every second by the benchmark):
+its cost per event is the µs/event above a run without.
+
 `--scheme https` runs the same over HTTPS: the simulator serves TLS (`--tls-cert/--tls-key`) with a certificate of
 a throw-away CA made for the run (trustme), which the client trusts (`--ca-bundle`, and `SSL_CERT_FILE` for
 GuideLLM); `--scheme both` runs each level over http and then https, side by side in one table.
@@ -27,6 +30,7 @@ each level N times and prints every run: tail errors depend on stalls of the mac
     .venv/bin/python benchmarks/client_capacity.py --clients fast,openai-sdk,guidellm \
         --streams 50,100,200,400,600 --run-time-s 12
     .venv/bin/python benchmarks/client_capacity.py --scheme both --streams 16,128,256 --no-stop
+    .venv/bin/python benchmarks/client_capacity.py --prometheus-port --streams 100,400 --no-stop
 
 GuideLLM runs from its own venv (default benchmarks/.venv-guidellm, see benchmarks/RESULTS.md);
 its row is skipped with a note when that venv is missing.
@@ -40,7 +44,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from itertools import pairwise
 from pathlib import Path
 from time import perf_counter
@@ -192,11 +198,25 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
     ]  # fmt: skip
     if args.pki is not None and sim.url.startswith("https://"):
         command += ["--ca-bundle", str(args.pki / "ca.pem")]
+    if args.prometheus_port:
+        command += ["--prometheus-port", str(args.export_port)]
     if args.processes > 1:
         port = str(free_port())
         command += ["--processes", str(args.processes), "--master-bind-host", "127.0.0.1",
                     "--master-bind-port", port, "--master-port", port]  # fmt: skip
     return command
+
+
+def scrape_while(proc: subprocess.Popen, port: int, interval_s: float = 1.0) -> None:
+    """Scrape llm-locust's live export (`--prometheus-port`) every `interval_s` until `proc` ends, as a Prometheus
+    would: the exporter's cost of being read is in the client's CPU too."""
+    while proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                response.read()
+        except OSError:
+            pass  # not listening yet, or gone
+        time.sleep(interval_s)
 
 
 def max_tokens(args: argparse.Namespace) -> str:
@@ -277,10 +297,13 @@ def run_level(
         out = Path(tmp)
         if cores[0] is not None:
             os.sched_setaffinity(sim.pid, {cores[0]})
+        args.export_port = free_port()
         command = client_command(client, streams, sim, args, out)
         proc = subprocess.Popen(
             command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
         )
+        if args.prometheus_port and client != "guidellm":
+            threading.Thread(target=scrape_while, args=(proc, args.export_port), daemon=True).start()
         samples, rss = sample_cpu(proc, args.run_time_s + 120)
         stderr = proc.stderr.read() if proc.stderr else b""
         if proc.returncode not in (0, EXIT_GATE_FAILED):  # 3: the verdict failed, e.g. the client saturated
@@ -389,6 +412,11 @@ def main(argv: list[str] | None = None) -> int:
         help="runs per level, each printed (a shared or virtual machine's stalls vary from run to run); "
         "the ramp stops after a level where no run was within the bound",
     )  # fmt: skip
+    parser.add_argument(
+        "--prometheus-port", action="store_true",
+        help="run llm-locust with its live export on (--prometheus-port, a free port), scraped every second during "
+        "the run: the exporter's cost per event is the difference with a run without",
+    )  # fmt: skip
     parser.add_argument("--guidellm", type=Path, default=GUIDELLM, help="the guidellm executable")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the simulator and the client to cores")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
@@ -407,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"simulator core {cores[0]}, client core {cores[1]}; fixed timing TTFT {args.ttft_ms} ms, ITL "
           f"{args.itl_ms} ms, {args.tokens} ± {args.tokens_spread} tokens; {args.run_time_s} s per level "
-          f"({args.warmup_s} s warm-up left out); llm-locust: {args.processes} process(es); load average at start "
+          f"({args.warmup_s} s warm-up left out); llm-locust: {args.processes} process(es)"
+          f"{', live export scraped every 1 s' if args.prometheus_port else ''}; load average at start "
           f"{load:.2f}")  # fmt: skip
     print(header(), flush=True)
     rows = []

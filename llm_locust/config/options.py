@@ -105,6 +105,7 @@ def add_arguments(parser: Any) -> None:
         default=1.0,
         help="With --requests-jsonl: the share P of requests written (0 < P <= 1, drawn with --seed)",
     )
+    add_export_arguments(parser)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -372,6 +373,24 @@ def add_server_metrics_arguments(parser: Any) -> None:
         default=0.0,
         help="Price of the endpoint (or of its GPUs) in US dollars per hour: summary.json and the report give "
         "dollars per million output and input tokens (0: no cost)",
+    )
+
+
+def add_export_arguments(parser: Any) -> None:
+    """The live-export options: the master's (or local runner's) Prometheus endpoint (`llm_locust.export`); set at
+    start-up, not in the web UI's form."""
+    group = parser.add_argument_group("llm-locust live export", "Serve the run's client metrics to Prometheus")
+    group.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=0,
+        help="Serve the run's LLM metrics (TTFT, ITL, TPOT, E2E histograms; requests, tokens, errors; in flight) at "
+        "http://HOST:PORT/metrics while it runs, from the master or local runner (0: off)",
+    )
+    group.add_argument(
+        "--prometheus-host",
+        default="127.0.0.1",
+        help="Address the --prometheus-port endpoint listens on (0.0.0.0: every interface)",
     )
 
 

@@ -2,7 +2,8 @@
 
 Each stage owns its settings value object and its validation (`from_options`): the endpoint, timeouts and
 cancellation (`transport.settings`), the workload (`workload.settings`), the load (`load.settings`), the objectives
-(`metrics.settings`), the scraper (`scrape.settings`) and the output (`results.settings`). `Settings.from_options`
+(`metrics.settings`), the scraper (`scrape.settings`), the output (`results.settings`) and the live export
+(`export.settings`). `Settings.from_options`
 builds them once and the wiring (`runtime/`) hands each stage its own group, never the raw options.
 """
 
@@ -15,6 +16,7 @@ from typing import Any, get_type_hints
 
 from llm_locust import redact
 from llm_locust.config.options import SECRET_OPTIONS
+from llm_locust.export.settings import ExportSettings
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.option_values import PUBLIC, as_list
@@ -39,6 +41,7 @@ class Settings:
     scrape: ScrapeSettings
     endpoint: EndpointSettings
     workload: WorkloadSettings
+    export: ExportSettings
 
     @classmethod
     def from_options(cls, options: Any) -> Settings:

@@ -34,6 +34,10 @@ class Outcome(StrEnum):
 
 
 ALL_OUTCOMES = frozenset(Outcome)
+SECONDS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 300.0)
+"""Upper bounds (s) of the live export's histogram buckets for a latency of ms to minutes (TTFT, E2E)."""
+MILLISECONDS_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0)
+"""Upper bounds (s) of the live export's histogram buckets for a latency of µs to a second (ITL, TPOT)."""
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -66,6 +70,11 @@ class LatencyMetric:
     console table and the report's latency-vs-load and distribution charts."""
     table_stats: tuple[str, ...] = ()
     """The statistics of it in the report's steps and comparison tables ("p50", "p90", "p99"; none: not shown)."""
+    otel_name: str = ""
+    """The OpenTelemetry GenAI semantic-convention instrument it is exported as (`--prometheus-port`, `--otel`),
+    where one exists (e.g. "gen_ai.server.time_to_first_token"); "": `llm_locust.<name>`."""
+    buckets_s: tuple[float, ...] = SECONDS_BUCKETS_S
+    """Upper bounds (s) of its histogram's buckets in the live export."""
 
     def __post_init__(self) -> None:
         if (self.read_s is None) == (self.values_us is None):
@@ -73,6 +82,11 @@ class LatencyMetric:
         if not _NAME.fullmatch(self.name) or (self.slo and "_" in self.name):
             raise ValueError(f"latency {self.name!r}: the name must be lower-case letters, digits and '_' (no '_' "
                              "when --slo may name it: ttft_p90_ms)")  # fmt: skip
+
+    @property
+    def instrument(self) -> str:
+        """Its OpenTelemetry instrument name: `otel_name`, else `llm_locust.<name>`."""
+        return self.otel_name or f"llm_locust.{self.name}"
 
     def request_ms(self, record: RequestRecord) -> float | None:
         """The request's own value in ms, as an SLO judges it (pooled: its largest value); None when it has none."""
@@ -85,19 +99,24 @@ class LatencyMetric:
 
 LATENCIES: tuple[LatencyMetric, ...] = (
     LatencyMetric("ttft", "TTFT", read_s=attrgetter("ttft_s"), outcomes=frozenset({Outcome.OK, Outcome.CANCELLED}),
-                  slo=True, series=True, table_stats=("p50", "p90", "p99")),
+                  slo=True, series=True, table_stats=("p50", "p90", "p99"),
+                  otel_name="gen_ai.server.time_to_first_token"),
     LatencyMetric("ttfo", "TTFO", read_s=attrgetter("ttfo_s"), slo=True),
-    LatencyMetric("tpot", "TPOT", read_s=attrgetter("tpot_s"), slo=True, series=True, table_stats=("p50", "p90")),
-    LatencyMetric("itl", "ITL", values_us=attrgetter("itl_us"), slo=True, series=True, table_stats=("p50", "p99")),
-    LatencyMetric("e2e", "E2E", read_s=attrgetter("e2e_s"), slo=True, series=True, table_stats=("p50", "p90")),
+    LatencyMetric("tpot", "TPOT", read_s=attrgetter("tpot_s"), slo=True, series=True, table_stats=("p50", "p90"),
+                  otel_name="gen_ai.server.time_per_output_token", buckets_s=MILLISECONDS_BUCKETS_S),
+    LatencyMetric("itl", "ITL", values_us=attrgetter("itl_us"), slo=True, series=True, table_stats=("p50", "p99"),
+                  buckets_s=MILLISECONDS_BUCKETS_S),
+    LatencyMetric("e2e", "E2E", read_s=attrgetter("e2e_s"), slo=True, series=True, table_stats=("p50", "p90"),
+                  otel_name="gen_ai.client.operation.duration"),
     LatencyMetric("queue_delay", "client queue delay", read_s=attrgetter("queue_delay_s"), outcomes=ALL_OUTCOMES),
     LatencyMetric("ttft_failed", "TTFT of failed requests", read_s=attrgetter("ttft_s"),
                   outcomes=frozenset({Outcome.FAILED})),
     LatencyMetric("e2e_cancelled", "E2E of cancelled requests", read_s=attrgetter("e2e_s"),
                   outcomes=frozenset({Outcome.CANCELLED})),
-    LatencyMetric("connect", "TCP connect", read_s=attrgetter("connect_s"), outcomes=ALL_OUTCOMES, series=True),
+    LatencyMetric("connect", "TCP connect", read_s=attrgetter("connect_s"), outcomes=ALL_OUTCOMES, series=True,
+                  buckets_s=MILLISECONDS_BUCKETS_S),
     LatencyMetric("tls_handshake", "TLS handshake", read_s=attrgetter("tls_handshake_s"), outcomes=ALL_OUTCOMES,
-                  series=True),
+                  series=True, buckets_s=MILLISECONDS_BUCKETS_S),
     LatencyMetric("ttfb", "time to response headers", read_s=attrgetter("ttfb_s"), outcomes=ALL_OUTCOMES,
                   series=True),
 )  # fmt: skip

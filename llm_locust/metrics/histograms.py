@@ -80,6 +80,24 @@ def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str
     return stats
 
 
+def counts_index(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
+    """The index in `hist`'s counts of the bucket each of `values` (int64, >= 0) falls in, vectorised: what hdrh's
+    `_counts_index_for` does per value. Buckets hold one value each below 2,048 (µs), then widen by powers of two
+    (<= 0.1 % of the value)."""
+    # bucket = bit length of (v | sub_bucket_mask) - unit magnitude - (sub-bucket half-count magnitude + 1)
+    bit_length = np.frexp((values | hist.sub_bucket_mask).astype(np.float64))[1]
+    bucket = bit_length - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub_bucket = values >> (bucket + hist.unit_magnitude)
+    return ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub_bucket - hist.sub_bucket_half_count
+
+
+def cumulative_counts(hist: HdrHistogram, bounds_index: np.ndarray) -> np.ndarray:
+    """How many values of `hist` are in the buckets up to each of `bounds_index` (`counts_index` of each bound),
+    inclusive: a bucket holding a bound counts whole (exact below 2,048; else within 0.1 % of the bound)."""
+    cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], dtype=np.int64)
+    return cumulative[bounds_index]
+
+
 def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
     """Record every value of `values` (int64, within 0 .. the histogram's highest) into `hist`
     at once: what `hist.record_value` does per value, vectorised (hdrh's Python per-value path
@@ -87,12 +105,7 @@ def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
     values = values[values >= 0]
     if not values.size:
         return
-    # bucket = bit length of (v | sub_bucket_mask) - unit magnitude - (sub-bucket half-count magnitude + 1)
-    bit_length = np.frexp((values | hist.sub_bucket_mask).astype(np.float64))[1]
-    bucket = bit_length - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
-    sub_bucket = values >> (bucket + hist.unit_magnitude)
-    index = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub_bucket - hist.sub_bucket_half_count
-    np.add.at(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], index, 1)
+    np.add.at(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], counts_index(hist, values), 1)
     hist.total_count += int(values.size)
     hist.min_value = min(hist.min_value, int(values.min()))
     hist.max_value = max(hist.max_value, int(values.max()))

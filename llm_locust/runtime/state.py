@@ -8,6 +8,7 @@ The process's `Role` (`LocalRole`, `MasterRole`, `WorkerRole`) registers only th
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from locust.runners import (
 from llm_locust import redact
 from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
+from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.limits import CONFIGURATION_KINDS
 from llm_locust.load.pacing import Plan
@@ -42,6 +44,7 @@ from llm_locust.results.request_lines import RequestLines
 from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
+from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
@@ -186,6 +189,8 @@ class RunState:
         self.collector = None if self.is_master else RunCollector()
         self.saturation = SaturationTracker()  # master / local: every process's samples
         self._reset()
+        export, otel = self.settings.export, bool(getattr(environment.parsed_options, "otel", False))
+        self.export = LiveExport(export, otel) if (export.prometheus_port or otel) and not self.is_worker else None
         self.role.register(self, environment.events, runner)
 
     # -- every process ------------------------------------------------------------------
@@ -236,6 +241,9 @@ class RunState:
                 local_lines=self.request_lines,
             )
             self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
+            if self.export is not None:
+                run = Path(self.settings.output.results_dir).name
+                self.export.start_test(run, functools.partial(self._live_gauges, run, self._results))
 
     def _base_host(self, environment: Environment) -> None:
         """A --host ending in /v1 (the OpenAI SDK's base_url) is accepted: the base URL is what precedes it (the API
@@ -348,6 +356,18 @@ class RunState:
             spans=tuple(control.spans) if control is not None else (),
         )
 
+    def _live_gauges(self, run: str, writer: ResultsWriter) -> LiveGauges:
+        """Master/local: the live export's sample of test `run`, whose results `writer` writes (closed, too: the last
+        scrape after the end reads its last row) (`export.live.LiveGauges`)."""
+        runner = self.environment.runner
+        return LiveGauges(
+            run=run,
+            in_flight=self.in_flight,
+            users=runner.user_count if runner is not None else 0,
+            last_window=writer.history[-1] if writer.history else None,
+            total=self.run.total,
+        )
+
     def config_pause_s(self) -> float:
         """How long a user waits before its next request: `CONFIG_PAUSE_S` while nothing succeeded in this process and
         a request failed with a configuration-class error, else 0."""
@@ -421,6 +441,8 @@ class RunState:
             delta = delta_from_wire(wire)
             self.requests_by_worker[str(client_id)] += delta.requests
             self.run.merge_delta(delta)
+            if self.export is not None:
+                self.export.add(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
@@ -440,6 +462,8 @@ class RunState:
             delta = self.recorder.take_delta()
             if delta:
                 self.run.merge_delta(delta)
+                if self.export is not None:
+                    self.export.add(delta)
 
     def sample_local(self) -> None:
         """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
@@ -474,6 +498,10 @@ class RunState:
                     collect_last_reports(environment.runner)
             self._results.close()
             self._results = None
+        if self.export is not None:
+            if self.signals.name is None:  # interrupted: quit now, the orchestrator's grace period is short
+                self.export.final_scrape()
+            self.export.close()
         self.signals.stop()
 
 

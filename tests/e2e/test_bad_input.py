@@ -3,6 +3,8 @@ traceback; and API keys never in any output (console, log file, CSVs, JSON, HTML
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from conftest import free_port, read_summary, short_run
 from harness.output import assert_no_secret, error_lines
@@ -33,6 +35,18 @@ def test_bad_host_url(tmp_path, host, message):
     assert code == 2, output[-2000:]
     errors = error_lines(output)
     assert len(errors) == 1 and message in errors[0] and "--host" in errors[0], output[-2000:]
+    assert "Traceback" not in output
+
+
+def test_prometheus_port_in_use_is_one_line(tmp_path, keyed_sim):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, output = short_run(tmp_path, keyed_sim.url, "--prometheus-port", str(port), env={"OPENAI_API_KEY": KEY})
+    assert code == 2, output[-2000:]
+    errors = error_lines(output)
+    assert len(errors) == 1 and f"--prometheus-port {port}: cannot listen on 127.0.0.1:{port}" in errors[0], errors
     assert "Traceback" not in output
 
 

@@ -105,6 +105,28 @@ def test_compose_web_ui_override_serves_8089_without_headless():
     assert parsed.master and not parsed.headless and parsed.host == "http://sim:8000"
 
 
+def test_compose_prometheus_override_exports_the_master_and_provisions_grafana():
+    base = compose("docker-compose.yml")["master"]["command"]
+    services = compose("docker-compose.yml", "docker-compose.prometheus.yml")
+    assert services["master"]["command"] == [*base, "--prometheus-port=9646", "--prometheus-host=0.0.0.0"]
+    parsed = options(*local(services["master"]["command"]))
+    export = Settings.from_options(parsed).export
+    assert (export.prometheus_port, export.prometheus_host) == (9646, "0.0.0.0")
+    scrape = yaml.safe_load((ROOT / "deploy/grafana/prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    assert jobs["llm-locust"]["static_configs"][0]["targets"] == ["master:9646"]
+    assert {jobs["vllm"]["metrics_path"], jobs["dcgm"]["metrics_path"]} == {"/metrics", "/gpu-metrics"}
+    for service in ("prometheus", "grafana"):
+        for volume in services[service]["volumes"]:
+            assert (ROOT / volume.split(":")[0]).exists(), volume
+        assert all(port.startswith("127.0.0.1:") for port in services[service]["ports"])
+    source = yaml.safe_load((ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert source["datasources"][0]["url"] == "http://prometheus:9090"
+    dashboards = yaml.safe_load((ROOT / "deploy/grafana/provisioning/dashboards/llm-locust.yml").read_text())
+    mounted = services["grafana"]["volumes"][1].split(":")[1]
+    assert Path(mounted).parent == Path(dashboards["providers"][0]["options"]["path"])
+
+
 def test_dockerfile_builds_on_the_official_image_of_the_tested_locust():
     text = (ROOT / "Dockerfile").read_text()
     assert f"ARG LOCUST_VERSION={locust.__version__}" in text  # the stand-in (build-base.sh) reads it too

@@ -61,7 +61,7 @@ PURE = (
 """What must run without Locust or gevent: every stage but the Locust wiring (`runtime/`, with the pacer, the
 controller and the sweep shape; the `plugin`/`users`/`shape` re-exports) and the transport's I/O."""
 
-STAGES = ("transport", "workload", "scrape", "results", "metrics", "load", "report", "sim")
+STAGES = ("transport", "workload", "scrape", "results", "metrics", "load", "report", "sim", "export")
 """The stages: each receives its own settings group from the wiring and imports neither `config` nor `runtime`."""
 
 
@@ -264,7 +264,7 @@ LAYERS = (
     ("llm_locust.workload", "llm_locust.scrape"),
     ("llm_locust.load",),
     ("llm_locust.transport",),
-    ("llm_locust.results",),
+    ("llm_locust.results", "llm_locust.export"),
     ("llm_locust.report",),
     ("llm_locust.config",),
     ("llm_locust.runtime", "llm_locust.sim"),
