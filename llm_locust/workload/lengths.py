@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from llm_locust.errors import ConfigError
 
-KINDS = ("fixed", "uniform", "normal", "lognormal")
 _SYNTAX = "N, fixed:N, uniform:MIN,MAX, normal:MEAN,SD[,MIN,MAX] or lognormal:MEAN,SD[,MIN,MAX]"
 
 
@@ -72,8 +72,13 @@ class StepLengths(Protocol):
     def max_tokens(self) -> int | None: ...
 
 
-def parse_length(text: str, option: str) -> LengthDist:
-    """Parse a length distribution (module docstring syntax); ConfigError naming `option` if invalid."""
+def split_distribution(
+    text: str, option: str, arities: Mapping[str, tuple[int, ...]], syntax: str
+) -> tuple[str, list[float], Callable[[str], ConfigError]]:
+    """Split a distribution's text, `KIND:P1,P2,...` or a bare number (`fixed`), into its kind (a key of `arities`,
+    which gives the parameter counts it takes) and its parameters; with the function that makes the one-line
+    ConfigError of `option` for a problem (`syntax`: what is expected). ConfigError for an unknown kind, a parameter
+    that is not a number, or the wrong count."""
     text = str(text).strip()
     kind, colon, rest = text.partition(":")
     if not colon:
@@ -81,17 +86,23 @@ def parse_length(text: str, option: str) -> LengthDist:
     kind = kind.lower()
 
     def fail(why: str) -> ConfigError:
-        return ConfigError(f"{option} {text!r}: {why}; expected {_SYNTAX}")
+        return ConfigError(f"{option} {text!r}: {why}; expected {syntax}")
 
-    if kind not in KINDS:
+    if kind not in arities:
         raise fail(f"unknown distribution {kind!r}")
     try:
         values = [float(v) for v in rest.split(",")] if rest.strip() else []
     except ValueError:
         raise fail("parameters must be numbers") from None
-    expected = {"fixed": (1,), "uniform": (2,), "normal": (2, 4), "lognormal": (2, 4)}[kind]
-    if len(values) not in expected:
-        raise fail(f"{kind} takes {' or '.join(map(str, expected))} parameter(s), got {len(values)}")
+    if len(values) not in arities[kind]:
+        raise fail(f"{kind} takes {' or '.join(map(str, arities[kind]))} parameter(s), got {len(values)}")
+    return kind, values, fail
+
+
+def parse_length(text: str, option: str) -> LengthDist:
+    """Parse a length distribution (module docstring syntax); ConfigError naming `option` if invalid."""
+    arities = {"fixed": (1,), "uniform": (2,), "normal": (2, 4), "lognormal": (2, 4)}
+    kind, values, fail = split_distribution(text, option, arities, _SYNTAX)
     integers = values if kind in ("fixed", "uniform") else values[2:]
     if any(v != int(v) for v in integers):
         raise fail("lengths must be whole numbers")

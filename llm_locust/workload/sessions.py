@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_locust.errors import ConfigError
+from llm_locust.workload.lengths import split_distribution
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 
 Message = dict[str, Any]
@@ -63,7 +63,6 @@ class Session:
         self.history_tokens += tokens
 
 
-DURATION_KINDS = ("fixed", "uniform", "exponential", "lognormal")
 _DURATION_SYNTAX = "S, fixed:S, uniform:MIN,MAX, exponential:MEAN or lognormal:MEAN,SD"
 
 
@@ -95,24 +94,8 @@ class DurationDist:
 
 def parse_duration(text: str, option: str) -> DurationDist:
     """Parse a distribution of seconds (`DurationDist`); ConfigError naming `option` if invalid."""
-    text = str(text).strip()
-    kind, colon, rest = text.partition(":")
-    if not colon:
-        kind, rest = "fixed", text
-    kind = kind.lower()
-
-    def fail(why: str) -> ConfigError:
-        return ConfigError(f"{option} {text!r}: {why}; expected {_DURATION_SYNTAX}")
-
-    if kind not in DURATION_KINDS:
-        raise fail(f"unknown distribution {kind!r}")
-    try:
-        values = [float(v) for v in rest.split(",")] if rest.strip() else []
-    except ValueError:
-        raise fail("parameters must be numbers") from None
-    expected = {"fixed": 1, "uniform": 2, "exponential": 1, "lognormal": 2}[kind]
-    if len(values) != expected:
-        raise fail(f"{kind} takes {expected} parameter(s), got {len(values)}")
+    arities = {"fixed": (1,), "uniform": (2,), "exponential": (1,), "lognormal": (2,)}
+    kind, values, fail = split_distribution(text, option, arities, _DURATION_SYNTAX)
     if not all(math.isfinite(v) and v >= 0 for v in values):
         raise fail("seconds must be finite and >= 0")
     if kind == "uniform" and values[0] > values[1]:
