@@ -100,6 +100,7 @@ LATENCIES: tuple[LatencyMetric, ...] = (
                   series=True),
     LatencyMetric("ttfb", "time to response headers", read_s=attrgetter("ttfb_s"), outcomes=ALL_OUTCOMES,
                   series=True),
+    LatencyMetric("tool_call", "time to tool call", read_s=attrgetter("tool_call_s")),
 )  # fmt: skip
 """Every latency, in the order of summary.json, the tables and the time series: TTFT (time to first token: of
 successful and cancelled requests), TTFO (first non-reasoning output), TPOT (time per output token), ITL (every gap
@@ -107,7 +108,8 @@ between token events, pooled), E2E (to the last token) — of successful request
 loop: how late each request was sent, whatever its outcome), the TTFT of failed requests that got a first token
 (kept apart so that it never mixes into the successes'), the E2E of cancelled requests (to their last token), and the
 phases of each request's connection, whatever its outcome: a new connection's TCP connect and TLS handshake (none on a
-reused one), and the time to the response headers (TTFB).
+reused one), and the time to the response headers (TTFB); the time to the complete tool call(s) of a successful answer
+that has one.
 Definitions: `record.RequestRecord` and docs/metrics.md."""
 
 

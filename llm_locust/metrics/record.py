@@ -16,6 +16,8 @@ the moment never happened (e.g. no token arrived).
   reused one) and TTFB = t_headers - t_send (the response headers). t_send is taken before the connection is
   checked out, so a new connection's connect and handshake are inside TTFB and TTFT (as in vLLM's bench and
   GuideLLM); these show the parts.
+- time to the complete tool call = t_tool_call - t_send: the arrival of the last event that carried a part of a
+  tool call (its id, name or arguments); the calls themselves in `tool_calls`.
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
@@ -52,6 +54,18 @@ class ErrorKind(StrEnum):
     BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
     INCOMPLETE = "incomplete"  # the stream ended without its last event ([DONE], finish_reason, ...)
     NO_TOKENS = "no_tokens"  # the stream finished but carried no generated token
+    TOOL_CALL_JSON = "tool_call_json"  # a streamed tool call's arguments are not a JSON object
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model streamed: its `id` (chat's `tool_calls[].id`, the Responses item's `call_id`, the
+    Messages `tool_use` block's `id`), the function's `name`, and its `arguments` as the streamed JSON text (the
+    argument pieces concatenated in arrival order)."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 class TokenSource(StrEnum):
@@ -99,6 +113,8 @@ class RequestRecord:
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
+    t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
@@ -150,6 +166,11 @@ class RequestRecord:
     def e2e_s(self) -> float | None:
         """End-to-end latency to the last token, seconds."""
         return None if self.t_last is None else self.t_last - self.t_send
+
+    @property
+    def tool_call_s(self) -> float | None:
+        """Time to the complete tool call(s), seconds: `t_tool_call` − `t_send` (None: the answer has none)."""
+        return None if self.t_tool_call is None else self.t_tool_call - self.t_send
 
     @property
     def queue_delay_s(self) -> float | None:
