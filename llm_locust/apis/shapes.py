@@ -5,10 +5,14 @@ maybe more fields of a dataset entry — and leaves the API's own: chat `message
 Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with the system messages moved
 to its `system` field. An API that counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its
 `--embedding-batch` prompt texts: embeddings send them as `input`.
+
+An API that takes tools (`apis.Api.tools`) shapes the neutral function schemas of `workload/tools.py` into its own
+`tools` field: `chat_tools`, `responses_tools`, `messages_tools`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -37,6 +41,21 @@ def messages(body: dict[str, Any]) -> None:
     body["messages"] = [m for m in listed if m.get("role") != "system"]
     if system:
         body["system"] = "\n".join(system)
+
+
+def chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat completions' `tools`: each function schema (`{"name", "description", "parameters"}`) as a function tool."""
+    return [{"type": "function", "function": dict(tool)} for tool in tools]
+
+
+def responses_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses API's `tools`: function tools with the schema's fields at the top."""
+    return [{"type": "function", **tool} for tool in tools]
+
+
+def messages_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic Messages' `tools`: name, description and the parameters' schema as `input_schema`."""
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
 
 
 def embeddings(body: dict[str, Any]) -> None:

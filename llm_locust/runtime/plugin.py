@@ -95,6 +95,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 endpoint,
                 settings.workload.ignore_eos,
                 settings.endpoint.client,
+                tools=bool(settings.workload.tool_sets),
             )
         _states[environment] = state
         if state.is_worker:

@@ -7,10 +7,11 @@ each turn carrying the history, by this one user: a session is never split or sh
 `--prefix-pool`, `--prefix-zipf`); each conversation (each synthetic request) has its own session id, sent in
 `--session-header` when given; `max_tokens` comes from the dataset entry or `--max-tokens`; the length
 fields from the API and the server family (`providers.length_fields`); images are attached to the
-messages of an API that takes them (`Api.images`: chat). The user's API (`apis.Api`) shapes the prompt
-into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a streamed API's `stream`;
-chat and text completions also `stream_options.include_usage`); `--extra-body` wins on conflicts. A request
-of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
+messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`: one tool
+set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The user's
+API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
+streamed API's `stream`; chat and text completions also `stream_options.include_usage`); `--extra-body` wins on
+conflicts. A request of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ class Workload:
         self.prompts = PromptMaker(self.counter, self.rng)
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
+        self.tool_sets = settings.tool_sets
+        self._tools: tuple[str, list[dict[str, Any]]] = ("", [])  # the session's tools, in this API's shape
 
     def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
         """The next request of this user for `model`: with a trace, the trace's request `index`; else a sweep `step`
@@ -169,8 +172,16 @@ class Workload:
             **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
+        if self.tool_sets:
+            body["tools"] = self._session_tools()
         body.update(settings.extra_body)
         return body
+
+    def _session_tools(self) -> list[dict[str, Any]]:
+        """The current session's tools in this API's shape: one of the tool sets, drawn when the session began."""
+        if self._tools[0] != self.session or not self.session:
+            self._tools = (self.session, self.api.tools(self.rng.choice(self.tool_sets)))  # type: ignore[misc]
+        return self._tools[1]
 
     def _images(self) -> list[str]:
         """Data URLs to attach to this request: the --image files, then one generated image."""
