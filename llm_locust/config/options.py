@@ -158,6 +158,18 @@ def add_workload_arguments(group: Any) -> None:
     )
     group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
     group.add_argument(
+        "--session-turns",
+        default="1",
+        help="Turns of each synthetic session (N or a distribution like --prompt-tokens): each turn sends the whole "
+        "history, the answers as returned, plus a new --prompt-tokens user message; 1: one-turn requests",
+    )
+    group.add_argument(
+        "--think-time-s",
+        default="0",
+        help="Pause before each later turn of a session, seconds: S, uniform:MIN,MAX, exponential:MEAN or "
+        "lognormal:MEAN,SD",
+    )
+    group.add_argument(
         "--tools",
         type=int,
         default=0,

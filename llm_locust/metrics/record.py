@@ -113,6 +113,9 @@ class RequestRecord:
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
+    session: str = ""  # the conversation (session) it belongs to: its id, sent in --session-header
+    turn: int = 0  # its 1-based turn in a multi-turn session (0: not part of a multi-turn session)
+    answer_text: str | None = None  # the generated text as the API's event text gives it (kept when asked: sessions)
     tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
     t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
 
@@ -184,6 +187,21 @@ class RequestRecord:
         if n < 2 or self.t_first is None or self.t_last is None:
             return None
         return (self.t_last - self.t_first) / (n - 1)
+
+
+TURN_BUCKETS = (1, 2, 4, 8, 16)
+"""Upper bounds (inclusive) of the "turn" breakdown's buckets: "1", "2", "3-4", "5-8", "9-16", then "17+"."""
+
+
+def turn_group(turn: int) -> tuple[str, str]:
+    """The ("turn", label) breakdown pair of the 1-based `turn` of a multi-turn session: "1", "2", "3-4", "5-8",
+    "9-16" or "17+"."""
+    low = 1
+    for high in TURN_BUCKETS:
+        if turn <= high:
+            return ("turn", str(high) if low == high else f"{low}-{high}")
+        low = high + 1
+    return ("turn", f"{low}+")
 
 
 REUSE_BUCKETS_PCT = (25, 50, 75)

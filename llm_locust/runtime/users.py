@@ -146,11 +146,15 @@ class ApiUser(FastHttpUser):
         request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
         headers = {self.session_header: request.session} if self.session_header else {}
         with self.replicas.use() as replica:
-            self.transport.send(
+            record = self.transport.send(
                 Prepared(self.api, self.path, request.body, headers, ticket, replica,
                          self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
-                         request.inputs, request.prefix_blocks)
+                         request.inputs, request.prefix_blocks, request.session, request.turn, request.keep_answer)
             )  # fmt: skip
+        self.workload.answered(record)
+        think_s = self.workload.think_time_s()
+        if think_s > 0:  # a multi-turn session's pause before its next turn (--think-time-s)
+            gevent.sleep(think_s)
 
 
 class ChatCompletionsUser(ApiUser):

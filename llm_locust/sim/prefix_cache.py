@@ -3,7 +3,10 @@
 A prompt (its words: the simulator counts one token per word) is cut into whole blocks of `BLOCK_TOKENS`; block i is
 named by a hash chained over blocks 0..i, so a block hits only when the whole prefix up to it was seen before. A
 request's hits are its leading blocks found in the cache; then every whole block of it is stored (most recent last)
-and the least recently used blocks beyond `capacity_blocks` are dropped. A cut last block is never cached.
+and the least recently used blocks beyond `capacity_blocks` are dropped. A cut last block is never cached. When the
+request has finished, the whole blocks of its prompt and generated text together are stored too (`store`), as vLLM
+caches the blocks its decode fills and SGLang's radix cache a finished request: the next turn of a conversation,
+which sends that history back, hits them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,21 @@ class PrefixCache:
             else:
                 leading = False
                 blocks[key] = None
+        self._evict()
+        return whole, hits
+
+    def store(self, words: list[str]) -> None:
+        """Store every whole block of a finished request's prompt and generated text, `words` (one token each)."""
+        blocks = self._blocks
+        key = 0
+        for index in range(len(words) // BLOCK_TOKENS):
+            key = hash((key, " ".join(words[index * BLOCK_TOKENS : (index + 1) * BLOCK_TOKENS])))
+            blocks[key] = None
+            blocks.move_to_end(key)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently used blocks beyond the capacity."""
+        blocks = self._blocks
         while len(blocks) > self.capacity_blocks:
             blocks.popitem(last=False)
-        return whole, hits

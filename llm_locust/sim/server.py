@@ -21,7 +21,7 @@ import orjson
 
 from llm_locust.sim import exporters, faults, http
 from llm_locust.sim.apis import BY_ENDPOINT, BY_PATH, parse_completion
-from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body
+from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -161,7 +161,7 @@ class SimApp:
         `late`: the request was held back (`slow_headers`); its timing starts now, not at t_recv.
         """
         created_s = int(time.time())
-        offset = (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
+        offset = _word_offset(record)
         model = self.config.model
         chunked = request.version == "HTTP/1.1"
         encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, created_s, model, offset)
@@ -234,10 +234,19 @@ class SimApp:
 
     def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
         record = generation.record
+        spec = generation.spec
+        if self.prefix_cache is not None and record.finish_reason is not None and spec.output_tokens:
+            # a finished answer's blocks stay cached with its prompt's, for the conversation's next turn
+            self.prefix_cache.store((spec.prompt_text + output_text(spec, _word_offset(record))).split())
         self.trace.add(record)
         self.metrics.finished(record)
         if not record.cancelled:
             conn.response_done(generation.keep_alive)
+
+
+def _word_offset(record: TraceRecord) -> int:
+    """The index in `WORDS` of the first word a response generates (varied by its request number)."""
+    return (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
 
 
 async def serve(

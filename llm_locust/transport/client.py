@@ -25,7 +25,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.apis import api
 from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, finish
-from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group
+from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
@@ -55,9 +55,10 @@ class FastTransport:
     its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and reports it.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
-    user's greenlet while it waits for bytes). `counter` (--tokenizer): a stream's body is kept as it arrives
-    (`StreamText`) and its generated text counted once, at the end (`record.local_output_tokens`, checked against
-    the server's usage).
+    user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
+    (`Prepared.keep_answer`): a stream's body is kept as it arrives (`StreamText`) and its generated text decoded
+    once, at the end — counted (`record.local_output_tokens`, checked against the server's usage), kept
+    (`record.answer_text`), or both.
     """
 
     def __init__(
@@ -89,7 +90,7 @@ class FastTransport:
         watchdog, counter, cancel = self.watchdog, self.counter, prepared.cancel
         post = self._post(prepared, streamed=True)
         record = new_record(prepared)
-        kept = None if counter is None else StreamText(prepared.api.event_text)
+        kept = StreamText(prepared.api.event_text) if counter is not None or prepared.keep_answer else None
         watch = watchdog.start(record)
         if cancel is not None:
             cancel.start()
@@ -110,8 +111,8 @@ class FastTransport:
                         raw.release()  # closes the connection unless the body was read to its end
                 _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
                 finish(record, perf_counter())
-                if kept is not None and record.ok:
-                    record.local_output_tokens = counter.count(kept.text())  # type: ignore[union-attr]
+                if kept is not None:
+                    keep_text(record, kept.text(), counter, prepared.keep_answer)
                 _report(resp, record)
         finally:
             _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
@@ -181,6 +182,16 @@ def _closed_before_response(resp: Any) -> bool:
     return isinstance(original if isinstance(original, BaseException) else error, HTTPConnectionClosed)
 
 
+def keep_text(record: RequestRecord, text: str, counter: TokenCounter | None, keep_answer: bool) -> None:
+    """Put a finished stream's generated `text` on `record`: its tokens counted by `counter` (--tokenizer) when the
+    request succeeded, the text itself as `answer_text` when `keep_answer` (also of a failed or cancelled stream:
+    what arrived)."""
+    if counter is not None and record.ok:
+        record.local_output_tokens = counter.count(text)
+    if keep_answer:
+        record.answer_text = text
+
+
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
     """End the request's timeouts and cancellation timer."""
     watchdog.end(watch)
@@ -190,8 +201,8 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
 
 def new_record(prepared: Prepared) -> RequestRecord:
     """The record of `prepared`, being sent now (perf_counter), with what its pacer's ticket says, its shared
-    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too) and its replica's
-    breakdown."""
+    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too), its replica's
+    breakdown, its session and turn (a multi-turn session's turn counts in the "turn" breakdown too)."""
     prefix_blocks, ticket = prepared.prefix_blocks, prepared.ticket
     record = RequestRecord(
         endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=prepared.expected_prompt_tokens
@@ -201,6 +212,9 @@ def new_record(prepared: Prepared) -> RequestRecord:
         record.groups += (reuse_group(*prefix_blocks),)
     if prepared.replica is not None:
         record.groups += prepared.replica.groups
+    if prepared.turn:
+        record.groups += (turn_group(prepared.turn),)
+    record.session, record.turn = prepared.session, prepared.turn
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record

@@ -31,7 +31,10 @@ class Prepared:
     the pacer (due time, sweep step, whether it counts); `replica`: one of several behind --host, with its
     credentials and breakdown; `cancel`: when this stream is to be closed early; `expected_prompt_tokens`: the
     client's count, if known (checked against the server's usage); `inputs`: the texts a request of an API that
-    counts inputs carries (embeddings); `prefix_blocks`: its shared prompt blocks (whole, seen before).
+    counts inputs carries (embeddings); `prefix_blocks`: its shared prompt blocks (whole, seen before); `session`
+    and `turn`: its session and 1-based turn in it (0: not a multi-turn session; the record counts in the "turn"
+    breakdown otherwise); `keep_answer`: keep the generated text on the record (`RequestRecord.answer_text`, what
+    the API's `event_text` reads from the stream; a session sends it back), at no cost when False.
     """
 
     api: Api
@@ -44,6 +47,9 @@ class Prepared:
     expected_prompt_tokens: int | None = None
     inputs: int = 1
     prefix_blocks: tuple[int, int] = (0, 0)
+    session: str = ""
+    turn: int = 0
+    keep_answer: bool = False
 
 
 class Transport(Protocol):

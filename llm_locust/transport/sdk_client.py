@@ -24,7 +24,14 @@ import orjson
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
-from llm_locust.transport.client import RECORD_KEY, RequestFailure, new_record, report_values, status_kind
+from llm_locust.transport.client import (
+    RECORD_KEY,
+    RequestFailure,
+    keep_text,
+    new_record,
+    report_values,
+    status_kind,
+)
 from llm_locust.transport.request import Prepared
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -85,7 +92,7 @@ class SdkTransport:
         watchdog = self.watchdog
         record = new_record(prepared)
         watch = watchdog.start(record)
-        texts: list[str] | None = None if self.counter is None else []
+        texts: list[str] | None = [] if self.counter is not None or prepared.keep_answer else None
         try:
             try:
                 for chunk in create(**arguments, extra_body=body):
@@ -100,8 +107,8 @@ class SdkTransport:
                 record.fail(*_failure(e, self.host))
             watchdog.end(watch)
             finish(record, perf_counter())
-            if texts and record.ok:
-                record.local_output_tokens = self.counter.count("".join(texts))  # type: ignore[union-attr]
+            if texts is not None:
+                keep_text(record, "".join(texts), self.counter, prepared.keep_answer)
             self._report(record, prepared.path)
         finally:
             watchdog.end(watch)

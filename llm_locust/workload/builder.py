@@ -4,12 +4,14 @@ One `Workload` per user (its own seeded RNG): `next_request()` returns the next 
 Prompts come from the dataset (`--dataset`; a multi-turn conversation is played turn by turn,
 each turn carrying the history, by this one user: a session is never split or shared) or are synthetic
 (`prompts.PromptMaker`, `--prompt-tokens`, behind a shared prefix of `prefix_pool.PrefixPool`: `--prefix-tokens`,
-`--prefix-pool`, `--prefix-zipf`); each conversation (each synthetic request) has its own session id, sent in
-`--session-header` when given; `max_tokens` comes from the dataset entry or `--max-tokens`; the length
-fields from the API and the server family (`providers.length_fields`); images are attached to the
-messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`: one tool
-set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The user's
-API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
+`--prefix-pool`, `--prefix-zipf`); synthetic requests are one-turn conversations unless `--session-turns` asks
+for multi-turn sessions (`sessions.Session`: each turn sends the whole history — the answers as the server returned
+them, `Workload.answered` — and a new user message of `--prompt-tokens`; `--think-time-s` before each later turn);
+each conversation has its own session id, sent in `--session-header` when given; `max_tokens` comes from the dataset
+entry or `--max-tokens`; the length fields from the API and the server family (`providers.length_fields`); images are
+attached to the messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`:
+one tool set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The
+user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
 streamed API's `stream`; chat and text completions also `stream_options.include_usage`); `--extra-body` wins on
 conflicts. A request of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
 """
@@ -26,13 +28,15 @@ from typing import Any
 import orjson
 
 from llm_locust.apis import api, shapes
+from llm_locust.metrics.record import RequestRecord
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
-from llm_locust.workload.prefix_blocks import BlockTexts, prompt_from_blocks
+from llm_locust.workload.prefix_blocks import BLOCK_TOKENS, BlockTexts, prompt_from_blocks
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.prompts import PromptMaker
 from llm_locust.workload.providers import length_fields
+from llm_locust.workload.sessions import Session
 from llm_locust.workload.settings import WorkloadSettings
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.traces import Trace, TraceRequest
@@ -45,13 +49,17 @@ and a seeded run repeats (a counter per process, as the users are created one by
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
-    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`) and its session id."""
+    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
+    a multi-turn session (0: not one), and whether its answer is to be kept (`RequestRecord.answer_text`: a later
+    turn sends it back)."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
     prefix_blocks: tuple[int, int] = (0, 0)
     session: str = ""  # the conversation's id (a synthetic request is its own conversation)
     inputs: int = 1  # an API that counts inputs (embeddings): the texts the request carries
+    turn: int = 0
+    keep_answer: bool = False
 
 
 @lru_cache(maxsize=2)
@@ -96,6 +104,9 @@ class Workload:
         self._user_id = uuid.UUID(int=self.rng.getrandbits(128)).hex[:12]
         self._sessions = count(1)
         self.session = ""
+        self.multi_turn = str(settings.session_turns) != "1"  # synthetic multi-turn sessions (--session-turns)
+        self.conversation: Session | None = None  # the synthetic session being played (multi_turn)
+        self.turn = 0  # the 1-based turn of the request last built in a multi-turn session (0: not one)
         self.prefixes = prefixes
         self.prompts = PromptMaker(self.counter, self.rng)
         self.images = [file_data_url(path) for path in settings.image]
@@ -115,7 +126,28 @@ class Workload:
         if self.api.images and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session)
+        keep = self.conversation is not None and not self.conversation.done
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=self.turn, keep_answer=keep)
+
+    def answered(self, record: RequestRecord) -> None:
+        """The user has the answer to the request last built (`record`): in a synthetic multi-turn session its text
+        as the server returned it (`answer_text`, kept when asked) joins the history; a failed turn ends the
+        session (the next request starts a new one). A cancelled turn's history keeps the text that arrived."""
+        conversation = self.conversation
+        if conversation is None or conversation.done or record.session != conversation.session_id:
+            return
+        if record.error_kind is not None or record.answer_text is None:
+            self.conversation = None
+            return
+        conversation.answered(record.answer_text, self.counter.count(record.answer_text))
+
+    def think_time_s(self) -> float:
+        """Seconds to wait before the next request: `--think-time-s` drawn while a multi-turn session has turns
+        left, else 0."""
+        conversation = self.conversation
+        if conversation is None or conversation.done:
+            return 0.0
+        return self.settings.think_time_s.sample_s(self.rng)
 
     def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
         """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length."""
@@ -143,21 +175,38 @@ class Workload:
         expected prompt tokens, and the shared prefix blocks (whole, seen before); starts a new session with each
         conversation (each synthetic request)."""
         if not self.dataset:
-            self.session = f"{self._user_id}-{next(self._sessions)}"
             tokens = prompt_tokens or self.settings.prompt_tokens.sample(self.rng)
+            conversation = self.conversation
+            if self.multi_turn and conversation is not None and not conversation.done:
+                return self._session_turn(conversation, *self.prompts.prompt(tokens), (0, 0))
+            self.session = f"{self._user_id}-{next(self._sessions)}"
             prefix, prefix_tokens, blocks = self.prefixes.draw(self.rng, tokens) if self.prefixes else ("", 0, (0, 0))
             text, counted = self.prompts.prompt(tokens, prefix, prefix_tokens)
-            return {"prompt": text}, counted, blocks
+            if not self.multi_turn:
+                return {"prompt": text}, counted, blocks
+            self.conversation = Session(self.session, self.settings.session_turns.sample(self.rng))
+            return self._session_turn(self.conversation, text, counted, blocks)
         if self._turn >= len(self._turns):
             self._turns, self._turn = self.rng.choice(self.dataset), 0
             self.session = f"{self._user_id}-{next(self._sessions)}"
         fields = self._turns[self._turn]
         self._turn += 1
+        self.turn = self._turn if len(self._turns) > 1 else 0
         expected = None
         if self.settings.tokenizer:
             texts = [m["content"] for m in fields["messages"]] if "messages" in fields else [fields["prompt"]]
             expected = sum(self.counter.count(t) for t in texts if isinstance(t, str))
         return fields, expected, (0, 0)
+
+    def _session_turn(
+        self, conversation: Session, text: str, tokens: int, pool_blocks: tuple[int, int]
+    ) -> tuple[dict[str, Any], int, tuple[int, int]]:
+        """The fields of the next turn of `conversation`, whose new user message is `text` (`tokens` tokens): the
+        whole history and it, the prompt tokens they count, and their whole blocks, of which seen before — the
+        history's, or on a first turn the shared prefix's (`pool_blocks`, drawn from the pool)."""
+        messages, expected, seen = conversation.ask(text, tokens)
+        self.turn = conversation.turn
+        return {"messages": messages}, expected, (expected // BLOCK_TOKENS, max(seen, pool_blocks[1]))
 
     def _body(self, fields: dict[str, Any], model: str, max_tokens: int | None) -> dict[str, Any]:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`

@@ -16,6 +16,7 @@ from llm_locust.option_values import as_list, build, optional_int, shown_as
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
+from llm_locust.workload.sessions import DurationDist, parse_duration
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.tools import ToolSet, load_tool_sets, synthetic_tools
 
@@ -23,9 +24,9 @@ from llm_locust.workload.tools import ToolSet, load_tool_sets, synthetic_tools
 @dataclass(frozen=True)
 class WorkloadSettings:
     """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
-    tokenizer that counts, the session header, the embeddings batch and the extra body fields; agent sessions' tools
-    (`tools` synthetic ones, or `tools_file`), the length of a tool's result (tokens), its latency (ms; fixed 0: no
-    wait) and the most steps of a session."""
+    tokenizer that counts, the session header, the embeddings batch, the extra body fields, and the synthetic
+    multi-turn sessions' turns and think time; agent sessions' tools (`tools` synthetic ones, or `tools_file`), the
+    length of a tool's result (tokens), its latency (ms; fixed 0: no wait) and the most steps of a session."""
 
     extra_body: dict[str, Any]
     prompt_tokens: LengthDist = field(metadata=shown_as(str))
@@ -42,6 +43,8 @@ class WorkloadSettings:
     image: tuple[str, ...]
     image_size: tuple[int, int] | None
     embedding_batch: int
+    session_turns: LengthDist = field(metadata=shown_as(str))
+    think_time_s: DurationDist = field(metadata=shown_as(str))
     tools: int
     tools_file: str
     tool_result_tokens: LengthDist = field(metadata=shown_as(str))
@@ -100,6 +103,8 @@ class WorkloadSettings:
             seed=optional_int(options.seed, "--seed"),
             prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
+            session_turns=parse_length(options.session_turns, "--session-turns"),
+            think_time_s=parse_duration(options.think_time_s, "--think-time-s"),
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,
             tool_result_tokens=parse_length(options.tool_result_tokens, "--tool-result-tokens"),

@@ -31,6 +31,15 @@ def test_least_recently_used_blocks_go_first() -> None:
     assert cache.lookup(_words("c")) == (1, 1)
 
 
+def test_a_finished_requests_prompt_and_answer_blocks_are_stored_for_the_next_turn() -> None:
+    cache = PrefixCache(capacity_blocks=100)
+    prompt = _words("a", extra=300)
+    assert cache.lookup(prompt) == (1, 0)
+    cache.store(prompt + ["answer"] * 300)  # the answer completes the cut block: 2 whole blocks
+    assert cache.lookup(prompt + ["answer"] * 300 + ["next"] * 600) == (3, 2)
+    assert cache.lookup(prompt + ["other"] * 300) == (2, 1)  # another answer: only the prompt's block hits
+
+
 def test_cached_share_cuts_the_fixed_models_ttft() -> None:
     timing = FixedTiming(ttft_s=0.2, itl_s=0.02)
     seq = Sequence(prompt_tokens=4 * BLOCK_TOKENS, output_tokens=4, t_recv_s=10.0)
