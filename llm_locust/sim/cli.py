@@ -24,7 +24,8 @@ Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GE
 GET /health, GET /metrics (vLLM names), GET /gpu-metrics (simulated GPUs in DCGM-exporter format,
 utilisation = batch occupancy), GET /node-metrics (this host's /proc in node-exporter format),
 GET /sim/trace (per-request ground truth, perf_counter seconds: the kernel's receive time of the
-request, every token write; the injected fault), POST /sim/reset (clear the trace).
+request, every token write; the injected fault; the tool call answered and the earlier ones carried),
+POST /sim/reset (clear the trace).
 Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
 """
 
@@ -128,6 +129,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="each new connection waits this long before it is read (its TLS handshake, its first request), ms",
     )
     add_fault_arguments(parser)
+    add_tool_call_arguments(parser)
     parser.add_argument(
         "--ready-file",
         type=Path,
@@ -175,6 +177,32 @@ def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tool_call_arguments(parser: argparse.ArgumentParser) -> None:
+    """The tool-call options (see `llm_locust.sim.apis.tools`)."""
+    d = SimConfig()
+    group = parser.add_argument_group(
+        "tool calls",
+        "a chat, Responses or Messages request offering function tools may be answered with a tool call: one of its "
+        "tools, arguments built from the tool's schema, streamed one piece per token event in the API's own format; "
+        "GET /sim/trace records each call and the earlier calls and results a request carries",
+    )
+    group.add_argument(
+        "--tool-call-rate",
+        type=float,
+        default=d.tool_call_rate,
+        metavar="P",
+        help="probability that a request offering tools is answered with a tool call instead of text",
+    )
+    group.add_argument(
+        "--tool-call-malformed-rate",
+        type=float,
+        default=d.tool_call_malformed_rate,
+        metavar="P",
+        help="probability that a tool call's arguments are not valid JSON (closing brace left out)",
+    )
+    group.add_argument("--tool-call-seed", type=int, default=d.tool_call_seed, help="seed of the tool-call draws")
+
+
 def _fault_type(text: str) -> tuple[str, float]:
     """argparse type of --fault: a FaultSpecError becomes argparse's one-line usage error."""
     try:
@@ -212,6 +240,11 @@ def run(args: argparse.Namespace) -> int:
     if config.accept_delay_ms < 0:
         print(f"llm-locust sim: error: --accept-delay-ms must be >= 0, got {config.accept_delay_ms}", file=sys.stderr)
         return 2
+    for option, rate in (("--tool-call-rate", config.tool_call_rate),
+                         ("--tool-call-malformed-rate", config.tool_call_malformed_rate)):  # fmt: skip
+        if not 0.0 <= rate <= 1.0:
+            print(f"llm-locust sim: error: {option} must be a probability in [0, 1], got {rate}", file=sys.stderr)
+            return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2

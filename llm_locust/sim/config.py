@@ -59,3 +59,10 @@ class SimConfig:
     fault_retry_after_s: int = 1
     echo_headers: bool = False
     """Error answers quote every request header (see `llm_locust.sim.faults`)."""
+    tool_call_rate: float = 0.0
+    """Probability that a chat, Responses or Messages request offering function `tools` is answered with a tool call
+    instead of text (`llm_locust.sim.apis.tools`); 0: never."""
+    tool_call_malformed_rate: float = 0.0
+    """Probability that a tool call's arguments are not valid JSON (their closing brace left out)."""
+    tool_call_seed: int = 0
+    """Seed of the tool-call draws (whether, which tool, its arguments, malformed)."""

@@ -4,7 +4,10 @@ Everything comes from the simulator's real state: the running batch and the wait
 the timing driver, the token counters of finished requests, and one histogram observation per
 finished request (time to first token, time per output token, end-to-end latency, queue time),
 taken from its trace record. Nothing is recorded per token. The prefix cache's counters are vLLM v1's
-(`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache).
+(`vllm:prefix_cache_queries_total` / `vllm:prefix_cache_hits_total`, in tokens; 0 without a cache). The simulator's
+own counters (no vLLM equivalent) are named `llm_locust_sim:*`: `llm_locust_sim:tool_calls_total`, the responses
+that answered with a tool call and ran to their end, and `llm_locust_sim:tool_calls_malformed_total`, those of them
+whose arguments were made malformed (`--tool-call-malformed-rate`).
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class SimMetrics:
         self.prefix_cache_queries_total = 0  # prompt tokens looked up in the prefix cache (vLLM: queried tokens)
         self.prefix_cache_hits_total = 0  # ... of which cached (whole 512-token blocks)
         self.requests_by_reason: Counter[str] = Counter()
+        self.tool_calls_total = 0
+        self.tool_calls_malformed_total = 0
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.e2e = Histogram()
@@ -92,7 +97,11 @@ class SimMetrics:
         tokens = record.completion_tokens
         self.prompt_tokens_total += record.prompt_tokens
         self.generation_tokens_total += tokens
-        self.requests_by_reason[record.finish_reason or "abort"] += 1
+        reason = record.finish_reason or "abort"
+        self.requests_by_reason["stop" if reason == "tool_calls" else reason] += 1  # vLLM's engine: a stop
+        if record.tool_call is not None and record.finish_reason:
+            self.tool_calls_total += 1
+            self.tool_calls_malformed_total += record.tool_call.malformed
         if record.cancelled or not record.finish_reason or not record.token_times:
             return
         times = record.token_times
@@ -130,4 +139,10 @@ class SimMetrics:
         lines += self.tpot.render("vllm:time_per_output_token_seconds", label)
         lines += self.e2e.render("vllm:e2e_request_latency_seconds", label)
         lines += self.queue.render("vllm:request_queue_time_seconds", label)
+        lines += [
+            "# TYPE llm_locust_sim:tool_calls_total counter",
+            f"llm_locust_sim:tool_calls_total{{{label}}} {self.tool_calls_total}",
+            "# TYPE llm_locust_sim:tool_calls_malformed_total counter",
+            f"llm_locust_sim:tool_calls_malformed_total{{{label}}} {self.tool_calls_malformed_total}",
+        ]
         return ("\n".join(lines) + "\n").encode()

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from llm_locust.sim import exporters, faults, http
-from llm_locust.sim.apis import BY_ENDPOINT, BY_PATH, parse_completion
+from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion
+from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import DelayedStart, SimConnection, listener
@@ -63,6 +64,7 @@ class SimApp:
         self.connections: set[SimConnection] = set()
         self.faults = FaultPicker(config.faults, config.fault_seed)
         self.prefix_cache = PrefixCache(config.prefix_cache_blocks) if config.prefix_cache_blocks > 0 else None
+        self.tool_caller = ToolCaller(config.tool_call_rate, config.tool_call_malformed_rate, config.tool_call_seed)
         self._request_numbers = count(1)
         self._started_s = int(time.time())
 
@@ -133,9 +135,12 @@ class SimApp:
 
     def _start_generation(self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float) -> None:
         spec = parse_completion(request.body, api.endpoint, self.config.model, self.config.output_tokens)
+        if spec.tools and api.tool_encoder is not None:
+            spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
         record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
@@ -164,7 +169,7 @@ class SimApp:
         offset = _word_offset(record)
         model = self.config.model
         chunked = request.version == "HTTP/1.1"
-        encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, created_s, model, offset)
+        encoder = encoder_of(spec)(spec, record.id, created_s, model, offset)
         args = (conn.transport, spec, record, encoder)
         kwargs: dict[str, Any] = {
             "chunked": chunked,
@@ -206,7 +211,7 @@ class SimApp:
             conn.reset()
             return
         if fault == "non_sse":
-            encoder = BY_ENDPOINT[spec.endpoint].encoder(spec, record.id, int(time.time()), self.config.model, 0)
+            encoder = encoder_of(spec)(spec, record.id, int(time.time()), self.config.model, 0)
             conn.respond(request, 200, encoder.body())
             return
         if fault == "html_502":

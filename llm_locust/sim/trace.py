@@ -18,7 +18,13 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
 - `session`: the value of the `--session-header` request header, else None;
 - `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
   response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
-  written before it.
+  written before it;
+- `tools`: the function tools the request offered; `tool_call`: the tool call answered instead of text
+  (`{"id", "name", "arguments", "malformed"}`, the arguments as sent in full: cut short with finish_reason
+  "length"), else None (`llm_locust.sim.apis.tools`);
+- `carried_tool_calls`, `carried_tool_results`: the ids of the earlier tool calls the request's history holds and of
+  those whose results it carries back; `messages`: its number of messages (Responses: input items; 0 for text
+  completions and embeddings).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from typing import Any
+
+from llm_locust.sim.apis.wire import History, ToolCall
 
 
 class TraceRecord:
@@ -37,6 +45,7 @@ class TraceRecord:
         "endpoint",
         "fault",
         "finish_reason",
+        "history",
         "id",
         "prefix_blocks",
         "prefix_blocks_hit",
@@ -47,6 +56,8 @@ class TraceRecord:
         "t_done",
         "t_recv",
         "token_times",
+        "tool_call",
+        "tools",
     )
 
     def __init__(self, id: str, endpoint: str, stream: bool, t_recv: float, prompt_tokens: int) -> None:
@@ -65,9 +76,13 @@ class TraceRecord:
         self.prefix_blocks = 0
         self.session: str | None = None
         self.prefix_blocks_hit = 0
+        self.tools = 0
+        self.tool_call: ToolCall | None = None
+        self.history: History | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
+        history = self.history
         return {
             "id": self.id,
             "endpoint": self.endpoint,
@@ -84,6 +99,11 @@ class TraceRecord:
             "prefix_blocks": self.prefix_blocks,
             "session": self.session,
             "prefix_blocks_hit": self.prefix_blocks_hit,
+            "tools": self.tools,
+            "tool_call": None if self.tool_call is None else self.tool_call.to_dict(),
+            "carried_tool_calls": list(history.calls) if history else [],
+            "carried_tool_results": list(history.results) if history else [],
+            "messages": history.messages if history else 0,
         }
 
 

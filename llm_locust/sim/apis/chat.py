@@ -1,8 +1,11 @@
 """The chat completions API (`POST /v1/chat/completions`): its request and its `chat.completion.chunk` events.
 
-The request's `messages` and `max_tokens` (or `max_completion_tokens`). The stream opens with the role event,
-`delta: {"role": "assistant", "content": ""}`, then one `delta: {"content": ...}` chunk per token, as text
-completions' chunks (`completions.py`) otherwise.
+The request's `messages`, `max_tokens` (or `max_completion_tokens`) and `tools`. The stream opens with the role
+event, `delta: {"role": "assistant", "content": ""}`, then one `delta: {"content": ...}` chunk per token, as text
+completions' chunks (`completions.py`) otherwise. A tool call (`llm_locust.sim.apis.tools`) is one
+`delta: {"tool_calls": [...]}` chunk per piece of its arguments, as vLLM and OpenAI stream it: the first names the
+call (`index`, `id`, `type`, `function.name`) with the first piece, each later one is `{"index": 0, "function":
+{"arguments": piece}}`; the last has finish_reason "tool_calls".
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 import orjson
 
 from llm_locust.sim.apis.completions import OPEN_CHOICE_TAIL, ChunkEncoder
+from llm_locust.sim.apis.tools import with_tools
 from llm_locust.sim.apis.wire import Api, CompletionSpec, completion_spec, messages_prompt, optional_int
 from llm_locust.sim.words import WORDS
 
@@ -22,7 +26,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     max_tokens = optional_int(data, "max_tokens")
     if max_tokens is None:
         max_tokens = optional_int(data, "max_completion_tokens")
-    return completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens)
+    return with_tools(completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
 
 
 class ChatEncoder(ChunkEncoder):
@@ -50,4 +54,45 @@ class ChatEncoder(ChunkEncoder):
         return {"index": 0, "message": message, "logprobs": None, "finish_reason": self.spec.finish_reason}
 
 
-API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder)
+class ChatToolEncoder(ChatEncoder):
+    """The chunks of one chat completion answering with the spec's tool call (see the module docstring); each chunk
+    is encoded when written (a tool call is short)."""
+
+    __slots__ = ()
+
+    def _chunk(self, start: int, stop: int, arguments: str | None = None) -> bytes:
+        """The chunk carrying the call's pieces `start` .. `stop - 1` (or `arguments` instead), opening the call
+        when `start` is 0, with the finish_reason when it holds the last piece."""
+        call = self.spec.tool_call
+        assert call is not None
+        function = {"arguments": "".join(call.pieces[start:stop]) if arguments is None else arguments}
+        entry: dict[str, Any] = {"index": 0, "function": function}
+        if start == 0:
+            entry = {"index": 0, "id": call.id, "type": "function", "function": {"name": call.name, **function}}
+        finish = self.spec.finish_reason if stop > self._last_index else None
+        choice = {"index": 0, "delta": {"tool_calls": [entry]}, "logprobs": None, "finish_reason": finish}
+        return self._head + b',"choices":[' + orjson.dumps(choice) + b"]}\n\n"
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return the chunk of the call's piece `index` as (empty prefix, chunk)."""
+        return b"", self._chunk(index, index + 1)
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one chunk carrying pieces `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        return self._chunk(start, stop)
+
+    def text_event(self, text: str) -> bytes:
+        """Return an arguments chunk carrying `text` (the huge_chunk fault)."""
+        return self._chunk(1, 1, text)
+
+    def choice(self, text: str) -> dict[str, Any]:
+        """The non-streamed response's one choice: the assistant's message carrying the tool call (not `text`)."""
+        call = self.spec.tool_call
+        assert call is not None
+        function = {"name": call.name, "arguments": "".join(call.pieces)}
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": call.id, "type": "function", "function": function}]}  # fmt: skip
+        return {"index": 0, "message": message, "logprobs": None, "finish_reason": self.spec.finish_reason}
+
+
+API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder, ChatToolEncoder)

@@ -5,6 +5,10 @@ The request's `messages`, `system` (a string or a list of text blocks) and requi
 `content_block_start`, `ping`, one `content_block_delta` / `text_delta` per token, then `content_block_stop`,
 `message_delta` (`stop_reason` "end_turn" or "max_tokens", output usage) and `message_stop`. A mid-stream failure
 is an `error` event of type `overloaded_error`, the usual one under load.
+
+A tool call (`llm_locust.sim.apis.tools`; `tools` of `{"name", "input_schema"}`) is a `tool_use` content block:
+`content_block_start` with its `id`, `name` and `input: {}`, one `content_block_delta` / `input_json_delta` per
+piece of its arguments (`partial_json`), `content_block_stop`, then `message_delta` with stop_reason "tool_use".
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.sim.apis.tools import with_tools
 from llm_locust.sim.apis.wire import (
     Api,
     ApiError,
@@ -36,7 +41,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if "max_tokens" not in data:
         raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
     max_tokens = optional_int(data, "max_tokens")
-    return completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens)
+    return with_tools(completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
 
 
 class MessagesEncoder:
@@ -58,7 +63,7 @@ class MessagesEncoder:
 
     @property
     def _stop_reason(self) -> str:
-        return "max_tokens" if self.spec.finish_reason == "length" else "end_turn"
+        return {"length": "max_tokens", "tool_calls": "tool_use"}.get(self.spec.finish_reason, "end_turn")
 
     def start_events(self) -> bytes:
         """Return the events sent with the response head: message_start (input usage), content_block_start, ping."""
@@ -67,9 +72,13 @@ class MessagesEncoder:
                    "usage": {"input_tokens": self.spec.prompt_tokens, "output_tokens": 1}}  # fmt: skip
         return (
             typed_event("message_start", {"message": message})
-            + typed_event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+            + typed_event("content_block_start", {"index": 0, "content_block": self._block_start()})
             + typed_event("ping", {})
         )
+
+    def _block_start(self) -> dict[str, Any]:
+        """The content block as `content_block_start` opens it: empty text."""
+        return {"type": "text", "text": ""}
 
     def token_event(self, index: int) -> tuple[bytes, bytes]:
         """Return token `index`'s `content_block_delta` as (shared prefix, tail)."""
@@ -101,10 +110,54 @@ class MessagesEncoder:
         spec = self.spec
         return orjson.dumps({
             "id": self._id, "type": "message", "role": "assistant", "model": self._model,
-            "content": [{"type": "text", "text": output_text(spec, self._offset)}],
+            "content": [self._block()],
             "stop_reason": self._stop_reason, "stop_sequence": None,
             "usage": {"input_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens},
         })  # fmt: skip
 
+    def _block(self) -> dict[str, Any]:
+        """The non-streamed response's content block: the whole text."""
+        return {"type": "text", "text": output_text(self.spec, self._offset)}
 
-API = Api("messages", "/v1/messages", "msg", parse, MessagesEncoder)
+
+class MessagesToolEncoder(MessagesEncoder):
+    """The events of one Messages response answering with the spec's tool call (see the module docstring); each
+    event is encoded when written (a tool call is short)."""
+
+    __slots__ = ()
+
+    def _block_start(self) -> dict[str, Any]:
+        """The `tool_use` block as `content_block_start` opens it: its id, its name, `input: {}`."""
+        call = self.spec.tool_call
+        assert call is not None
+        return {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return the `input_json_delta` of the call's piece `index` as (empty prefix, event)."""
+        return b"", self.tokens_event(index, index + 1)
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one `input_json_delta` carrying pieces `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        call = self.spec.tool_call
+        assert call is not None
+        return self.text_event("".join(call.pieces[start:stop]))
+
+    def text_event(self, text: str) -> bytes:
+        """Return an `input_json_delta` carrying `text` as its `partial_json`."""
+        delta = {"type": "input_json_delta", "partial_json": text}
+        return typed_event("content_block_delta", {"index": 0, "delta": delta})
+
+    def _block(self) -> dict[str, Any]:
+        """The non-streamed response's `tool_use` block, its `input` the arguments' object (the raw text when they
+        are not valid JSON: malformed or cut short)."""
+        call = self.spec.tool_call
+        assert call is not None
+        arguments = "".join(call.pieces)
+        try:
+            tool_input = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            tool_input = arguments
+        return {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input}
+
+
+API = Api("messages", "/v1/messages", "msg", parse, MessagesEncoder, MessagesToolEncoder, "toolu_")

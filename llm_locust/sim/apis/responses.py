@@ -7,6 +7,11 @@ for chat. What OpenAI's API sends: `response.created`, `response.in_progress`, `
 `response.content_part.done`, `response.output_item.done` and `response.completed` — or `response.incomplete`
 with `incomplete_details.reason` "max_output_tokens" when the output reached `max_output_tokens` — carrying
 `usage`. A mid-stream failure is `response.failed` with `response.error`.
+
+A tool call (`llm_locust.sim.apis.tools`; `tools` of `{"type": "function", "name", "parameters"}`) is a
+`function_call` output item (`id`, `call_id`, `name`, `arguments`): `response.output_item.added` with the start
+events, one `response.function_call_arguments.delta` per piece of its arguments, then
+`response.function_call_arguments.done`, `response.output_item.done` and `response.completed`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.sim.apis.tools import with_tools
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
@@ -41,7 +47,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
         messages = _messages(item)
         prompt_tokens, prompt_text = sum(map(message_words, messages)), " ".join(map(message_text, messages))
     max_tokens = optional_int(data, "max_output_tokens")
-    return completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens)
+    return with_tools(completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
 
 
 def _messages(value: Any) -> list[Any]:
@@ -107,6 +113,16 @@ class ResponsesEncoder:
         where = {"item_id": self._item, "output_index": 0, "content_index": 0}
         part = {"type": "output_text", "text": text, "annotations": []}
         item = {"id": self._item, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+        return [
+            typed_event("response.output_text.done", {"sequence_number": sequence, **where, "text": text}),
+            typed_event("response.content_part.done", {"sequence_number": sequence + 1, **where, "part": part}),
+            *self._item_done(item, sequence + 2),
+        ]
+
+    def _item_done(self, item: dict[str, Any], sequence: int) -> list[bytes]:
+        """`response.output_item.done` of the one output `item`, then `response.completed` (or
+        `response.incomplete`) carrying it and the usage, from sequence number `sequence` on."""
+        spec = self.spec
         truncated = spec.finish_reason == "length"
         usage = {
             "input_tokens": spec.prompt_tokens,
@@ -120,14 +136,10 @@ class ResponsesEncoder:
         response = {**self._response, "status": status, "output": [item], "usage": usage,
                     "incomplete_details": incomplete}  # fmt: skip
         return [
-            typed_event("response.output_text.done", {"sequence_number": sequence, **where, "text": text}),
-            typed_event("response.content_part.done", {"sequence_number": sequence + 1, **where, "part": part}),
-            typed_event(
-                "response.output_item.done", {"sequence_number": sequence + 2, "output_index": 0, "item": item}
-            ),
+            typed_event("response.output_item.done", {"sequence_number": sequence, "output_index": 0, "item": item}),
             typed_event(
                 "response.incomplete" if truncated else "response.completed",
-                {"sequence_number": sequence + 3, "response": response},
+                {"sequence_number": sequence + 1, "response": response},
             ),
         ]
 
@@ -143,4 +155,59 @@ class ResponsesEncoder:
         return orjson.dumps(orjson.loads(events[-1].split(b"data: ", 1)[1])["response"])
 
 
-API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder)
+class ResponsesToolEncoder(ResponsesEncoder):
+    """The events of one Responses API response answering with the spec's tool call (see the module docstring); each
+    event is encoded when written (a tool call is short)."""
+
+    __slots__ = ()
+
+    _START = 3  # sequence numbers 0..2 are the start events
+
+    def _function_call(self, status: str) -> dict[str, Any]:
+        """The `function_call` output item, `status` "in_progress" (no arguments yet) or "completed"."""
+        call = self.spec.tool_call
+        assert call is not None
+        arguments = "".join(call.pieces) if status == "completed" else ""
+        return {"id": f"fc_{call.id.removeprefix('call_')}", "type": "function_call", "status": status,
+                "arguments": arguments, "call_id": call.id, "name": call.name}  # fmt: skip
+
+    def start_events(self) -> bytes:
+        """Return the events sent with the response head: created, in progress, the function call item added."""
+        item = self._function_call("in_progress")
+        return (
+            typed_event("response.created", {"sequence_number": 0, "response": self._response})
+            + typed_event("response.in_progress", {"sequence_number": 1, "response": self._response})
+            + typed_event("response.output_item.added", {"sequence_number": 2, "output_index": 0, "item": item})
+        )
+
+    def _delta(self, text: str, sequence: int) -> bytes:
+        """A `response.function_call_arguments.delta` event carrying `text`."""
+        item_id = self._function_call("in_progress")["id"]
+        fields = {"sequence_number": sequence, "item_id": item_id, "output_index": 0, "delta": text}
+        return typed_event("response.function_call_arguments.delta", fields)
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return the delta event of the call's piece `index` as (empty prefix, event)."""
+        return b"", self.tokens_event(index, index + 1)
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """Return one delta event carrying pieces `start` .. `stop - 1` (`--tokens-per-chunk`)."""
+        call = self.spec.tool_call
+        assert call is not None
+        return self._delta("".join(call.pieces[start:stop]), self._START + start)
+
+    def text_event(self, text: str) -> bytes:
+        """Return a delta event carrying `text` (the huge_chunk fault)."""
+        return self._delta(text, 0)
+
+    def end_events(self) -> list[bytes]:
+        """Return the events after the last piece: arguments done, the item done, `response.completed` (or
+        `response.incomplete`)."""
+        item = self._function_call("completed")
+        sequence = self._START + self.spec.output_tokens
+        done = {"sequence_number": sequence, "item_id": item["id"], "output_index": 0, "name": item["name"],
+                "arguments": item["arguments"]}  # fmt: skip
+        return [typed_event("response.function_call_arguments.done", done), *self._item_done(item, sequence + 1)]
+
+
+API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder, ResponsesToolEncoder)

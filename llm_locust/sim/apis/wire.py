@@ -2,7 +2,8 @@
 prompt word counts, the error body, and the `Api` entry each API module declares.
 
 Prompt tokens are approximated as the number of whitespace-separated words in every message's text (or in the
-prompt, the input, the system field), at least 1; a prompt given as token ids counts one token per id.
+prompt, the input, the system field), at least 1, tool calls and tool results carried back included
+(`message_texts`); a prompt given as token ids counts one token per id.
 
 Output length n: with `ignore_eos`, the request's maximum (or the server's natural length when absent); otherwise
 min(maximum, natural length), raised to `min_tokens`. finish_reason is "length" when n reached the maximum, else
@@ -11,6 +12,7 @@ min(maximum, natural length), raised to `min_tokens`. finish_reason is "length" 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -42,6 +44,43 @@ def bad_request(message: str) -> ApiError:
 
 
 @dataclass(frozen=True, slots=True)
+class Tool:
+    """One function tool a request offers: its `name` and its parameters' JSON-schema `properties` (may be empty)."""
+
+    name: str
+    properties: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What a request carries of earlier tool calls: the ids of the calls its history holds (chat: the assistant's
+    `tool_calls`; Responses: `function_call` items' `call_id`; Messages: `tool_use` blocks), the ids whose results it
+    carries back (chat: `role: "tool"` messages' `tool_call_id`; Responses: `function_call_output` items' `call_id`;
+    Messages: `tool_result` blocks' `tool_use_id`), and its number of messages (Responses: input items; a string
+    input is 1)."""
+
+    calls: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+    messages: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The tool call a response carries: its `id`, the tool's `name`, the whole `arguments` text and its `pieces`
+    (one per output token; their concatenation is the arguments when the call was not cut short)."""
+
+    id: str
+    name: str
+    arguments: str
+    pieces: tuple[str, ...]
+    malformed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form served by /sim/trace (the arguments as sent: cut short when the response was)."""
+        return {"id": self.id, "name": self.name, "arguments": "".join(self.pieces), "malformed": self.malformed}
+
+
+@dataclass(frozen=True, slots=True)
 class CompletionSpec:
     """What a valid completion request asks for, after applying the length rules."""
 
@@ -54,6 +93,14 @@ class CompletionSpec:
     prompt_text: str = ""
     """The prompt's text (chat: the messages' text joined by spaces), for the prefix cache."""
     inputs: int = 1  # embeddings: the inputs to embed
+    max_tokens: int | None = None
+    """The request's maximum output length (None: none)."""
+    tools: tuple[Tool, ...] = ()
+    """The function tools the request offers (read by `llm_locust.sim.apis.tools`)."""
+    history: History | None = None
+    """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
+    tool_call: ToolCall | None = None
+    """The tool call the response carries instead of text (its pieces are the output tokens), else None."""
 
 
 class Encoder(Protocol):
@@ -87,13 +134,16 @@ class Encoder(Protocol):
 class Api:
     """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
     object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
-    created s, model, first word's offset → `Encoder`)."""
+    created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
+    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix."""
 
     endpoint: Endpoint
     path: str
     id_prefix: str
     parse: Callable[[dict[str, Any], int], CompletionSpec]
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
+    tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
+    tool_call_prefix: str = "call_"
 
 
 def decode_request(body: bytes, model: str) -> dict[str, Any]:
@@ -139,6 +189,7 @@ def completion_spec(
         output_tokens=n,
         finish_reason="length" if n == max_tokens else "stop",
         prompt_text=prompt_text,
+        max_tokens=max_tokens,
     )
 
 
@@ -161,27 +212,43 @@ def messages_prompt(data: dict[str, Any]) -> tuple[int, str]:
 
 
 def message_words(message: Any) -> int:
-    """The words of one message's content (a string or a list of text parts); ApiError unless it is an object."""
+    """The words of one message's texts (`message_texts`); ApiError unless it is an object."""
     if not isinstance(message, dict):
         raise bad_request("each message must be an object")
-    content = message.get("content")
-    if isinstance(content, str):
-        return len(content.split())
-    if isinstance(content, list):
-        return sum(
-            len(part["text"].split())
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return 0
+    return sum(len(text.split()) for text in message_texts(message))
 
 
 def message_text(message: dict[str, Any]) -> str:
-    """The text of a (validated) chat message: its string content or its text parts joined by spaces."""
+    """The text of a (validated) message: its texts (`message_texts`) joined by spaces."""
+    return " ".join(message_texts(message))
+
+
+def message_texts(message: dict[str, Any]) -> list[str]:
+    """The texts of a message (or of a Responses input item) that a server's template puts in the prompt: its string
+    content or its content parts' `text`, and what a tool-using conversation carries — a chat assistant message's
+    `tool_calls` arguments, a Messages `tool_use` block's `input` (as JSON) and `tool_result` block's content, a
+    Responses `function_call` item's `arguments` and `function_call_output` item's `output`."""
     content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return content if isinstance(content, str) else ""
+    if isinstance(content, str):
+        texts = [content]
+    else:
+        texts = []
+        for part in content if isinstance(content, list) else ():
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") == "tool_result":
+                texts += message_texts(part)
+            elif part.get("type") == "tool_use":
+                texts.append(json.dumps(part.get("input")))
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            texts.append(function["arguments"])
+    texts += [message[key] for key in ("arguments", "output") if isinstance(message.get(key), str)]
+    return texts
 
 
 def prompt_words(prompt: Any) -> int:
