@@ -18,6 +18,9 @@ the moment never happened (e.g. no token arrived).
   GuideLLM); these show the parts.
 - time to the complete tool call = t_tool_call - t_send: the arrival of the last event that carried a part of a
   tool call (its id, name or arguments); the calls themselves in `tool_calls`.
+- agent session (`agent`, on a session's last request): steps, tool calls, duration = last stream end - first
+  send = time waiting for the model (each step's t_done - t_send, summed) + time in tools (each step's t_done to the
+  next step's t_send).
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
@@ -66,6 +69,21 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """An agent session, on its last request's record: its `steps` (requests), the `tool_calls` its answers made, its
+    duration (first request sent to last stream end), of which waiting for the model (each step's send to stream end,
+    summed) and in tools (each step's stream end to the next step's send: the tool's latency and the client's time in
+    between), seconds; `ok`: every step succeeded."""
+
+    steps: int
+    tool_calls: int
+    duration_s: float
+    model_s: float
+    tool_s: float
+    ok: bool
 
 
 class TokenSource(StrEnum):
@@ -118,6 +136,7 @@ class RequestRecord:
     answer_text: str | None = None  # the generated text as the API's event text gives it (kept when asked: sessions)
     tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
     t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
+    agent: AgentSummary | None = None  # an agent session's last request: the session's figures
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
@@ -176,6 +195,21 @@ class RequestRecord:
         return None if self.t_tool_call is None else self.t_tool_call - self.t_send
 
     @property
+    def agent_session_s(self) -> float | None:
+        """An agent session's duration, seconds, on its last request (None on the others): see `AgentSummary`."""
+        return None if self.agent is None else self.agent.duration_s
+
+    @property
+    def agent_model_s(self) -> float | None:
+        """An agent session's time waiting for the model, seconds, on its last request (None on the others)."""
+        return None if self.agent is None else self.agent.model_s
+
+    @property
+    def agent_tool_s(self) -> float | None:
+        """An agent session's time in tools, seconds, on its last request (None on the others)."""
+        return None if self.agent is None else self.agent.tool_s
+
+    @property
     def queue_delay_s(self) -> float | None:
         """Open loop: seconds the request was sent after it was due (client queue delay)."""
         return None if self.t_sched is None else self.t_send - self.t_sched
@@ -222,3 +256,9 @@ def reuse_group(blocks: int, seen: int) -> tuple[str, str]:
             return ("reuse", f"{low}-{high - 1}%")
         low = high
     return ("reuse", f"{low}-99%")
+
+
+def agent_step_group(step: int) -> tuple[str, str]:
+    """The ("agent_step", label) breakdown pair of an agent session's 1-based `step`, in the turns' buckets
+    (`turn_group`): "1", "2", "3-4", "5-8", "9-16" or "17+"."""
+    return ("agent_step", turn_group(step)[1])

@@ -83,7 +83,10 @@ class LoadController:
         self._resent_s = time.monotonic()
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
         self._sharing: Sharing | None = None  # its assignment to the processes
-        self._limits = Limits(len(self.trace_due_s), settings.load.max_requests, settings.load.abort_error_rate)
+        self._limits = Limits(
+            len(self.trace_due_s), settings.load.max_requests, settings.load.abort_error_rate,
+            settings.load.max_sessions,
+        )  # fmt: skip
         self._seed = settings.workload.seed if settings.workload.seed is not None else random.randrange(2**31)
 
     @property
@@ -210,4 +213,6 @@ class LoadController:
 
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached, `load.limits.Limits`), or None."""
-        return self._limits.stop_reason(total.requests_finished, total.requests_ok, total.failures)
+        return self._limits.stop_reason(
+            total.requests_finished, total.requests_ok, total.failures, sessions=total.agent_sessions
+        )

@@ -39,6 +39,7 @@ class ApiUser(FastHttpUser):
     abstract = True
     wait_time = constant(0)
     endpoint: ClassVar[str]  # a key of apis.APIS
+    agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -77,7 +78,7 @@ class ApiUser(FastHttpUser):
         )
         self.workload = Workload(
             settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
-            self.llm.prefix_pool, server_family=settings.endpoint.server_family,
+            self.llm.prefix_pool, server_family=settings.endpoint.server_family, agent=self.agent,
         )  # fmt: skip
         tokenizer = settings.workload.tokenizer
         counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer: counts the streamed text
@@ -149,7 +150,8 @@ class ApiUser(FastHttpUser):
             record = self.transport.send(
                 Prepared(self.api, self.path, request.body, headers, ticket, replica,
                          self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
-                         request.inputs, request.prefix_blocks, request.session, request.turn, request.keep_answer)
+                         request.inputs, request.prefix_blocks, request.session, request.turn, request.keep_answer,
+                         request.on_finish)
             )  # fmt: skip
         self.workload.answered(record)
         think_s = self.workload.think_time_s()
@@ -183,6 +185,31 @@ class MessagesUser(ApiUser):
 
     abstract = True
     endpoint = "messages"
+
+
+class ChatAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/chat/completions: a user prompt, then a step per answer with tool calls,
+    the calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."""
+
+    abstract = True
+    endpoint = "chat"
+    agent = True
+
+
+class ResponsesAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/responses (`function_call` / `function_call_output` items)."""
+
+    abstract = True
+    endpoint = "responses"
+    agent = True
+
+
+class MessagesAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/messages (`tool_use` / `tool_result` blocks)."""
+
+    abstract = True
+    endpoint = "messages"
+    agent = True
 
 
 class EmbeddingsUser(ApiUser):
