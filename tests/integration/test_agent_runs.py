@@ -1,0 +1,140 @@
+"""Agent sessions against the simulator's tool calls: every session's steps in the simulator's trace in order, each
+later step carrying every earlier tool call and its result; the client's tool calls, sessions and per-step TTFT equal
+to the trace's; malformed tool-call arguments counted as their own failure kind — through master + 2 workers (chat),
+and for each API's own tool-call form (chat, Responses, Messages) in one process."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import gevent
+import pytest
+from conftest import ROOT, options, read_summary, run_local, run_locust
+
+from llm_locust.runtime.users import ChatAgentUser, MessagesAgentUser, ResponsesAgentUser
+from llm_locust.sim import run_sim
+
+AGENT_LOCUSTFILE = ROOT / "locustfiles" / "agent.py"
+TTFT_MS, ITL_MS = 30, 2
+MAX_STEPS = 4
+
+
+class ChatAgent(ChatAgentUser):
+    """The chat agent as locustfiles/agent.py defines it."""
+
+
+class ResponsesAgent(ResponsesAgentUser):
+    """A Responses agent."""
+
+
+class MessagesAgent(MessagesAgentUser):
+    """A Messages agent."""
+
+
+AGENTS = {"chat": ChatAgent, "responses": ResponsesAgent, "messages": MessagesAgent}
+AGENT_ARGS = ("--tools", "4", "--tool-latency-ms", "20", "--tool-result-tokens", "uniform:20,40",
+              "--max-agent-steps", str(MAX_STEPS), "--max-tokens", "256", "--prompt-tokens", "32",
+              "--session-header", "X-Session-Id", "--seed", "11")  # fmt: skip
+
+
+def sim_args(malformed: float = 0.0) -> tuple[str, ...]:
+    return ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", "16", "--tool-call-rate", "0.6",
+            "--tool-call-malformed-rate", str(malformed), "--session-header", "X-Session-Id")  # fmt: skip
+
+
+def sessions_of(trace: list[dict]) -> dict[str, list[dict]]:
+    """The trace's requests by session, each session's in the order the simulator received them."""
+    sessions: dict[str, list[dict]] = defaultdict(list)
+    for record in sorted(trace, key=lambda r: r["t_recv"]):
+        sessions[record["session"]].append(record)
+    return sessions
+
+
+def check_sessions(sessions: dict[str, list[dict]]) -> None:
+    """Each session: at most MAX_STEPS steps; every step but the first follows a tool call, and carries every earlier
+    call of its session and a result for each (the ids the simulator gave them); only a session's last step may
+    end without a tool call."""
+    for session, steps in sessions.items():
+        assert 1 <= len(steps) <= MAX_STEPS, session
+        called: list[str] = []
+        for number, step in enumerate(steps, 1):
+            assert step["carried_tool_calls"] == called, (session, number)
+            assert step["carried_tool_results"] == called, (session, number)
+            if number < len(steps):
+                assert step["tool_call"] is not None and not step["tool_call"]["malformed"], (session, number)
+                assert steps[number]["t_recv"] > step["t_done"], (session, number)  # one step after the other
+                called.append(step["tool_call"]["id"])
+
+
+def served_ttfts_ms(trace: list[dict]) -> list[float]:
+    return sorted((r["token_times"][0] - r["t_recv"]) * 1e3 for r in trace)
+
+
+def assert_ttft_matches(stats: dict, served_ms: list[float]) -> None:
+    """The client's TTFT distribution as the simulator served it: the median within 1 ms; never below what was
+    served (the client's also holds the request's way to the server), the p90 within 10 ms (a loaded machine's
+    scheduling delays before the send)."""
+    n = len(served_ms)
+    assert stats["count"] == n
+    assert abs(stats["p50"] - served_ms[(n - 1) // 2]) < 1.0, (stats["p50"], served_ms[(n - 1) // 2])
+    assert stats["min"] > served_ms[0] - 0.1 and abs(stats["p90"] - served_ms[-(-9 * n // 10) - 1]) < 10.0
+
+
+def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
+    with run_sim(*sim_args()) as sim:
+        result = run_locust(AGENT_LOCUSTFILE, "--host", sim.url, *AGENT_ARGS, "--processes", "2", "-u", "4",
+                            "-r", "4", "--run-time", "4s", "--stop-timeout", "10",
+                            "--results-dir", str(tmp_path / "r"))  # fmt: skip
+        trace = sim.trace()
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = read_summary(tmp_path / "r")
+    assert summary["run"]["workers_max"] == 2 and summary["failures"] == {}
+    assert summary["throughput"]["requests_ok"] == len(trace) >= 20, result.stderr[-3000:]
+    sessions = sessions_of(trace)
+    assert None not in sessions
+    check_sessions(sessions)
+    assert any(len(steps) > 1 for steps in sessions.values())
+    agent = summary["agent"]
+    assert agent["tool_calls"] == sum(1 for r in trace if r["tool_call"]) > 0
+    ended = [steps for steps in sessions.values() if steps[-1]["tool_call"] is None or len(steps) == MAX_STEPS]
+    assert agent["sessions"] == len(ended) >= len(sessions) - 4  # at most one per user cut by the run's end
+    assert agent["sessions_failed"] == 0
+    m = summary["metrics"]
+    assert m["agent_steps"]["count"] == agent["sessions"] and 1 <= m["agent_steps"]["max"] <= MAX_STEPS
+    assert m["tool_call_ms"]["count"] == agent["tool_calls"]
+    for name in ("agent_session_ms", "agent_model_ms", "agent_tool_ms"):
+        assert m[name]["count"] == agent["sessions"], name
+    # a session's duration is its model time and its tool time; the tools waited 20 ms per step that called them
+    assert m["agent_session_ms"]["mean"] == pytest.approx(m["agent_model_ms"]["mean"] + m["agent_tool_ms"]["mean"],
+                                                          rel=0.01)  # fmt: skip
+    assert m["agent_tool_ms"]["max"] >= 20 and m["agent_model_ms"]["min"] >= TTFT_MS
+    # per step: TTFT as the simulator served it, overall and at each step
+    assert_ttft_matches(m["ttft_ms"], served_ttfts_ms(trace))
+    by_step = {row["label"]: row for row in summary["breakdowns"]["agent_step"]}
+    step_of = {id(step): number for steps in sessions.values() for number, step in enumerate(steps, 1)}
+    for label, numbers in (("1", {1}), ("2", {2}), ("3-4", {3, 4})):
+        served = [r for r in trace if step_of[id(r)] in numbers]
+        if served:
+            assert by_step[label]["requests_ok"] == len(served), label
+            assert_ttft_matches(by_step[label]["metrics"]["ttft_ms"], served_ttfts_ms(served))
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_each_apis_tool_calls_go_back_and_malformed_ones_fail(api: str, tmp_path: Path):
+    with run_sim(*sim_args(malformed=0.3)) as sim:
+        opts = options("--host", sim.url, *AGENT_ARGS, "--results-dir", str(tmp_path))
+        run_local(opts, 3, 3, user_classes=[AGENTS[api]], stop_timeout_s=10)
+        gevent.sleep(0.3)
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    malformed = sum(1 for r in trace if r["tool_call"] and r["tool_call"]["malformed"])
+    calls = sum(1 for r in trace if r["tool_call"] and not r["tool_call"]["malformed"])
+    assert malformed > 0 and calls > 0 and len(trace) >= 10
+    assert summary["failures"] == {"tool_call_json": malformed}
+    assert summary["throughput"]["requests_ok"] == len(trace) - malformed
+    assert summary["agent"]["tool_calls"] == calls and summary["agent"]["sessions_failed"] == malformed
+    sessions = sessions_of(trace)
+    for steps in sessions.values():  # a malformed call ends its session
+        assert all(not (s["tool_call"] and s["tool_call"]["malformed"]) for s in steps[:-1])
+    check_sessions(sessions)
