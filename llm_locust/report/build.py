@@ -12,7 +12,17 @@ import pandas as pd
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
-from llm_locust.report import charts, distributions, lengths, reuse, server, telemetry_charts, timeline, trace_replay
+from llm_locust.report import (
+    agent,
+    charts,
+    distributions,
+    lengths,
+    reuse,
+    server,
+    telemetry_charts,
+    timeline,
+    trace_replay,
+)
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, CheckedStep, capacity
 from llm_locust.report.figure import Chart
@@ -160,6 +170,9 @@ def _sections(
     reuse_part = reuse.reuse_section(runs)
     if reuse_part is not None:
         sections.append(reuse_part)
+    agent_part = agent.agent_section(runs)
+    if agent_part is not None:
+        sections.append(agent_part)
     telemetry_part = telemetry_charts.telemetry_section(runs)
     if telemetry_part is not None:
         sections.append(telemetry_part)
