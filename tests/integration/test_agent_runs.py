@@ -12,6 +12,7 @@ import gevent
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
 
+from llm_locust.report.build import build_report
 from llm_locust.runtime.users import ChatAgentUser, MessagesAgentUser, ResponsesAgentUser
 from llm_locust.sim import run_sim
 
@@ -73,12 +74,12 @@ def served_ttfts_ms(trace: list[dict]) -> list[float]:
 
 def assert_ttft_matches(stats: dict, served_ms: list[float]) -> None:
     """The client's TTFT distribution as the simulator served it: the median within 1 ms; never below what was
-    served (the client's also holds the request's way to the server), the p90 within 10 ms (a loaded machine's
-    scheduling delays before the send)."""
+    served (the client's also holds the request's way to the server), the p90 within 25 ms (a loaded machine's
+    scheduling delays before the send land there)."""
     n = len(served_ms)
     assert stats["count"] == n
     assert abs(stats["p50"] - served_ms[(n - 1) // 2]) < 1.0, (stats["p50"], served_ms[(n - 1) // 2])
-    assert stats["min"] > served_ms[0] - 0.1 and abs(stats["p90"] - served_ms[-(-9 * n // 10) - 1]) < 10.0
+    assert stats["min"] > served_ms[0] - 0.1 and abs(stats["p90"] - served_ms[-(-9 * n // 10) - 1]) < 25.0
 
 
 def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
@@ -88,6 +89,9 @@ def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
                             "--results-dir", str(tmp_path / "r"))  # fmt: skip
         trace = sim.trace()
     assert result.returncode == 0, result.stderr[-2000:]
+    cut = [r for r in trace if r["cancelled"]]
+    assert len(cut) <= 4  # a step in flight when a worker quit may be cut (at most one per user) ...
+    trace = [r for r in trace if not r["cancelled"]]  # ... and is then not counted by the client
     summary = read_summary(tmp_path / "r")
     assert summary["run"]["workers_max"] == 2 and summary["failures"] == {}
     assert summary["throughput"]["requests_ok"] == len(trace) >= 20, result.stderr[-3000:]
@@ -118,6 +122,8 @@ def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
         if served:
             assert by_step[label]["requests_ok"] == len(served), label
             assert_ttft_matches(by_step[label]["metrics"]["ttft_ms"], served_ttfts_ms(served))
+    page = build_report([tmp_path / "r"], tmp_path / "report.html", png=False).html_path.read_text()
+    assert "Agent sessions" in page and "model share" in page and "by agent_step" in page
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
