@@ -145,9 +145,12 @@ class LoadController:
             quotas = dict.fromkeys(users, 0)
         elif sequence is None and self.settings.load.max_requests:
             quotas = integer_shares(self.settings.load.max_requests, users)
+        max_sessions = self.settings.load.max_sessions
+        session_quotas = integer_shares(max_sessions, users) if sequence is None and max_sessions else {}
         for process in sorted(users):
             if sequence is None:
-                plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
+                plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s,
+                            session_quota=session_quotas.get(process))  # fmt: skip
             else:
                 assignment = None if self._sharing is None else self._sharing.assignment
                 plan = replace(sequence, warmup_left_s=warmup_left_s, assignment=assignment, me=process)

@@ -141,7 +141,7 @@ class ApiUser(FastHttpUser):
         pause_s = self.llm.config_pause_s()
         if pause_s:  # every request failed so far, and no later one can do better: the run is ending
             gevent.sleep(pause_s)
-        ticket = self.llm.pacer.take()
+        ticket = self.llm.pacer.take(new_session=self.workload.starts_session)
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's request
         request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)

@@ -144,6 +144,11 @@ class Workload:
         return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep,
                            on_finish=None if agent is None else agent.finished)  # fmt: skip
 
+    @property
+    def starts_session(self) -> bool:
+        """The next request begins an agent session (what `--max-sessions` quotas count)."""
+        return self.agent_mode and (self.agent is None or not self.agent.ready)
+
     def answered(self, record: RequestRecord) -> None:
         """The user has the answer to the request last built (`record`): in a synthetic multi-turn session its text
         as the server returned it (`answer_text`, kept when asked) joins the history; a failed turn ends the

@@ -144,3 +144,17 @@ def test_each_apis_tool_calls_go_back_and_malformed_ones_fail(api: str, tmp_path
     for steps in sessions.values():  # a malformed call ends its session
         assert all(not (s["tool_call"] and s["tool_call"]["malformed"]) for s in steps[:-1])
     check_sessions(sessions)
+
+
+def test_max_sessions_ends_the_run_after_exactly_that_many_sessions(tmp_path: Path):
+    """Closed loop: each process starts its share of --max-sessions sessions (later steps of a session still go),
+    and the run ends once they all ended."""
+    with run_sim(*sim_args()) as sim:
+        opts = options("--host", sim.url, *AGENT_ARGS, "--max-sessions", "5", "--results-dir", str(tmp_path))
+        run_local(opts, 3, 4, user_classes=[ChatAgent], stop_timeout_s=10)
+        gevent.sleep(0.3)
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    assert summary["run"]["stop_reason"] == "--max-sessions 5 reached"
+    assert summary["agent"]["sessions"] == 5 == len(sessions_of(trace))
+    assert summary["throughput"]["requests_ok"] == len(trace)
