@@ -19,6 +19,8 @@ the SSE `event:` line):
 
 from __future__ import annotations
 
+import orjson
+
 from llm_locust.metrics.protocol import (
     TokenChunks,
     add_tool_arguments,
@@ -57,8 +59,10 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         return False
     if kind == "content_block_start":
         block = event["content_block"]
-        if block.get("type") == "tool_use":
-            start_tool_call(record, t, str(block.get("id") or ""), str(block.get("name") or ""))
+        if block.get("type") == "tool_use":  # its input is `{}`, streamed after; a server that sends it whole here
+            given = block.get("input")  # (no input_json_delta then) gives the call's arguments
+            arguments = orjson.dumps(given).decode() if given else ""
+            start_tool_call(record, t, str(block.get("id") or ""), str(block.get("name") or ""), arguments)
         return False
     if kind == "message_start":
         _usage(record, event["message"].get("usage"), output=False)  # its output_tokens is a placeholder

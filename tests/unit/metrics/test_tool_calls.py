@@ -183,6 +183,13 @@ def test_messages_tool_use_without_input_is_a_call_without_arguments():
     assert r.ok and r.tool_calls == (ToolCall("toolu_01", "list_files", ""),)
 
 
+def test_messages_tool_use_given_whole_in_its_start():
+    events = messages_events([("toolu_01", "get_weather", [])])
+    events[4]["content_block"]["input"] = {"location": "Paris"}  # no input_json_delta follows
+    r = run("messages", messages_stream.apply_event, events)
+    assert r.ok and r.tool_calls == (ToolCall("toolu_01", "get_weather", '{"location":"Paris"}'),)
+
+
 def test_messages_malformed_input_fails_as_tool_call_json():
     r = run("messages", messages_stream.apply_event, messages_events([("toolu_01", "f", ['{"a": 1}}'])]))
     assert r.error_kind is ErrorKind.TOOL_CALL_JSON
