@@ -2,7 +2,9 @@
 
 One row per window of the run's time series (`--interval-s`, the same wall-clock boundaries as llm_timeseries.csv):
 the requests the trace had due in it (by due time; llm_timeseries.csv counts requests by completion), their rate,
-their mean input and output lengths (tokens) and their expected prefix reuse (blocks seen before / blocks).
+their mean input and output lengths (tokens) and their expected prefix reuse (blocks seen before / blocks). A
+session's later turns have no due time of their own (each follows its predecessor's answer): only its first turn is
+counted.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ TRACE_OFFERED_COLUMNS = (
 def offered_rows(trace: Trace, origin_epoch_s: float, interval_s: float, t_start_epoch_s: float) -> list[list[Any]]:
     """The rows of trace_offered.csv for `trace` replayed from `origin_epoch_s` (wall clock of its time 0)."""
     windows: dict[int, list[int]] = {}
-    for request, due_s in zip(trace.requests, trace.due_s, strict=True):
+    for index, due_s in zip(trace.arrivals, trace.due_s, strict=True):
+        request = trace.requests[index]
         start = int(math.floor((origin_epoch_s + due_s) / interval_s) * interval_s)
         sums = windows.setdefault(start, [0, 0, 0, 0, 0])
         sums[0] += 1

@@ -83,10 +83,10 @@ class LoadController:
         self._resent_s = time.monotonic()
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
         self._sharing: Sharing | None = None  # its assignment to the processes
+        trace_requests = len(trace.requests) if trace is not None else 0  # a session's later turns included
         self._limits = Limits(
-            len(self.trace_due_s), settings.load.max_requests, settings.load.abort_error_rate,
-            settings.load.max_sessions,
-        )  # fmt: skip
+            trace_requests, settings.load.max_requests, settings.load.abort_error_rate, settings.load.max_sessions
+        )
         self._seed = settings.workload.seed if settings.workload.seed is not None else random.randrange(2**31)
 
     @property

@@ -88,6 +88,8 @@ def _check_agents(settings: Any, user_classes: Any) -> None:
         raise ConfigError("agent sessions need tools to call: pass --tools N (synthetic schemas) or --tools-file PATH")
     if str(settings.workload.session_turns) != "1":
         raise ConfigError("--session-turns: an agent session is one user prompt and its tool steps (--max-agent-steps)")
+    if settings.workload.dataset or settings.load.trace:
+        raise ConfigError("agent sessions make their own prompts (--prompt-tokens): leave out --dataset and --trace")
 
 
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:

@@ -4,7 +4,9 @@
 (POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
 /v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
 They send when the process's pacer hands them a ticket: in closed loop as soon as their last request ended, in
-open loop (`--request-rate`) at the due times of the arrival process. What a user sends is its `Workload`'s
+open loop (`--request-rate`) at the due times of the arrival process; a session's next turn when its previous
+answer ended plus its think time (synthetic sessions: with a ticket of its own; a trace's session: its delay, and
+no ticket — the session's first turn was its arrival). What a user sends is its `Workload`'s
 business; the path and auth headers come from the provider. Subclass them in a locustfile (see
 locustfiles/chat.py) after `llm_locust.plugin.install(events)`; the plugin supplies the settings (command-line
 options) and collects the metrics.
@@ -12,6 +14,7 @@ options) and collects the metrics.
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any, ClassVar
 
 import gevent
@@ -20,6 +23,7 @@ from locust import FastHttpUser, constant, task
 
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
+from llm_locust.load.pacing import NO_STEP, Ticket
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
@@ -97,6 +101,7 @@ class ApiUser(FastHttpUser):
         else:
             self.transport = FastTransport(self.client, self.headers, self.llm.watchdog, counter)
         self.model = ""
+        self._follow_up = Ticket(None, NO_STEP, True)  # the ticket of a trace session's next turn
 
     def _first_model(self) -> str:
         """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
@@ -141,9 +146,14 @@ class ApiUser(FastHttpUser):
         pause_s = self.llm.config_pause_s()
         if pause_s:  # every request failed so far, and no later one can do better: the run is ending
             gevent.sleep(pause_s)
-        ticket = self.llm.pacer.take(new_session=self.workload.starts_session)
+        # a trace session's next turn: due at its predecessor's answer plus its delay (no ticket of the sequence)
+        ticket = (
+            self._follow_up
+            if self.workload.in_trace_session
+            else self.llm.pacer.take(new_session=self.workload.starts_session)
+        )
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
-        # in a trace replay, the ticket's index is the trace's request
+        # in a trace replay, the ticket's index is the trace's arrival
         request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
         headers = {self.session_header: request.session} if self.session_header else {}
         with self.replicas.use() as replica:
@@ -155,7 +165,9 @@ class ApiUser(FastHttpUser):
             )  # fmt: skip
         self.workload.answered(record)
         think_s = self.workload.think_time_s()
-        if think_s > 0:  # a multi-turn session's pause before its next turn (--think-time-s)
+        if self.workload.in_trace_session:
+            self._follow_up = ticket._replace(t_sched=perf_counter() + think_s, index=None)
+        if think_s > 0:  # a session's pause before its next turn (--think-time-s, a trace session's delay)
             gevent.sleep(think_s)
 
 

@@ -114,6 +114,7 @@ class Workload:
         self.agent: AgentSession | None = None  # the agent session being played (agent_mode)
         self.conversation: Session | None = None  # the synthetic session being played (multi_turn)
         self.turn = 0  # the 1-based turn of the request last built in a multi-turn session (0: not one)
+        self._trace_next = -1  # a trace session's next turn (its index in trace.requests), -1: none
         self.prefixes = prefixes
         self.prompts = PromptMaker(self.counter, self.rng)
         self.images = [file_data_url(path) for path in settings.image]
@@ -122,10 +123,12 @@ class Workload:
         self._tools: tuple[str, list[dict[str, Any]]] = ("", [])  # the session's tools, in this API's shape
 
     def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
-        """The next request of this user for `model`: with a trace, the trace's request `index`; else a sweep `step`
-        that sets lengths sets them."""
-        if self.trace is not None and index is not None:
-            return self._trace_request(model, self.trace.requests[index])
+        """The next request of this user for `model`: with a trace, the request of the trace's arrival `index`, or
+        the next turn of the trace's session this user is playing; else a sweep `step` that sets lengths sets them."""
+        trace = self.trace
+        if trace is not None and (index is not None or self._trace_next >= 0):
+            position = trace.arrivals[index] if self._trace_next < 0 else self._trace_next  # type: ignore[index]
+            return self._trace_request(model, trace.requests[position])
         if not self.api.counts_outputs:
             return self._inputs_request(model, step.prompt_tokens if step is not None else None)
         agent = self.agent
@@ -165,8 +168,11 @@ class Workload:
         conversation.answered(record.answer_text, self.counter.count(record.answer_text))
 
     def think_time_s(self) -> float:
-        """Seconds to wait before the next request: `--think-time-s` drawn while a multi-turn session has turns
-        left; in an agent session whose answer called tools, the tools' time (`--tool-latency-ms`, drawn); else 0."""
+        """Seconds to wait before the next request: a trace session's next turn's delay; `--think-time-s` drawn
+        while a synthetic multi-turn session has turns left; in an agent session whose answer called tools, the
+        tools' time (`--tool-latency-ms`, drawn); else 0."""
+        if self._trace_next >= 0 and self.trace is not None:
+            return self.trace.requests[self._trace_next].delay_s
         if self.agent is not None:
             return self.settings.tool_latency_ms.sample(self.rng) / 1e3 if self.agent.ready else 0.0
         conversation = self.conversation
@@ -199,11 +205,21 @@ class Workload:
         return {"messages": list(agent.conversation.messages)}, expected, blocks
 
     def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
-        """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length."""
+        """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length; in
+        a session, its id and turn, and its session's next turn is this user's next request (`in_trace_session`)."""
         blocks = _block_texts(self.settings.tokenizer, self.settings.seed)
         text, tokens = prompt_from_blocks(blocks, request.hash_ids, request.input_tokens, self.rng)
         body = self._body({"prompt": text}, model, request.output_tokens)
-        return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen))
+        self._trace_next = request.next_turn
+        self.turn = request.turn
+        return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen),
+                           request.session, turn=request.turn)  # fmt: skip
+
+    @property
+    def in_trace_session(self) -> bool:
+        """The last request was a turn of a trace's session that has a next turn: this user sends it (after the
+        answer and its delay, `think_time_s`), without a ticket of the arrival sequence."""
+        return self._trace_next >= 0
 
     def _inputs_request(self, model: str, prompt_tokens: int | None) -> RequestSpec:
         """The next request of an API that counts inputs (embeddings): `--embedding-batch` prompt texts (a dataset
@@ -222,7 +238,7 @@ class Workload:
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the
         expected prompt tokens, and the shared prefix blocks (whole, seen before); starts a new session with each
-        conversation (each synthetic request)."""
+        conversation (each one-turn synthetic request, each synthetic multi-turn session)."""
         if not self.dataset:
             tokens = prompt_tokens or self.settings.prompt_tokens.sample(self.rng)
             conversation = self.conversation

@@ -85,6 +85,11 @@ class WorkloadSettings:
                 raise ConfigError(
                     "--sweep-prompt-tokens and --dataset exclude each other: the dataset sets the prompts"
                 )
+        session_turns = parse_length(options.session_turns, "--session-turns")
+        if str(session_turns) != "1" and (options.dataset or options.trace):
+            source = "--dataset" if options.dataset else "--trace"
+            raise ConfigError(f"--session-turns and {source} exclude each other: the {source[2:]}'s conversations "
+                              "set the turns")  # fmt: skip
         if options.tools < 0:
             raise ConfigError(f"--tools must be >= 0 (0: none), got {options.tools}")
         if options.tools and options.tools_file:
@@ -103,7 +108,7 @@ class WorkloadSettings:
             seed=optional_int(options.seed, "--seed"),
             prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
-            session_turns=parse_length(options.session_turns, "--session-turns"),
+            session_turns=session_turns,
             think_time_s=parse_duration(options.think_time_s, "--think-time-s"),
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,

@@ -3,7 +3,9 @@ its lengths.
 
 Formats (as published):
 - `mooncake` (kvcache-ai/Mooncake, JSONL): `timestamp` (ms since the first request), `input_length`,
-  `output_length`, `hash_ids` (ids of its 512-token blocks: requests sharing ids share a prefix);
+  `output_length`, `hash_ids` (ids of its 512-token blocks: requests sharing ids share a prefix); and, as AIPerf's
+  multi-turn Mooncake rows, `session_id` (a string: the rows of one conversation, in file order) and `delay` (ms after
+  the previous turn of its session was answered; later turns need no `timestamp`, and one given is not used);
 - `azure` (Azure/AzurePublicDataset, AzureLLMInferenceTrace_*.csv): `TIMESTAMP` (date and time),
   `ContextTokens`, `GeneratedTokens`;
 - `burstgpt` (HPMLL/BurstGPT, CSV): `Timestamp` (s), `Model`, `Request tokens`, `Response tokens`,
@@ -11,17 +13,20 @@ Formats (as published):
   response tokens (failed requests in the published files) are skipped.
 
 `load_trace` returns the requests of the window `--trace-start-s` .. + `--trace-duration-s` (trace seconds), at most
-`--trace-max-requests`, their due times in seconds from the window's start divided by `--trace-speedup`, and for each
-its expected prefix reuse in trace order within the window, as a server with a cold cache would see it
-(`prefix_blocks.ReuseTracker`). A bad file raises `ConfigError` naming the
-file, the line and the field.
+`--trace-max-requests`, and for each its expected prefix reuse in trace order within the window, as a server with a
+cold cache would see it (`prefix_blocks.ReuseTracker`). Its arrivals are the requests that have a time of their own
+(a session's first turn, or a request outside sessions), due in seconds from the window's start divided by
+`--trace-speedup`; a session's later turns have none: each is sent by the user that sent its predecessor, once that
+one was answered plus its delay (also divided by `--trace-speedup`), and a session is kept whole when its first turn
+is in the window (`--trace-max-requests` still caps the requests). A bad file raises `ConfigError` naming the file,
+the line and the field.
 """
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -41,7 +46,10 @@ _COLUMNS = {
 @dataclass(frozen=True, slots=True)
 class TraceRequest:
     """One request of a trace: when it came (trace seconds from the trace's first request), its lengths (tokens),
-    its prompt's block ids (Mooncake) and, in trace order, its whole blocks and how many an earlier request had."""
+    its prompt's block ids (Mooncake) and, in trace order, its whole blocks and how many an earlier request had; in a
+    session (`session`, its id): its 1-based `turn` (0 outside sessions of several turns), the seconds `delay_s` after
+    its predecessor's answer (a later turn; replay seconds), the index of its session's next turn in
+    `Trace.requests` (`next_turn`, -1: none)."""
 
     t_s: float
     input_tokens: int
@@ -49,6 +57,10 @@ class TraceRequest:
     hash_ids: tuple[int, ...] = ()
     prefix_blocks: int = 0
     prefix_blocks_seen: int = 0
+    session: str = ""
+    turn: int = 0
+    delay_s: float = 0.0
+    next_turn: int = -1
 
 
 @dataclass(frozen=True)
@@ -65,11 +77,13 @@ class TraceWindow:
 
 @dataclass(frozen=True)
 class Trace:
-    """The requests to replay, in order, and their due times (seconds from the replay's start)."""
+    """The requests to replay, in order; its arrivals (the index in `requests` of each request with a time of its own:
+    a session's first turn, or a request outside sessions) and their due times (seconds from the replay's start)."""
 
     path: str
     requests: tuple[TraceRequest, ...]
     due_s: tuple[float, ...] = field(repr=False)
+    arrivals: tuple[int, ...] = field(repr=False)
 
 
 def load_trace(path: str, fmt: str, window: TraceWindow) -> Trace:
@@ -85,7 +99,17 @@ def load_trace(path: str, fmt: str, window: TraceWindow) -> Trace:
     reuse = ReuseTracker()
     first_s: float | None = None
     previous = (0, float("-inf"))
+    last_turn: dict[str, int | None] = {}  # session id -> index in `selected` of its latest turn (None: left out)
     for line, request in rows:
+        if request.session in last_turn:  # a later turn: kept when its session's first turn was
+            latest = last_turn[request.session]
+            if latest is not None:
+                last_turn[request.session] = _next_turn(selected, latest, request, reuse, window.speedup)
+                if window.max_requests is not None and len(selected) >= window.max_requests:
+                    break
+            continue
+        if request.session:
+            last_turn[request.session] = None  # until kept
         if request.t_s < previous[1]:
             field_name = _COLUMNS[fmt][0]
             raise ConfigError(
@@ -99,19 +123,39 @@ def load_trace(path: str, fmt: str, window: TraceWindow) -> Trace:
         if t_s < 0:
             continue
         if window.duration_s is not None and t_s >= window.duration_s:
-            break
+            if not last_turn:
+                break
+            continue  # later turns of the sessions kept may follow
         blocks, seen = reuse.see(request.hash_ids, request.input_tokens)  # within the replay: a cold cache
-        selected.append(TraceRequest(t_s, request.input_tokens, request.output_tokens, request.hash_ids, blocks, seen))
+        turn = 1 if request.session else 0
+        selected.append(replace(request, t_s=t_s, prefix_blocks=blocks, prefix_blocks_seen=seen, turn=turn))
+        if request.session:
+            last_turn[request.session] = len(selected) - 1
         if window.max_requests is not None and len(selected) >= window.max_requests:
             break
     if not selected:
         raise ConfigError(f"--trace {path}: no request in the window chosen (--trace-start-s, --trace-duration-s, "
                           "--trace-model, --trace-log-type)")  # fmt: skip
-    origin_s = selected[0].t_s
-    return Trace(path, tuple(selected), tuple((r.t_s - origin_s) / window.speedup for r in selected))
+    arrivals = tuple(i for i, r in enumerate(selected) if r.turn <= 1)
+    origin_s = selected[arrivals[0]].t_s
+    requests = tuple(r if r.next_turn >= 0 or r.turn != 1 else replace(r, turn=0) for r in selected)  # one turn only
+    return Trace(path, requests, tuple((requests[i].t_s - origin_s) / window.speedup for i in arrivals), arrivals)
+
+
+def _next_turn(
+    selected: list[TraceRequest], previous: int, request: TraceRequest, reuse: ReuseTracker, speedup: float
+) -> int:
+    """Keep `request`, the next turn of the session whose latest turn is `selected[previous]`; its index."""
+    blocks, seen = reuse.see(request.hash_ids, request.input_tokens)
+    selected[previous] = replace(selected[previous], next_turn=len(selected))
+    turn = selected[previous].turn + 1
+    selected.append(replace(request, prefix_blocks=blocks, prefix_blocks_seen=seen, turn=turn,
+                            delay_s=request.delay_s / speedup))  # fmt: skip
+    return len(selected) - 1
 
 
 def _mooncake(path: str) -> Iterator[tuple[int, TraceRequest]]:
+    sessions: set[str] = set()  # the session ids seen so far
     with open(path, "rb") as f:
         for line, text in enumerate(f, 1):
             if not text.strip():
@@ -122,7 +166,16 @@ def _mooncake(path: str) -> Iterator[tuple[int, TraceRequest]]:
                 raise ConfigError(f"{path}:{line}: not valid JSON ({e})") from None
             if not isinstance(row, dict):
                 raise ConfigError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
-            timestamp_ms = _number(path, line, row, "timestamp", minimum=0)
+            session = row.get("session_id", "")
+            if not isinstance(session, str):
+                raise ConfigError(f"{path}:{line}: session_id must be a string, got {session!r}")
+            later = session in sessions
+            if session:
+                sessions.add(session)
+            timestamp_ms = 0.0 if later else _number(path, line, row, "timestamp", minimum=0)
+            delay_ms = _number(path, line, row, "delay", minimum=0) if "delay" in row else 0.0
+            if "delay" in row and not later:
+                raise ConfigError(f"{path}:{line}: delay is for a later turn of a session (session_id seen before)")
             hash_ids = row.get("hash_ids", [])
             if not isinstance(hash_ids, list) or not all(type(h) is int for h in hash_ids):
                 raise ConfigError(f"{path}:{line}: hash_ids must be a list of integers")
@@ -133,6 +186,8 @@ def _mooncake(path: str) -> Iterator[tuple[int, TraceRequest]]:
                     int(_number(path, line, row, "input_length", minimum=1)),
                     int(_number(path, line, row, "output_length", minimum=1)),
                     tuple(hash_ids),
+                    session=session,
+                    delay_s=delay_ms / 1000,
                 ),
             )
 

@@ -8,6 +8,7 @@ how much later than that one a request arrived, relative to its due time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import signal
@@ -232,3 +233,45 @@ def test_workers_joining_and_leaving_mid_replay_lose_and_repeat_nothing(tmp_path
     assert code in (0, 3), master_log[-3000:]  # 3: a worker quit mid-run, so the run says it is incomplete
     assert "left: its arrivals from #" in master_log and "go to 4 process(es)" in master_log, master_log[-3000:]
     print(f"join + leave: send-time error p50 {error['p50']:.2f} ms, p99 {error['p99']:.2f} ms")
+
+
+def test_a_traces_sessions_follow_their_predecessors_through_two_workers(tmp_path):
+    """AIPerf-style Mooncake rows with session_id and delay: 8 sessions of 3 turns, a first turn every 150 ms and
+    later turns 200 ms after their predecessor's answer, plus 4 requests outside sessions. Each request reaches the
+    simulator once; a session's turns come in order, each its delay after the previous answer ended (not before it,
+    not much later); the run ends by itself when every turn was answered."""
+    rows, due_ms = [], {}
+    for s in range(8):
+        for turn in range(3):
+            length = 100 + 10 * s + turn  # the simulator's prompt_tokens name the session and the turn
+            row = {"session_id": f"s{s}", "input_length": length, "output_length": 4}
+            rows.append({**row, "timestamp": 150 * s} if turn == 0 else {**row, "delay": 200})
+            if turn == 0:
+                due_ms[length] = 150 * s
+    for i in range(4):
+        rows.insert(2 + 5 * i, {"timestamp": 100 + 300 * i, "input_length": 50 + i, "output_length": 4})
+    rows.sort(key=lambda r: r.get("timestamp", 0) if "delay" not in r else 10_000)  # later turns at the end
+    path = tmp_path / "sessions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with run_sim(*SIM_ARGS, "--session-header", "X-Session-Id") as sim:
+        proc = run_locust(TRACE_FILE, "--host", sim.url, "--processes", "2", "-u", "12", "-r", "12", "-t", "40s",
+                          "--trace", str(path), "--session-header", "X-Session-Id",
+                          "--results-dir", str(tmp_path / "results"))  # fmt: skip
+        records = [r for r in sim.trace() if r["endpoint"] == "chat"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(tmp_path / "results")
+    assert summary["run"]["stop_reason"] == "the trace's 28 requests were sent"
+    assert summary["throughput"]["requests_ok"] == len(records) == 28
+    by_length = {r["prompt_tokens"]: r for r in records}
+    assert sorted(by_length) == sorted(r["input_length"] for r in rows)  # each request once
+    for s in range(8):
+        turns = [by_length[100 + 10 * s + turn] for turn in range(3)]
+        assert {r["session"] for r in turns} == {f"s{s}"}
+        for before, after in itertools.pairwise(turns):
+            gap_s = after["t_recv"] - before["token_times"][-1]
+            assert 0.2 <= gap_s < 0.2 + 0.3, (s, gap_s)  # the delay after the answer, and not much more
+    first = {n: by_length[n]["t_recv"] for n in due_ms}
+    origin = min(t - due_ms[n] / 1e3 for n, t in first.items())
+    assert all(t - origin - due_ms[n] / 1e3 < 0.5 for n, t in first.items())  # first turns at their time
+    by_turn = {row["label"]: row["requests_ok"] for row in summary["breakdowns"]["turn"]}
+    assert by_turn == {"1": 8, "2": 8, "3-4": 8}

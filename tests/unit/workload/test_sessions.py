@@ -120,3 +120,12 @@ def test_every_chat_shaped_api_carries_the_history(endpoint):
     else:
         listed = body["input" if endpoint == "responses" else "messages"]
         assert [m["role"] for m in listed] == ["user", "assistant", "user"]
+
+
+def test_session_turns_refuse_a_dataset_or_a_trace(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('"hello"\n')
+    for source in (("--dataset", str(data)), ("--trace", str(data))):
+        with pytest.raises(ConfigError, match=f"--session-turns and {source[0]} exclude each other") as e:
+            workload("chat", "--session-turns", "3", *source)
+        assert "\n" not in str(e.value)

@@ -44,6 +44,30 @@ def test_the_window_and_the_request_cap(tmp_path):
     assert len(load_trace(path, "mooncake", TraceWindow(max_requests=3)).requests) == 3
 
 
+SESSION_ROWS = [
+    {"timestamp": 0, "session_id": "a", "input_length": 600, "output_length": 5, "hash_ids": [1, 2]},
+    {"timestamp": 500, "input_length": 100, "output_length": 6, "hash_ids": [9]},
+    {"session_id": "a", "delay": 2000, "input_length": 1100, "output_length": 7, "hash_ids": [1, 2, 3]},
+    {"timestamp": 1000, "session_id": "b", "input_length": 50, "output_length": 8},
+    {"session_id": "a", "delay": 0, "input_length": 1600, "output_length": 9, "hash_ids": [1, 2, 3, 4]},
+    {"timestamp": 9000, "session_id": "c", "input_length": 50, "output_length": 1},
+    {"session_id": "c", "delay": 100, "input_length": 60, "output_length": 1},
+]
+
+
+def test_sessions_first_turns_are_arrivals_later_turns_follow_with_their_delay(tmp_path):
+    trace = load_trace(mooncake(tmp_path, SESSION_ROWS), "mooncake", TraceWindow(speedup=2, duration_s=5))
+    requests = trace.requests
+    assert [r.output_tokens for r in requests] == [5, 6, 7, 8, 9]  # session c starts after the window: left out
+    assert trace.arrivals == (0, 1, 3) and trace.due_s == (0.0, 0.25, 0.5)
+    assert [(r.session, r.turn, r.next_turn) for r in requests] == [
+        ("a", 1, 2), ("", 0, -1), ("a", 2, 4), ("b", 0, -1), ("a", 3, -1)]  # fmt: skip
+    assert [r.delay_s for r in requests] == [0, 0, 1.0, 0, 0]  # ms, divided by the speed-up
+    assert [(r.prefix_blocks, r.prefix_blocks_seen) for r in requests[::2]] == [(1, 0), (2, 1), (3, 2)]
+    capped = load_trace(mooncake(tmp_path, SESSION_ROWS), "mooncake", TraceWindow(max_requests=3))
+    assert [r.output_tokens for r in capped.requests] == [5, 6, 7] and capped.requests[2].next_turn == -1
+
+
 def test_azure_and_burstgpt(tmp_path):
     azure = write(tmp_path / "azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                   "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")  # fmt: skip
@@ -76,6 +100,13 @@ def test_azure_and_burstgpt(tmp_path):
          ":2: expected 6 fields"),
         ("mooncake", '{"timestamp": 5, "output_length": 1}\n', ":1: no field 'input_length'"),
         ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,3,4\n", ":2: TIMESTAMP is not a date"),
+        ("mooncake", '{"timestamp": 5, "session_id": 7, "input_length": 3, "output_length": 1}\n',
+         ":1: session_id must be a string"),
+        ("mooncake", '{"timestamp": 5, "session_id": "s", "delay": 3, "input_length": 3, "output_length": 1}\n',
+         ":1: delay is for a later turn"),
+        ("mooncake", '{"timestamp": 5, "session_id": "s", "input_length": 3, "output_length": 1}\n'
+                     '{"session_id": "s", "delay": -1, "input_length": 3, "output_length": 1}\n',
+         ":2: delay must be a number >= 0"),
     ],
 )  # fmt: skip
 def test_a_bad_trace_names_file_line_and_field(tmp_path, fmt, text, message):
