@@ -182,9 +182,10 @@ def add_tool_call_arguments(parser: argparse.ArgumentParser) -> None:
     d = SimConfig()
     group = parser.add_argument_group(
         "tool calls",
-        "a chat, Responses or Messages request offering function tools may be answered with a tool call: one of its "
-        "tools, arguments built from the tool's schema, streamed one piece per token event in the API's own format; "
-        "GET /sim/trace records each call and the earlier calls and results a request carries",
+        "a chat, Responses or Messages request offering function tools may be answered with a tool\n"
+        "call (its tool_choice obeyed): one of its tools, arguments built from the tool's schema,\n"
+        "streamed one word per token event in the API's own format; GET /sim/trace records each\n"
+        "call and the earlier calls and results a request carries",
     )
     group.add_argument(
         "--tool-call-rate",
@@ -200,7 +201,9 @@ def add_tool_call_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="probability that a tool call's arguments are not valid JSON (closing brace left out)",
     )
-    group.add_argument("--tool-call-seed", type=int, default=d.tool_call_seed, help="seed of the tool-call draws")
+    group.add_argument(
+        "--tool-call-seed", type=int, default=d.tool_call_seed, metavar="N", help="seed of the tool-call draws"
+    )
 
 
 def _fault_type(text: str) -> tuple[str, float]:

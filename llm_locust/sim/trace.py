@@ -19,9 +19,9 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
 - `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
   response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
   written before it;
-- `tools`: the function tools the request offered; `tool_call`: the tool call answered instead of text
-  (`{"id", "name", "arguments", "malformed"}`, the arguments as sent in full: cut short with finish_reason
-  "length"), else None (`llm_locust.sim.apis.tools`);
+- `tools`: the function tools a call could name (those offered, or the one `tool_choice` names); `tool_call`: the
+  tool call answered instead of text (`{"id", "name", "arguments", "malformed"}`, the arguments as sent in full: cut
+  short with finish_reason "length"), else None (`llm_locust.sim.apis.tools`);
 - `carried_tool_calls`, `carried_tool_results`: the ids of the earlier tool calls the request's history holds and of
   those whose results it carries back; `messages`: its number of messages (Responses: input items; 0 for text
   completions and embeddings).

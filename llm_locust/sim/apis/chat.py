@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from llm_locust.sim.apis.completions import OPEN_CHOICE_TAIL, ChunkEncoder
-from llm_locust.sim.apis.tools import with_tools
+from llm_locust.sim.apis.tools import tool_fields
 from llm_locust.sim.apis.wire import Api, CompletionSpec, completion_spec, messages_prompt, optional_int
 from llm_locust.sim.words import WORDS
 
@@ -26,7 +26,8 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     max_tokens = optional_int(data, "max_tokens")
     if max_tokens is None:
         max_tokens = optional_int(data, "max_completion_tokens")
-    return with_tools(completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
+    fields = tool_fields(data, "chat")
+    return completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 class ChatEncoder(ChunkEncoder):

@@ -17,16 +17,16 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.tools import with_tools
+from llm_locust.sim.apis.tools import tool_fields
 from llm_locust.sim.apis.wire import (
     Api,
     ApiError,
     CompletionSpec,
     completion_spec,
-    message_words,
     messages_prompt,
     optional_int,
     output_text,
+    prompt_of,
     typed_event,
 )
 from llm_locust.sim.words import WORDS
@@ -37,11 +37,12 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     prompt_tokens, prompt_text = messages_prompt(data)
     system = data.get("system")
     if system is not None:
-        prompt_tokens += message_words({"content": system})
+        prompt_tokens += prompt_of([{"content": system}])[0]
     if "max_tokens" not in data:
         raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
     max_tokens = optional_int(data, "max_tokens")
-    return with_tools(completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
+    fields = tool_fields(data, "messages")
+    return completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 class MessagesEncoder:

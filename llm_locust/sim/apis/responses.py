@@ -20,16 +20,15 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.tools import with_tools
+from llm_locust.sim.apis.tools import tool_fields
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
     bad_request,
     completion_spec,
-    message_text,
-    message_words,
     optional_int,
     output_text,
+    prompt_of,
     prompt_words,
     typed_event,
 )
@@ -45,9 +44,10 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
         prompt_tokens, prompt_text = prompt_words(item), item
     else:
         messages = _messages(item)
-        prompt_tokens, prompt_text = sum(map(message_words, messages)), " ".join(map(message_text, messages))
+        prompt_tokens, prompt_text = prompt_of(messages)
     max_tokens = optional_int(data, "max_output_tokens")
-    return with_tools(completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens), data)
+    fields = tool_fields(data, "responses")
+    return completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 def _messages(value: Any) -> list[Any]:

@@ -2,7 +2,8 @@
 simulator's answer with a tool call instead of text.
 
 A request of chat, Responses or Messages that offers function tools is answered with a tool call with probability
-`--tool-call-rate` (one seeded draw per such request, `--tool-call-seed`). The call names one of the offered tools
+`--tool-call-rate` (one seeded draw per such request, `--tool-call-seed`); its `tool_choice` can forbid a call
+("none") or require one (a call always, of the tool it names if it names one). The call names one of the offered tools
 (drawn) and its arguments are a JSON object built from the tool's parameter schema: per property (the first
 `MAX_PROPERTIES`), a string of 2 to 4 words, an integer, a number, a boolean, a list of one word or an empty object by
 its `type`; a tool without properties gets `{"query": <words>}`. With probability `--tool-call-malformed-rate` (a
@@ -23,7 +24,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from llm_locust.sim.apis.wire import CompletionSpec, Endpoint, History, Tool, ToolCall, bad_request
+from llm_locust.sim.apis.wire import CompletionSpec, Endpoint, History, Tool, ToolCall, ToolChoice, bad_request
 from llm_locust.sim.words import WORDS
 
 MAX_PROPERTIES = 4
@@ -65,10 +66,45 @@ def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def with_tools(spec: CompletionSpec, data: dict[str, Any]) -> CompletionSpec:
-    """`spec` of request `data` with the tools it offers and the history it carries (ApiError for bad tools)."""
-    endpoint = spec.endpoint
-    return replace(spec, tools=offered_tools(data, endpoint), history=carried_history(data, endpoint))
+def tool_fields(data: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
+    """The `CompletionSpec` fields of request `data` about tools: the history it carries and, when it offers `tools`,
+    the tools a call may name and its tool choice (ApiError for bad tools or a bad tool choice)."""
+    history = carried_history(data, endpoint)
+    if "tools" not in data:
+        return {"history": history}
+    choice, tools = tool_choice(data, endpoint, offered_tools(data, endpoint))
+    return {"tools": tools, "tool_choice": choice, "history": history}
+
+
+def tool_choice(
+    data: dict[str, Any], endpoint: Endpoint, tools: tuple[Tool, ...]
+) -> tuple[ToolChoice, tuple[Tool, ...]]:
+    """Request `data`'s `tool_choice` in `endpoint`'s format and the `tools` a call may then name: "auto" (absent,
+    or `auto`), "none" (`none`), "required" (chat and Responses `required`, Messages `{"type": "any"}`) with every
+    tool, or "required" with the one tool named (chat `{"type": "function", "function": {"name"}}`, Responses
+    `{"type": "function", "name"}`, Messages `{"type": "tool", "name"}`). ApiError (400) for any other value or a
+    name that is not among `tools`."""
+    choice = data.get("tool_choice")
+    if choice is None:
+        return "auto", tools
+    kind, name = None, None
+    if endpoint == "messages":
+        if isinstance(choice, dict):
+            kind = {"auto": "auto", "none": "none", "any": "required", "tool": "named"}.get(choice.get("type"))
+            name = choice.get("name")
+    elif isinstance(choice, str):
+        kind = choice if choice in ("auto", "none", "required") else None
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        function = choice.get("function") if endpoint == "chat" else choice
+        kind, name = "named", function.get("name") if isinstance(function, dict) else None
+    if kind is None or (kind == "named" and not isinstance(name, str)):
+        raise bad_request(f"'tool_choice' {json.dumps(choice)} is not one this API accepts")
+    if kind != "named":
+        return kind, tools  # type: ignore[return-value]  # one of ToolChoice's values
+    named = tuple(tool for tool in tools if tool.name == name)
+    if not named:
+        raise bad_request(f"'tool_choice' names the tool '{name}', which is not among the request's function tools")
+    return "required", named
 
 
 def carried_history(data: dict[str, Any], endpoint: Endpoint) -> History:
@@ -118,7 +154,9 @@ class ToolCaller:
         """`spec` itself (a text answer), or `spec` answering with a tool call of one of its tools (`id_prefix`:
         the call id's, e.g. "call_"), its output tokens the call's pieces (at most the request's maximum)."""
         tools = spec.tools
-        if not tools or self.rate <= 0 or self._random.random() >= self.rate:
+        if not tools or spec.tool_choice == "none":
+            return spec
+        if spec.tool_choice == "auto" and (self.rate <= 0 or self._random.random() >= self.rate):
             return spec
         draw = self._random
         tool = draw.choice(tools)

@@ -22,6 +22,7 @@ import orjson
 from llm_locust.sim.words import WORDS
 
 Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+ToolChoice = Literal["auto", "none", "required"]
 
 
 class ApiError(Exception):
@@ -96,7 +97,10 @@ class CompletionSpec:
     max_tokens: int | None = None
     """The request's maximum output length (None: none)."""
     tools: tuple[Tool, ...] = ()
-    """The function tools the request offers (read by `llm_locust.sim.apis.tools`)."""
+    """The function tools a tool call may name: those the request offers, or the one its `tool_choice` names (read by
+    `llm_locust.sim.apis.tools`)."""
+    tool_choice: ToolChoice = "auto"
+    """Whether the answer may ("auto": with `--tool-call-rate`), must not or must be a tool call."""
     history: History | None = None
     """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
     tool_call: ToolCall | None = None
@@ -167,9 +171,11 @@ def completion_spec(
     prompt_text: str,
     max_tokens: int | None,
     natural_tokens: int,
+    **tool_fields: Any,
 ) -> CompletionSpec:
     """The spec of a generating request `data` whose prompt is `prompt_tokens` words of `prompt_text`, asking for at
-    most `max_tokens` (None: no maximum), under the length rules of the module docstring."""
+    most `max_tokens` (None: no maximum), under the length rules of the module docstring; `tool_fields`: its `tools`,
+    `tool_choice` and `history` (`llm_locust.sim.apis.tools.tool_fields`)."""
     min_tokens = optional_int(data, "min_tokens") or 0
     if max_tokens is not None and max_tokens < 1:
         raise bad_request(f"max_tokens must be at least 1, got {max_tokens}")
@@ -190,6 +196,7 @@ def completion_spec(
         finish_reason="length" if n == max_tokens else "stop",
         prompt_text=prompt_text,
         max_tokens=max_tokens,
+        **tool_fields,
     )
 
 
@@ -208,19 +215,19 @@ def messages_prompt(data: dict[str, Any]) -> tuple[int, str]:
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty list")
-    return sum(message_words(message) for message in messages), " ".join(map(message_text, messages))
+    return prompt_of(messages)
 
 
-def message_words(message: Any) -> int:
-    """The words of one message's texts (`message_texts`); ApiError unless it is an object."""
-    if not isinstance(message, dict):
-        raise bad_request("each message must be an object")
-    return sum(len(text.split()) for text in message_texts(message))
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a (validated) message: its texts (`message_texts`) joined by spaces."""
-    return " ".join(message_texts(message))
+def prompt_of(messages: list[Any]) -> tuple[int, str]:
+    """The words and the text (their texts, `message_texts`, joined by spaces) of `messages` (or Responses input
+    items); ApiError unless each is an object."""
+    texts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise bad_request("each message must be an object")
+        texts += message_texts(message)
+    text = " ".join(texts)
+    return len(text.split()), text
 
 
 def message_texts(message: dict[str, Any]) -> list[str]:

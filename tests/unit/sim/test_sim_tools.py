@@ -12,6 +12,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from openai import OpenAI
 
 from llm_locust.sim import SimProcess, run_sim
 
@@ -32,6 +33,11 @@ TOOLS = {  # each API's format of the same two tools
         {"type": "function", "name": "search", "parameters": {"type": "object"}},
     ],
     "messages": [{"name": "get_weather", "input_schema": SCHEMA}, {"name": "search", "input_schema": {}}],
+}
+REQUIRED = {  # each API's tool choices requiring a call: any tool, then the tool "search"
+    "chat": ("required", {"type": "function", "function": {"name": "search"}}),
+    "responses": ("required", {"type": "function", "name": "search"}),
+    "messages": ({"type": "any"}, {"type": "tool", "name": "search"}),
 }
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
@@ -114,7 +120,8 @@ def stream_call(api: str, events: list[tuple[str | None, Any]]) -> tuple[str, st
                               "response.completed"]  # fmt: skip
         pieces = [d["delta"] for d in deltas]
         assert data[-3]["arguments"] == data[-2]["item"]["arguments"] == "".join(pieces)
-        assert [d["sequence_number"] for d in data] == list(range(len(data)))
+        numbers = [d["sequence_number"] for d in data]  # consecutive, but for skips over --tokens-per-chunk groups
+        assert numbers[:4] == [0, 1, 2, 3] and all(a < b for a, b in pairwise(numbers))
         completed = data[-1]["response"]
         assert completed["output"] == [data[-2]["item"]] and completed["status"] == "completed"
         return item["call_id"], item["name"], pieces, "tool_calls", completed["usage"]["output_tokens"]
@@ -167,10 +174,10 @@ def test_streamed_tool_call_reassembles_to_the_traces_call(tool_sim: SimProcess,
     assert len(pieces) >= 3 and all(pieces)  # split over several events
     assert usage_tokens == record["completion_tokens"] == len(pieces) == len(record["token_times"])
     assert record["finish_reason"] == finish == "tool_calls"
-    # each piece is a token event of the fixed timing model: the first at TTFT, then one per ITL
-    times = record["token_times"]
-    assert TTFT_MS / 1e3 <= times[0] - record["t_recv"] < TTFT_MS / 1e3 + 0.5
-    assert all(ITL_MS / 1e3 * 0.5 <= b - a < 0.5 for a, b in pairwise(times))
+    # each piece is a token event of the fixed timing model, written at (never before) its due time: TTFT + i x ITL
+    for i, t in enumerate(record["token_times"]):
+        due_s = (TTFT_MS + i * ITL_MS) / 1e3
+        assert due_s - 1e-4 <= t - record["t_recv"] < due_s + 0.5
 
 
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
@@ -248,7 +255,29 @@ def test_rate_zero_answers_with_text() -> None:
             assert status == 200
             record = trace_of(sim, json.loads(payload)["id"])
             assert (record["tool_call"], record["tools"], record["finish_reason"]) == (None, 2, "stop")
+            # a tool choice that requires a call gets one whatever the rate; naming a tool, of that tool
+            names = []
+            for choice in REQUIRED[api]:
+                status, payload = post(sim, PATHS[api], request_body(api, stream=False, tool_choice=choice))
+                record = trace_of(sim, json.loads(payload)["id"])
+                assert status == 200 and record["finish_reason"] == "tool_calls"
+                names.append(record["tool_call"]["name"])
+            assert names[0] in ("get_weather", "search") and names[1] == "search"
         assert "llm_locust_sim:tool_calls_total" in metrics_text(sim)
+
+
+def test_tool_choice_none_answers_with_text_and_a_bad_one_is_a_400(tool_sim: SimProcess) -> None:
+    for api, none in (("chat", "none"), ("responses", "none"), ("messages", {"type": "none"})):
+        status, payload = post(tool_sim, PATHS[api], request_body(api, stream=False, tool_choice=none))
+        assert status == 200
+        assert trace_of(tool_sim, json.loads(payload)["id"])["tool_call"] is None
+    for api, choice, message in (
+        ("chat", "sometimes", "'tool_choice' \"sometimes\" is not one this API accepts"),
+        ("messages", "auto", "'tool_choice' \"auto\" is not one this API accepts"),
+        ("responses", {"type": "function", "name": "fly"}, "names the tool 'fly', which is not among the request's"),
+    ):
+        status, payload = post(tool_sim, PATHS[api], request_body(api, tool_choice=choice))
+        assert status == 400 and message in json.loads(payload)["error"]["message"]
 
 
 def test_rates_are_drawn_per_request_and_counted_on_metrics() -> None:
@@ -299,3 +328,39 @@ def test_a_rate_outside_zero_one_is_a_one_line_error() -> None:
     assert proc.stderr.strip().splitlines() == [
         "llm-locust sim: error: --tool-call-rate must be a probability in [0, 1], got 1.5"
     ]
+
+
+def test_tokens_per_chunk_groups_the_pieces_as_it_groups_text_tokens() -> None:
+    with run_sim("--ttft-ms", "1", "--itl-ms", "1", "--tool-call-rate", "1", "--tokens-per-chunk", "3") as sim:
+        for api in PATHS:
+            events = sse(post(sim, PATHS[api], request_body(api))[1])
+            _, _, pieces, finish, usage_tokens = stream_call(api, events)
+            record = trace_of(sim, response_id(api, events))
+            assert "".join(pieces) == record["tool_call"]["arguments"] and finish == "tool_calls"
+            # the first piece alone, then 3 per event; usage still counts every piece
+            assert len(pieces[0].split()) == 1 and all(len(p.split()) <= 3 for p in pieces[1:])
+            assert usage_tokens == record["completion_tokens"] == len("".join(pieces).split())
+            assert len(pieces) == 1 + -(-(usage_tokens - 1) // 3)
+
+
+def test_openai_pythons_stream_helpers_read_the_calls(tool_sim: SimProcess) -> None:
+    """openai-python's own accumulators (chat `stream`, Responses `stream`) rebuild the calls the trace recorded."""
+    client = OpenAI(base_url=f"{tool_sim.url}/v1", api_key="unused", max_retries=0, timeout=10)
+    user = [{"role": "user", "content": "what is the weather in paris"}]
+    with client.chat.completions.stream(model=MODEL, messages=user, tools=TOOLS["chat"]) as stream:  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        completion = stream.get_final_completion()
+    (call,) = completion.choices[0].message.tool_calls or []
+    assert completion.choices[0].finish_reason == "tool_calls"
+    traced = trace_of(tool_sim, completion.id)["tool_call"]
+    assert (call.id, call.function.name, call.function.arguments) == (traced["id"], traced["name"], traced["arguments"])
+    with client.responses.stream(model=MODEL, input=user, tools=TOOLS["responses"]) as stream:  # type: ignore[arg-type]
+        for _ in stream:
+            pass
+        response = stream.get_final_response()
+    (item,) = response.output
+    traced = trace_of(tool_sim, response.id)["tool_call"]
+    assert item.type == "function_call"
+    assert (item.call_id, item.name, item.arguments) == (traced["id"], traced["name"], traced["arguments"])
+    assert response.usage is not None and response.usage.output_tokens == len(traced["arguments"].split())
