@@ -5,6 +5,7 @@ and for each API's own tool-call form (chat, Responses, Messages) in one process
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -165,3 +166,35 @@ def test_max_sessions_ends_the_run_after_exactly_that_many_sessions(tmp_path: Pa
     assert summary["run"]["stop_reason"] == "--max-sessions 5 reached"
     assert summary["agent"]["sessions"] == 5 == len(sessions_of(trace))
     assert summary["throughput"]["requests_ok"] == len(trace)
+
+
+def test_tools_from_a_bfcl_file(tmp_path: Path):
+    """Each session carries one BFCL entry's functions (types made JSON Schema's, dots in names `_`); the simulator
+    calls them by those names."""
+    entries = [
+        {"id": "simple_0", "question": [[{"role": "user", "content": "Area of a triangle, base 10, height 5?"}]],
+         "function": [{"name": "geometry.triangle_area", "description": "Area of a triangle.", "parameters": {
+             "type": "dict", "properties": {"base": {"type": "integer"}, "height": {"type": "float"}},
+             "required": ["base", "height"]}}]},
+        {"id": "multiple_0", "question": [[{"role": "user", "content": "Factorial of 5, then its square root?"}]],
+         "function": [{"name": "math.factorial", "description": "n!", "parameters": {
+             "type": "dict", "properties": {"number": {"type": "integer"}}, "required": ["number"]}},
+                      {"name": "math.sqrt", "description": "Square root.", "parameters": {
+             "type": "dict", "properties": {"x": {"type": "float"}}, "required": ["x"]}}]},
+    ]  # fmt: skip
+    path = tmp_path / "BFCL_v3_sample.json"
+    path.write_text("\n".join(json.dumps(entry) for entry in entries) + "\n")
+    args = list(AGENT_ARGS)
+    args[args.index("--tools") : args.index("--tools") + 2] = ["--tools-file", str(path)]
+    with run_sim(*sim_args()) as sim:
+        opts = options("--host", sim.url, *args, "--results-dir", str(tmp_path / "r"))
+        run_local(opts, 2, 2, user_classes=[ChatAgent], stop_timeout_s=10)
+        gevent.sleep(0.3)
+        trace = sim.trace()
+    summary = read_summary(tmp_path / "r")
+    assert summary["failures"] == {} and summary["agent"]["tool_calls"] > 0
+    names = {"geometry_triangle_area", "math_factorial", "math_sqrt"}
+    assert {r["tool_call"]["name"] for r in trace if r["tool_call"]} <= names
+    assert {r["tools"] for r in trace} <= {1, 2}
+    for steps in sessions_of(trace).values():  # a session keeps its tool set
+        assert len({s["tools"] for s in steps}) == 1
