@@ -109,6 +109,9 @@ def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
     # each process starts its share of the sessions (a share handed out again as users arrive may add one)
     assert SESSIONS <= agent["sessions"] == len(sessions) <= SESSIONS + 2
     assert agent["sessions_failed"] == 0
+    # the whole history went back: each step's prompt, as the client counted it, is the simulator's count
+    tokens = summary["tokens"]
+    assert tokens["prompt_tokens_checked"] == len(trace) and tokens["prompt_token_mismatches"] == 0
     m = summary["metrics"]
     assert m["agent_steps"]["count"] == agent["sessions"] and 1 <= m["agent_steps"]["max"] <= MAX_STEPS
     assert m["tool_call_ms"]["count"] == agent["tool_calls"]
