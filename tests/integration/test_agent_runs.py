@@ -201,3 +201,17 @@ def test_tools_from_a_bfcl_file(tmp_path: Path):
     assert {r["tools"] for r in trace} <= {1, 2}
     for steps in sessions_of(trace).values():  # a session keeps its tool set
         assert len({s["tools"] for s in steps}) == 1
+
+
+def test_agent_sessions_with_the_openai_sdk_client(tmp_path: Path):
+    """The openai SDK's chunks (`--client openai-sdk`) give the same tool calls, sent back the same way."""
+    with run_sim(*sim_args()) as sim:
+        opts = options("--host", sim.url, *AGENT_ARGS, "--client", "openai-sdk", "--model", "llm-locust-sim",
+                       "--results-dir", str(tmp_path))  # fmt: skip
+        run_local(opts, 2, 3, user_classes=[ChatAgent], stop_timeout_s=10)
+        gevent.sleep(0.3)
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {} and summary["throughput"]["requests_ok"] == len(trace) >= 6
+    assert summary["agent"]["tool_calls"] == sum(1 for r in trace if r["tool_call"]) > 0
+    check_sessions(sessions_of(trace))
