@@ -81,7 +81,8 @@ class Api:
     Streamed: `parser` (SSE event → record) and `event_text`; else `read_body`. `counting`: what its summary counts
     (`OUTPUTS`, or `INPUTS`: a request carries `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
     with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
-    `--image` / `--image-size` attach images to its messages.
+    `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
+    `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none).
     """
 
     endpoint: str
@@ -99,6 +100,7 @@ class Api:
     sdk_method: str = ""
     sdk_arguments: tuple[str, ...] = ()
     images: bool = False
+    tools: shapes.ToolForms | None = None
 
     def __post_init__(self) -> None:
         if (self.parser is None) == (self.read_body is None):
@@ -170,16 +172,16 @@ BUILT_IN = (
     Api("chat", "chat completions", openai_paths("/v1/chat/completions", azure="chat/completions"), shapes.chat,
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
         event_text=openai_text, sdk_method="chat.completions", sdk_arguments=("model", "messages", "stream"),
-        images=True),
+        images=True, tools=shapes.CHAT_TOOLS),
     Api("completions", "text completions", openai_paths("/v1/completions", azure="completions"), shapes.completions,
         _CHUNK_USAGE, parser=apply_event, event_text=openai_text, sdk_method="completions",
         sdk_arguments=("model", "prompt", "stream")),
     Api("responses", "the Responses API", openai_paths("/v1/responses"), shapes.responses, {"stream": True},
         max_tokens_field="max_output_tokens", parser=responses_stream.apply_event,
-        event_text=responses_stream.event_text),
+        event_text=responses_stream.event_text, tools=shapes.RESPONSES_TOOLS),
     Api("messages", "the Messages API", {**openai_paths("/v1/messages", databricks=False), "anthropic": "/v1/messages"},
         shapes.messages, {"stream": True}, forces_length=False, parser=messages_stream.apply_event,
-        event_text=messages_stream.event_text),
+        event_text=messages_stream.event_text, tools=shapes.MESSAGES_TOOLS),
     Api("embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shapes.embeddings,
         max_tokens_field="", read_body=read_embeddings, counting=INPUTS),
 )  # fmt: skip

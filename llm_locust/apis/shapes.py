@@ -5,11 +5,21 @@ maybe more fields of a dataset entry — and leaves the API's own: chat `message
 Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with the system messages moved
 to its `system` field. An API that counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its
 `--embedding-batch` prompt texts: embeddings send them as `input`.
+
+An API that takes tools has its `ToolForms` (`apis.Api.tools`: `CHAT_TOOLS`, `RESPONSES_TOOLS`, `MESSAGES_TOOLS`): the
+neutral function schemas of `workload/tools.py` in its own `tools` field, and an agent step's tool calls and results
+in its own history messages.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
+
+from llm_locust.metrics.record import ToolCall
 
 
 def chat(body: dict[str, Any]) -> None:
@@ -37,6 +47,70 @@ def messages(body: dict[str, Any]) -> None:
     body["messages"] = [m for m in listed if m.get("role") != "system"]
     if system:
         body["system"] = "\n".join(system)
+
+
+@dataclass(frozen=True)
+class ToolForms:
+    """How an API takes tools (`apis.Api.tools`): `schemas` shapes the neutral function schemas (`{"name",
+    "description", "parameters"}`, `workload/tools.py`) into its `tools` field; `step(content, calls, results)` makes
+    the history messages of one agent step in its own form — the assistant's answer (its text `content`, maybe "",
+    and its tool `calls`) and each call's result text (`results`, in the calls' order)."""
+
+    schemas: Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]]
+    step: Callable[[str, Sequence[ToolCall], Sequence[str]], list[dict[str, Any]]]
+
+
+def _chat_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat completions' `tools`: each function schema as a function tool."""
+    return [{"type": "function", "function": dict(tool)} for tool in tools]
+
+
+def _chat_step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Chat: an assistant message with its `tool_calls`, then a `role: "tool"` message per result (`tool_call_id`)."""
+    functions = [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+    ]
+    answer = {"role": "assistant", "content": content or None, "tool_calls": functions}
+    return [
+        answer,
+        *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, results, strict=True)),
+    ]
+
+
+def _responses_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses API's `tools`: function tools with the schema's fields at the top."""
+    return [{"type": "function", **tool} for tool in tools]
+
+
+def _responses_step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Responses: the answer's text as an assistant message (if any), a `function_call` input item per call, a
+    `function_call_output` item per result (by `call_id`)."""
+    items: list[dict[str, Any]] = [{"role": "assistant", "content": content}] if content else []
+    items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+    items += [
+        {"type": "function_call_output", "call_id": c.id, "output": r} for c, r in zip(calls, results, strict=True)
+    ]
+    return items
+
+
+def _messages_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic Messages' `tools`: name, description and the parameters' schema as `input_schema`."""
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
+
+
+def _messages_step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Anthropic Messages: an assistant message of a text block (if any) and a `tool_use` block per call (its
+    arguments as the `input` object), then a user message of a `tool_result` block per result (`tool_use_id`)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": orjson.loads(c.arguments or "{}")}
+               for c in calls]  # fmt: skip
+    answers = [{"type": "tool_result", "tool_use_id": c.id, "content": r} for c, r in zip(calls, results, strict=True)]
+    return [{"role": "assistant", "content": blocks}, {"role": "user", "content": answers}]
+
+
+CHAT_TOOLS = ToolForms(_chat_tools, _chat_step)
+RESPONSES_TOOLS = ToolForms(_responses_tools, _responses_step)
+MESSAGES_TOOLS = ToolForms(_messages_tools, _messages_step)
 
 
 def embeddings(body: dict[str, Any]) -> None:

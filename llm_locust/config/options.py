@@ -189,6 +189,36 @@ def add_workload_arguments(group: Any) -> None:
         help="Pause before each later turn of a session, seconds: S, uniform:MIN,MAX, exponential:MEAN or "
         "lognormal:MEAN,SD",
     )
+    group.add_argument(
+        "--tools",
+        type=int,
+        default=0,
+        help="Agent sessions (locustfiles/agent.py): N synthetic function schemas in every request's tools (seeded "
+        "by --seed; chat, Responses, Messages)",
+    )
+    group.add_argument(
+        "--tools-file",
+        default="",
+        help="Agent sessions: tool sets from a JSON Lines file, one per line (BFCL entries with 'function', "
+        '{"tools": [...]}, or one function schema per line); each session draws one',
+    )
+    group.add_argument(
+        "--tool-result-tokens",
+        default="128",
+        help="Agent sessions: length of each tool result sent back, in tokens: N or a distribution",
+    )
+    group.add_argument(
+        "--tool-latency-ms",
+        default="0",
+        help="Agent sessions: time a tool takes before its result is sent back, ms: 0, N or a distribution "
+        "(e.g. lognormal:300,200)",
+    )
+    group.add_argument(
+        "--max-agent-steps",
+        type=int,
+        default=8,
+        help="Agent sessions: most requests per session; it ends earlier when an answer has no tool call",
+    )
 
 
 def add_provider_arguments(group: Any) -> None:
@@ -317,6 +347,12 @@ def add_load_arguments(parser: Any) -> None:
         default=0.0,
         help="End the run early once more than this share of requests failed (e.g. 0.5; checked "
         "after 20 requests; 0: never)",
+    )
+    group.add_argument(
+        "--max-sessions",
+        type=int,
+        default=0,
+        help="Agent sessions: end the run after this many sessions ended, in total across workers (0: no limit)",
     )
 
 

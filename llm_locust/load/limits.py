@@ -29,15 +29,17 @@ def configuration_failure(ok: int, failures: Mapping[str, int]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """A run's limits: a trace's `trace_requests` all sent, `--max-requests`, `--abort-error-rate` (0: none)."""
+    """A run's limits: a trace's `trace_requests` all sent, `--max-requests`, `--abort-error-rate`, `--max-sessions`
+    (0: none)."""
 
     trace_requests: int = 0
     max_requests: int = 0
     abort_error_rate: float = 0.0
+    max_sessions: int = 0
 
-    def stop_reason(self, finished: int, ok: int, failures: Mapping[str, int]) -> str | None:
+    def stop_reason(self, finished: int, ok: int, failures: Mapping[str, int], sessions: int = 0) -> str | None:
         """The reason to end the run now, after `finished` requests (`ok` succeeded, `failures` the failed ones by
-        `ErrorKind`), or None.
+        `ErrorKind`) and `sessions` agent sessions ended, or None.
 
         A command that cannot work ends the run (`configuration_failure`): no later request can do better.
         """
@@ -45,6 +47,8 @@ class Limits:
             return f"the trace's {self.trace_requests} requests were sent"
         if self.max_requests and finished >= self.max_requests:
             return f"--max-requests {self.max_requests} reached"
+        if self.max_sessions and sessions >= self.max_sessions:
+            return f"--max-sessions {self.max_sessions} reached"
         configuration = configuration_failure(ok, failures)
         if configuration is not None:
             return configuration

@@ -32,7 +32,8 @@ class Plan:
     (None = no limit), the seconds of warm-up left in the step when the plan was made, and in open loop the
     global arrival sequence — the total `rate_per_s` of its `arrival` process (or "trace": the trace's times),
     its `seed`, `origin_epoch_s` (wall clock of arrival time 0), `limit` (arrivals, None = unbounded) — and the
-    `assignment` of its arrivals to processes, this one being `me`."""
+    `assignment` of its arrivals to processes, this one being `me`; in closed loop with `--max-sessions`, the agent
+    sessions it may start (`session_quota`, None = no limit)."""
 
     step: Step | None = None
     rate_per_s: float | None = None
@@ -45,6 +46,7 @@ class Plan:
     limit: int | None = None
     assignment: Assignment | None = None  # None: closed loop
     me: str = "local"
+    session_quota: int | None = None  # closed loop, --max-sessions: agent sessions this process may start
 
     @property
     def open_loop(self) -> bool:
@@ -70,6 +72,7 @@ class Plan:
             "limit": self.limit,
             "assignment": None if self.assignment is None else self.assignment.to_wire(),
             "me": self.me,
+            "session_quota": self.session_quota,
         }
 
     @classmethod

@@ -44,6 +44,7 @@ class LoadSettings:
     trace_max_requests: int
     trace_model: str
     trace_log_type: str
+    max_sessions: int
 
     @classmethod
     def from_options(cls, options: Any) -> LoadSettings:
@@ -69,6 +70,8 @@ class LoadSettings:
             raise ConfigError(f"--max-concurrency must be >= 1, got {options.max_concurrency}")
         if options.max_requests < 0:
             raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
+        if options.max_sessions < 0:
+            raise ConfigError(f"--max-sessions must be >= 0 (0: no limit), got {options.max_sessions}")
         _check_search(options)
         if not 0 <= options.abort_error_rate <= 1:
             raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")

@@ -119,6 +119,10 @@ LATENCIES: tuple[LatencyMetric, ...] = (
                   series=True, buckets_s=MILLISECONDS_BUCKETS_S),
     LatencyMetric("ttfb", "time to response headers", read_s=attrgetter("ttfb_s"), outcomes=ALL_OUTCOMES,
                   series=True),
+    LatencyMetric("tool_call", "time to tool call", read_s=attrgetter("tool_call_s")),
+    LatencyMetric("agent_session", "agent session duration", read_s=attrgetter("agent_session_s")),
+    LatencyMetric("agent_model", "agent session: waiting for the model", read_s=attrgetter("agent_model_s")),
+    LatencyMetric("agent_tool", "agent session: in tools", read_s=attrgetter("agent_tool_s")),
 )  # fmt: skip
 """Every latency, in the order of summary.json, the tables and the time series: TTFT (time to first token: of
 successful and cancelled requests), TTFO (first non-reasoning output), TPOT (time per output token), ITL (every gap
@@ -126,7 +130,9 @@ between token events, pooled), E2E (to the last token) — of successful request
 loop: how late each request was sent, whatever its outcome), the TTFT of failed requests that got a first token
 (kept apart so that it never mixes into the successes'), the E2E of cancelled requests (to their last token), and the
 phases of each request's connection, whatever its outcome: a new connection's TCP connect and TLS handshake (none on a
-reused one), and the time to the response headers (TTFB).
+reused one), and the time to the response headers (TTFB); the time to the complete tool call(s) of a successful answer
+that has one; an agent session's duration, and its time waiting for the model and in tools (on the session's last
+request, when it succeeded).
 Definitions: `record.RequestRecord` and docs/metrics.md."""
 
 

@@ -145,6 +145,9 @@ class Counts:
     connections_new: int = 0  # requests sent on a connection opened for them
     connections_reused: int = 0  # ... on a kept-alive connection
     retried_stale: int = 0  # requests sent again on a new connection: the kept-alive one was closed before any byte
+    agent_sessions: int = 0  # agent sessions that ended (on their last request), whatever their outcome
+    agent_sessions_failed: int = 0  # ... of which one step failed (it ended the session)
+    tool_calls: int = 0  # tool calls in successful answers
 
     @property
     def requests_failed(self) -> int:
@@ -225,6 +228,14 @@ class WindowMetrics(Counts):
             else:
                 self.connections_reused += 1
         self.retried_stale += record.retried_stale
+        agent = record.agent
+        if agent is not None:
+            self.agent_sessions += 1
+            if agent.ok:
+                self._record("agent_steps", agent.steps)
+                self._record("agent_tool_calls", agent.tool_calls)
+            else:
+                self.agent_sessions_failed += 1
         if record.cancelled:
             self.requests_cancelled += 1
             self._record("output_tokens_cancelled", min(record.output_tokens, _HIGHEST_COUNT))
@@ -263,6 +274,7 @@ class WindowMetrics(Counts):
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:
             self.usage_event_mismatches += 1
         self.reasoning_tokens += record.reasoning_tokens or 0
+        self.tool_calls += len(record.tool_calls)
         if record.expected_prompt_tokens is not None and record.prompt_tokens is not None:
             self.prompt_checks += 1
             diff = abs(record.prompt_tokens - record.expected_prompt_tokens)

@@ -8,7 +8,9 @@ the SSE `event:` line):
 - `content_block_delta` whose `delta` is a `text_delta` (non-empty `text`) or an `input_json_delta` (a tool call's
   `partial_json`): output tokens (the first one is TTFO); a `thinking_delta`: reasoning tokens (TTFT and ITL, not
   TTFO); `signature_delta` and `citations_delta`: structure;
-- `content_block_start`, `content_block_stop`, `ping`: structure only;
+- a tool call: `content_block_start` of a `tool_use` block starts it (its `id` and `name`:
+  `RequestRecord.tool_calls`), its `input_json_delta`s' `partial_json` make its arguments;
+- other `content_block_start`, `content_block_stop`, `ping`: structure only;
 - `message_delta`: `delta.stop_reason` (the finish reason) and `usage.output_tokens` (cumulative);
 - `message_stop`: the end;
 - `error`: a failure — `overloaded` for an `overloaded_error`, `stream_error` for any other type (named in the
@@ -17,13 +19,17 @@ the SSE `event:` line):
 
 from __future__ import annotations
 
+import orjson
+
 from llm_locust.metrics.protocol import (
     TokenChunks,
+    add_tool_arguments,
     apply_token,
     decode_object,
     error_text,
     guarded,
     note_request_id,
+    start_tool_call,
     token_event,
 )
 from llm_locust.metrics.record import ErrorKind, RequestRecord
@@ -49,6 +55,15 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         field = _DELTA_TEXT.get(delta_type)
         if field is not None and delta[field]:
             (token_event if delta_type == "thinking_delta" else apply_token)(record, t)
+            if delta_type == "input_json_delta":
+                add_tool_arguments(record, t, str(delta[field]))
+        return False
+    if kind == "content_block_start":
+        block = event["content_block"]
+        if block.get("type") == "tool_use":  # its input is `{}`, streamed after; a server that sends it whole here
+            given = block.get("input")  # (no input_json_delta then) gives the call's arguments
+            arguments = orjson.dumps(given).decode() if given else ""
+            start_tool_call(record, t, str(block.get("id") or ""), str(block.get("name") or ""), arguments)
         return False
     if kind == "message_start":
         note_request_id(record, event["message"].get("id"))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import orjson
 
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 from llm_locust.metrics.sse import SSEDecoder
 from llm_locust.redact import redact
 
@@ -201,11 +201,14 @@ def _apply_chunk(record: RequestRecord, chunk: dict, t: float) -> bool:
         delta = choice.get("delta")
         if delta is not None:  # chat completion chunk
             content = delta.get("content")
-            bearing = content or delta.get("tool_calls")
+            calls = delta.get("tool_calls")
+            bearing = content or calls
             if bearing or delta.get("reasoning_content") or delta.get("reasoning"):
                 token_event(record, t)
                 if bearing and record.t_first_content is None:
                     record.t_first_content = t
+            if calls:
+                _chat_tool_calls(record, calls, t)
         elif choice.get("text"):  # text completion chunk
             token_event(record, t)
             if record.t_first_content is None:
@@ -233,6 +236,69 @@ def note_request_id(record: RequestRecord, value: object) -> None:
         record.server_request_id = value
 
 
+def _chat_tool_calls(record: RequestRecord, entries: list, t: float) -> None:
+    """Apply a chat delta's `tool_calls` entries that arrived at `t`: an entry whose `index` is new starts a tool call
+    (its `id`, `function.name`, the first `function.arguments`), one of a call already started adds its arguments
+    (and any name piece) to it."""
+    for entry in entries:
+        function = entry.get("function") or {}
+        name, arguments = function.get("name") or "", function.get("arguments") or ""
+        index = entry.get("index")
+        if type(index) is not int or index >= len(record.tool_calls):
+            start_tool_call(record, t, str(entry.get("id") or ""), str(name), str(arguments))
+        else:
+            add_tool_arguments(record, t, str(arguments), index, str(name), str(entry.get("id") or ""))
+
+
+def start_tool_call(record: RequestRecord, t: float, call_id: str, name: str, arguments: str = "") -> None:
+    """A new tool call of the answer began at `t` (perf_counter s): its id, function name and first arguments."""
+    record.tool_calls += (ToolCall(call_id, name, arguments),)
+    record.t_tool_call = t
+
+
+def add_tool_arguments(
+    record: RequestRecord, t: float, arguments: str, position: int = -1, name: str = "", call_id: str = ""
+) -> None:
+    """More of the tool call at `position` (default: the last one started) arrived at `t`: `arguments` (and a `name`
+    piece) appended, its id set if it had none; nothing when no tool call was started."""
+    calls = record.tool_calls
+    if not calls:
+        return
+    call = calls[position]
+    updated = ToolCall(call.id or call_id, call.name + name, call.arguments + arguments)
+    position %= len(calls)
+    record.tool_calls = (*calls[:position], updated, *calls[position + 1 :])
+    record.t_tool_call = t
+
+
+def set_tool_arguments(record: RequestRecord, t: float, arguments: str) -> None:
+    """The whole arguments of the last tool call started (an API's closing event that repeats them) arrived at
+    `t`; nothing when no tool call was started."""
+    if record.tool_calls:
+        call = record.tool_calls[-1]
+        record.tool_calls = (*record.tool_calls[:-1], ToolCall(call.id, call.name, arguments))
+        record.t_tool_call = t
+
+
+def check_tool_calls(record: RequestRecord) -> None:
+    """Fail `record` (`tool_call_json`) when one of its tool calls' arguments is not a JSON object (empty arguments
+    are a call without any: the Messages API streams none for an empty input)."""
+    for call in record.tool_calls:
+        if not call.arguments:
+            continue
+        try:
+            arguments = orjson.loads(call.arguments)
+        except orjson.JSONDecodeError:
+            arguments = None
+        if type(arguments) is not dict:
+            record.fail(
+                ErrorKind.TOOL_CALL_JSON,
+                f"the arguments of tool call {_clip(call.id or '?')} ({_clip(call.name)}) are not a JSON object: "
+                f"{_clip(call.arguments)}",
+            )
+            return
+
+
 def apply_token(record: RequestRecord, t: float) -> None:
     """Apply a content token (non-reasoning output: text or a tool call) that arrived at `t` (perf_counter s);
     also what a chunk matched by `TokenChunks` means."""
@@ -252,7 +318,8 @@ def token_event(record: RequestRecord, t: float) -> None:
 
 
 def finish(record: RequestRecord, t_done: float) -> RequestRecord:
-    """Close the record at stream end (perf_counter s): classify an unfinished or empty stream."""
+    """Close the record at stream end (perf_counter s): classify an unfinished or empty stream, or one whose tool calls'
+    arguments are not JSON objects."""
     record.t_done = t_done
     if record.ok:
         if not record.saw_done and record.finish_reason is None:
@@ -262,6 +329,8 @@ def finish(record: RequestRecord, t_done: float) -> RequestRecord:
             )
         elif record.events == 0:
             record.fail(ErrorKind.NO_TOKENS, "stream finished without any generated token")
+        elif record.tool_calls:
+            check_tool_calls(record)
     return record
 
 

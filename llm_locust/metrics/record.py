@@ -16,6 +16,11 @@ the moment never happened (e.g. no token arrived).
   reused one) and TTFB = t_headers - t_send (the response headers). t_send is taken before the connection is
   checked out, so a new connection's connect and handshake are inside TTFB and TTFT (as in vLLM's bench and
   GuideLLM); these show the parts.
+- time to the complete tool call = t_tool_call - t_send: the arrival of the last event that carried a part of a
+  tool call (its id, name or arguments); the calls themselves in `tool_calls`.
+- agent session (`agent`, on a session's last request): steps, tool calls, duration = last stream end - first
+  send = time waiting for the model (each step's t_done - t_send, summed) + time in tools (each step's t_done to the
+  next step's t_send).
 - expected prefix reuse = prefix_blocks_seen / prefix_blocks, summed over requests (`workload/prefix_blocks.py`).
 - cancelled: the client closed the stream early on purpose; not a failure, and not a success: its TTFT counts,
   its E2E (to its last token) and output tokens are kept apart.
@@ -54,6 +59,33 @@ class ErrorKind(StrEnum):
     BAD_STREAM = "bad_stream"  # not SSE, or a chunk that is not valid JSON
     INCOMPLETE = "incomplete"  # the stream ended without its last event ([DONE], finish_reason, ...)
     NO_TOKENS = "no_tokens"  # the stream finished but carried no generated token
+    TOOL_CALL_JSON = "tool_call_json"  # a streamed tool call's arguments are not a JSON object
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model streamed: its `id` (chat's `tool_calls[].id`, the Responses item's `call_id`, the
+    Messages `tool_use` block's `id`), the function's `name`, and its `arguments` as the streamed JSON text (the
+    argument pieces concatenated in arrival order)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSummary:
+    """An agent session, on its last request's record: its `steps` (requests), the `tool_calls` its answers made, its
+    duration (first request sent to last stream end), of which waiting for the model (each step's send to stream end,
+    summed) and in tools (each step's stream end to the next step's send: the tool's latency and the client's time in
+    between), seconds; `ok`: every step succeeded."""
+
+    steps: int
+    tool_calls: int
+    duration_s: float
+    model_s: float
+    tool_s: float
+    ok: bool
 
 
 class TokenSource(StrEnum):
@@ -108,6 +140,9 @@ class RequestRecord:
     session: str = ""  # the conversation (session) it belongs to: its id, sent in --session-header
     turn: int = 0  # its 1-based turn in a multi-turn session (0: not part of a multi-turn session)
     answer_text: str | None = None  # the generated text as the API's event text gives it (kept when asked: sessions)
+    tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
+    t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
+    agent: AgentSummary | None = None  # an agent session's last request: the session's figures
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
@@ -161,6 +196,26 @@ class RequestRecord:
         return None if self.t_last is None else self.t_last - self.t_send
 
     @property
+    def tool_call_s(self) -> float | None:
+        """Time to the complete tool call(s), seconds: `t_tool_call` − `t_send` (None: the answer has none)."""
+        return None if self.t_tool_call is None else self.t_tool_call - self.t_send
+
+    @property
+    def agent_session_s(self) -> float | None:
+        """An agent session's duration, seconds, on its last request (None on the others): see `AgentSummary`."""
+        return None if self.agent is None else self.agent.duration_s
+
+    @property
+    def agent_model_s(self) -> float | None:
+        """An agent session's time waiting for the model, seconds, on its last request (None on the others)."""
+        return None if self.agent is None else self.agent.model_s
+
+    @property
+    def agent_tool_s(self) -> float | None:
+        """An agent session's time in tools, seconds, on its last request (None on the others)."""
+        return None if self.agent is None else self.agent.tool_s
+
+    @property
     def queue_delay_s(self) -> float | None:
         """Open loop: seconds the request was sent after it was due (client queue delay)."""
         return None if self.t_sched is None else self.t_send - self.t_sched
@@ -207,3 +262,9 @@ def reuse_group(blocks: int, seen: int) -> tuple[str, str]:
             return ("reuse", f"{low}-{high - 1}%")
         low = high
     return ("reuse", f"{low}-99%")
+
+
+def agent_step_group(step: int) -> tuple[str, str]:
+    """The ("agent_step", label) breakdown pair of an agent session's 1-based `step`, in the turns' buckets
+    (`turn_group`): "1", "2", "3-4", "5-8", "9-16" or "17+"."""
+    return ("agent_step", turn_group(step)[1])

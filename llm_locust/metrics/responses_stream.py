@@ -8,8 +8,11 @@ the SSE `event:` line, which is not needed):
 - `response.reasoning_text.delta`, `response.reasoning_summary_text.delta`: reasoning tokens (they count for TTFT
   and ITL, not for TTFO), as reasoning deltas do in chat;
 - `response.created`: `response.id`, the server's request id (unless its `x-request-id` header gave one);
-- `response.in_progress`, `response.output_item.*`, `response.content_part.*`, `*.done`:
-  structure only;
+- a function call: `response.output_item.added` with an item of type `function_call` starts it (its `call_id` and
+  `name`: `RequestRecord.tool_calls`), each `response.function_call_arguments.delta` adds to its arguments,
+  `response.function_call_arguments.done` gives them whole;
+- `response.in_progress`, other `response.output_item.*`, `response.content_part.*`, other
+  `*.done`: structure only;
 - `response.completed`: the end; `response.usage` gives `input_tokens`, `output_tokens` and
   `output_tokens_details.reasoning_tokens`;
 - `response.incomplete`: the end; stopped by `max_output_tokens` it is a success (finish reason `length`, as
@@ -21,16 +24,20 @@ from __future__ import annotations
 
 from llm_locust.metrics.protocol import (
     TokenChunks,
+    add_tool_arguments,
     apply_token,
     decode_object,
     error_text,
     guarded,
     note_request_id,
+    set_tool_arguments,
+    start_tool_call,
     token_event,
 )
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 _CONTENT = frozenset(("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"))
+_ARGUMENTS_DELTA = "response.function_call_arguments.delta"
 _REASONING = frozenset(("response.reasoning_text.delta", "response.reasoning_summary_text.delta"))
 _TOKEN_BEARING = _CONTENT | _REASONING
 
@@ -46,8 +53,20 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
     """`apply_event` on the decoded event; raises on fields of unexpected types."""
     kind = event.get("type")
     if kind in _CONTENT:
-        if event["delta"]:
+        delta = event["delta"]
+        if delta:
             apply_token(record, t)
+            if kind == _ARGUMENTS_DELTA:
+                add_tool_arguments(record, t, str(delta))
+        return False
+    if kind == "response.output_item.added":
+        item = event["item"]
+        if item.get("type") == "function_call":
+            start_tool_call(record, t, str(item.get("call_id") or ""), str(item.get("name") or ""),
+                            str(item.get("arguments") or ""))  # fmt: skip
+        return False
+    if kind == "response.function_call_arguments.done":
+        set_tool_arguments(record, t, str(event["arguments"]))
         return False
     if kind in _REASONING:
         if event["delta"]:

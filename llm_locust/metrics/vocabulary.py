@@ -7,9 +7,9 @@ too.
 
 from __future__ import annotations
 
-COUNT_METRICS = ("output_tokens", "output_tokens_cancelled")
-"""Count histograms (no unit suffix): output tokens per successful request, and per cancelled request. The latency
-histograms are declared in `declarations.LATENCIES`."""
+COUNT_METRICS = ("output_tokens", "output_tokens_cancelled", "agent_steps", "agent_tool_calls")
+"""Count histograms (no unit suffix): output tokens per successful request, and per cancelled request; requests and
+tool calls per agent session (that succeeded). The latency histograms are declared in `declarations.LATENCIES`."""
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 """The percentiles of every distribution in summary.json (`p50` .. `p99_9`), besides count, mean, min, max."""

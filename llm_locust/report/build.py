@@ -13,6 +13,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.report import (
+    agent,
     charts,
     distributions,
     lengths,
@@ -179,6 +180,9 @@ def _sections(
     reuse_part = reuse.reuse_section(runs)
     if reuse_part is not None:
         sections.append(reuse_part)
+    agent_part = agent.agent_section(runs)
+    if agent_part is not None:
+        sections.append(agent_part)
     telemetry_part = telemetry_charts.telemetry_section(runs)
     if telemetry_part is not None:
         sections.append(telemetry_part)

@@ -194,6 +194,16 @@ def connections(window: WindowMetrics) -> dict[str, int]:
     return {"new": window.connections_new, "reused": window.connections_reused, "retried_stale": window.retried_stale}
 
 
+def agent_sessions(window: WindowMetrics) -> dict[str, int] | None:
+    """Agent sessions (locustfiles/agent.py): `sessions` ended, `sessions_failed` (a step failed and ended it),
+    `tool_calls` made by successful answers; None when the run had no agent session (the steps and tool calls per
+    session, the session duration and its model and tool time are in `metrics`)."""
+    if not window.agent_sessions:
+        return None
+    return {"sessions": window.agent_sessions, "sessions_failed": window.agent_sessions_failed,
+            "tool_calls": window.tool_calls}  # fmt: skip
+
+
 def token_warnings(tokens: dict[str, Any]) -> list[str]:
     """The lines a `token_accounting` result adds to the summary's warnings: ITL per event, and a local
     tokenizer's count that disagrees with the server's usage."""

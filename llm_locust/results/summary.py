@@ -22,6 +22,7 @@ from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
 from llm_locust.results import efficiency
 from llm_locust.results.files import (
+    agent_sessions,
     breakdowns,
     connections,
     iso_time,
@@ -160,6 +161,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "tokens": tokens,
         "prefix_reuse": prefix_reuse(run.total),
         "connections": connections(run.total),
+        "agent": agent_sessions(run.total),
         "timeseries": {
             "file": view.timeseries_file,
             "interval_s": view.output.interval_s,

@@ -84,7 +84,9 @@ class LoadController:
         self._sequence: Plan | None = None  # the sequence now running (assignment and me left out)
         self._sharing: Sharing | None = None  # its assignment to the processes
         trace_requests = len(trace.requests) if trace is not None else 0  # a session's later turns included
-        self._limits = Limits(trace_requests, settings.load.max_requests, settings.load.abort_error_rate)
+        self._limits = Limits(
+            trace_requests, settings.load.max_requests, settings.load.abort_error_rate, settings.load.max_sessions
+        )
         self._seed = settings.workload.seed if settings.workload.seed is not None else random.randrange(2**31)
 
     @property
@@ -143,9 +145,12 @@ class LoadController:
             quotas = dict.fromkeys(users, 0)
         elif sequence is None and self.settings.load.max_requests:
             quotas = integer_shares(self.settings.load.max_requests, users)
+        max_sessions = self.settings.load.max_sessions
+        session_quotas = integer_shares(max_sessions, users) if sequence is None and max_sessions else {}
         for process in sorted(users):
             if sequence is None:
-                plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s)
+                plan = Plan(step=step, quota=quotas.get(process), warmup_left_s=warmup_left_s,
+                            session_quota=session_quotas.get(process))  # fmt: skip
             else:
                 assignment = None if self._sharing is None else self._sharing.assignment
                 plan = replace(sequence, warmup_left_s=warmup_left_s, assignment=assignment, me=process)
@@ -211,4 +216,6 @@ class LoadController:
 
     def check_limits(self, total: WindowMetrics) -> str | None:
         """The reason to end the run now (a limit reached, `load.limits.Limits`), or None."""
-        return self._limits.stop_reason(total.requests_finished, total.requests_ok, total.failures)
+        return self._limits.stop_reason(
+            total.requests_finished, total.requests_ok, total.failures, sessions=total.agent_sessions
+        )

@@ -43,6 +43,7 @@ class Pacer:
         self._changed = Event()
         self._closed = False
         self.sent = 0
+        self.sessions_started = 0  # agent sessions begun by this process's users (`take(new_session=True)`)
 
     def apply(self, plan: Plan) -> None:
         """Follow `plan` from now on; users waiting for a ticket of the old plan take a new one.
@@ -92,21 +93,32 @@ class Pacer:
         """Open loop: the first arrival of this process not handed out yet (every one before it was)."""
         return self._cursor.low_water
 
-    def take(self) -> Ticket:
-        """Wait until this user may send its next request; return its ticket.
+    def take(self, new_session: bool = False) -> Ticket:
+        """Wait until this user may send its next request (`new_session`: the first of an agent session); return its
+        ticket.
 
         With no arrival for this process (the sequence is over, or it sends none), before the first plan of an open
-        loop, once the process's quota is used up, or after `close`, the user waits (the master ends the run when all
-        are done); the runner stopping the user ends the wait.
+        loop, once the process's quota (of requests, or of sessions for a request that begins one) is used up, or
+        after `close`, the user waits (the master ends the run when all are done); the runner stopping the user ends
+        the wait.
         """
         while True:
             plan, changed = self.plan, self._changed
             waiting_for_plan = self.open_loop and plan.assignment is None
-            if self._closed or waiting_for_plan or (plan.quota is not None and self.sent >= plan.quota):
+            sessions_over = (
+                new_session and plan.session_quota is not None and self.sessions_started >= plan.session_quota
+            )
+            if (
+                self._closed
+                or waiting_for_plan
+                or (plan.quota is not None and self.sent >= plan.quota)
+                or sessions_over
+            ):
                 changed.wait(_QUOTA_WAIT_S)
                 continue
             due = self._due
             if due is None:
+                self.sessions_started += new_session
                 return self._issue(None, plan, None)
             assert plan.assignment is not None  # with `_due`
             index = self._cursor.next_index(due, plan.assignment, plan.me)

@@ -81,6 +81,18 @@ def run_state(environment: Environment) -> RunState:
     return state
 
 
+def _check_agents(settings: Any, user_classes: Any) -> None:
+    """ConfigError when agent users (`ApiUser.agent`) have no tools to call, or are asked for multi-turn sessions."""
+    if not any(getattr(user, "agent", False) for user in user_classes or ()):
+        return
+    if not settings.workload.tool_sets:
+        raise ConfigError("agent sessions need tools to call: pass --tools N (synthetic schemas) or --tools-file PATH")
+    if str(settings.workload.session_turns) != "1":
+        raise ConfigError("--session-turns: an agent session is one user prompt and its tool steps (--max-agent-steps)")
+    if settings.workload.dataset or settings.load.trace:
+        raise ConfigError("agent sessions make their own prompts (--prompt-tokens): leave out --dataset and --trace")
+
+
 def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, **_: Any) -> None:
     """Create the run state (and the LLM view on a web UI); a bad option ends the process with a
     one-line error (exit 2)."""
@@ -96,7 +108,9 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 endpoint,
                 settings.workload.ignore_eos,
                 settings.endpoint.client,
+                tools=bool(settings.workload.tool_sets),
             )
+        _check_agents(settings, environment.user_classes)
         _states[environment] = state
         if state.is_worker:
             parse_locust_defaults_once()

@@ -43,6 +43,7 @@ class ApiUser(FastHttpUser):
     abstract = True
     wait_time = constant(0)
     endpoint: ClassVar[str]  # a key of apis.APIS
+    agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
 
     def __init__(self, environment: Any) -> None:
         self.llm = run_state(environment)
@@ -81,7 +82,7 @@ class ApiUser(FastHttpUser):
         )
         self.workload = Workload(
             settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
-            self.llm.prefix_pool, server_family=settings.endpoint.server_family,
+            self.llm.prefix_pool, server_family=settings.endpoint.server_family, agent=self.agent,
         )  # fmt: skip
         tokenizer = settings.workload.tokenizer
         counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer: counts the streamed text
@@ -146,7 +147,11 @@ class ApiUser(FastHttpUser):
         if pause_s:  # every request failed so far, and no later one can do better: the run is ending
             gevent.sleep(pause_s)
         # a trace session's next turn: due at its predecessor's answer plus its delay (no ticket of the sequence)
-        ticket = self._follow_up if self.workload.in_trace_session else self.llm.pacer.take()
+        ticket = (
+            self._follow_up
+            if self.workload.in_trace_session
+            else self.llm.pacer.take(new_session=self.workload.starts_session)
+        )
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's arrival
         request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
@@ -156,7 +161,8 @@ class ApiUser(FastHttpUser):
                 Prepared(self.api, self.path, request.body, headers, ticket, replica,
                          self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
                          request.inputs, request.prefix_blocks, request.model, request.groups,
-                         session=request.session, turn=request.turn, keep_answer=request.keep_answer)
+                         session=request.session, turn=request.turn, keep_answer=request.keep_answer,
+                         on_finish=request.on_finish)
             )  # fmt: skip
         self.workload.answered(record)
         think_s = self.workload.think_time_s()
@@ -192,6 +198,31 @@ class MessagesUser(ApiUser):
 
     abstract = True
     endpoint = "messages"
+
+
+class ChatAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/chat/completions: a user prompt, then a step per answer with tool calls,
+    the calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."""
+
+    abstract = True
+    endpoint = "chat"
+    agent = True
+
+
+class ResponsesAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/responses (`function_call` / `function_call_output` items)."""
+
+    abstract = True
+    endpoint = "responses"
+    agent = True
+
+
+class MessagesAgentUser(ApiUser):
+    """Plays agent sessions over POST /v1/messages (`tool_use` / `tool_result` blocks)."""
+
+    abstract = True
+    endpoint = "messages"
+    agent = True
 
 
 class EmbeddingsUser(ApiUser):

@@ -116,6 +116,8 @@ class FastTransport:
                 finish(record, perf_counter())
                 if kept is not None:
                     keep_text(record, kept.text(), counter, prepared.keep_answer)
+                if prepared.on_finish is not None:
+                    prepared.on_finish(record)
                 _report(resp, record)
         finally:
             _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request

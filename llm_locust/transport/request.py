@@ -8,7 +8,7 @@ arrival) or `sdk_client.SdkTransport` (the openai SDK), chosen once per user —
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -34,8 +34,10 @@ class Prepared:
     counts inputs carries (embeddings); `prefix_blocks`: its shared prompt blocks (whole, seen before); `model`: the
     model its body names (`RequestRecord.model`); `groups`: the breakdowns it counts in (`RequestRecord.groups`);
     `session` and `turn`: its session and 1-based turn in it (0: not a multi-turn session; the record counts in the
-    "turn" breakdown otherwise); `keep_answer`: keep the generated text on the record (`RequestRecord.answer_text`, what
-    the API's `event_text` reads from the stream; a session sends it back), at no cost when False.
+    "turn" breakdown otherwise); `keep_answer`: keep the generated text on the record (`RequestRecord.answer_text`,
+    what the API's `event_text` reads from the stream; a session sends it back), at no cost when False; `on_finish`:
+    called with the finished record just before it is reported (what only the stream's end tells goes on it: an
+    agent session's step and, on its last request, the session's figures).
     """
 
     api: Api
@@ -53,6 +55,7 @@ class Prepared:
     session: str = ""
     turn: int = 0
     keep_answer: bool = False
+    on_finish: Callable[[RequestRecord], None] | None = None
 
 
 class Transport(Protocol):

@@ -109,6 +109,8 @@ class SdkTransport:
             finish(record, perf_counter())
             if texts is not None:
                 keep_text(record, "".join(texts), self.counter, prepared.keep_answer)
+            if prepared.on_finish is not None:
+                prepared.on_finish(record)
             self._report(record, prepared.path)
         finally:
             watchdog.end(watch)

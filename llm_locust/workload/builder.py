@@ -9,17 +9,20 @@ for multi-turn sessions (`sessions.Session`: each turn sends the whole history â
 them, `Workload.answered` â€” and a new user message of `--prompt-tokens`; `--think-time-s` before each later turn);
 each conversation has its own session id, sent in `--session-header` when given; `max_tokens` comes from the dataset
 entry or `--max-tokens`; the length fields from the API and the server family (`providers.length_fields`); images are
-attached to the messages of an API that takes them (`Api.images`: chat). The user's API (`apis.Api`) shapes the prompt
-into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a streamed API's `stream`;
-chat and text completions also `stream_options.include_usage`); `--extra-body` wins on conflicts. A request
-of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead. With `--model-mix`
-each request names a model drawn by weight from the user's RNG (`model_mix`) and counts in the `model` breakdown.
+attached to the messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`:
+one tool set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The
+user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
+streamed API's `stream`; chat and text completions also `stream_options.include_usage`); `--extra-body` wins on
+conflicts. A request of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
+With `--model-mix` each request names a model drawn by weight from the user's RNG (`model_mix`) and counts in the
+`model` breakdown.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import count
@@ -29,6 +32,7 @@ import orjson
 
 from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.workload.agent import AgentSession, answer_content
 from llm_locust.workload.datasets import Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
@@ -64,6 +68,7 @@ class RequestSpec:
     keep_answer: bool = False
     model: str = ""  # the model its body names
     groups: tuple[tuple[str, str], ...] = ()
+    on_finish: Callable[[RequestRecord], None] | None = None  # an agent session's step: `AgentSession.finished`
 
 
 @lru_cache(maxsize=2)
@@ -92,8 +97,10 @@ class Workload:
         prefixes: PrefixPool | None = None,
         *,
         server_family: str,
+        agent: bool = False,
     ) -> None:
-        """`server_family`: the endpoint's (`transport.settings.EndpointSettings`), which names the length fields."""
+        """`server_family`: the endpoint's (`transport.settings.EndpointSettings`), which names the length fields;
+        `agent`: the user plays agent sessions (`agent.AgentSession`)."""
         self.settings = settings
         self.server_family = server_family
         self.trace = trace
@@ -108,7 +115,9 @@ class Workload:
         self._user_id = uuid.UUID(int=self.rng.getrandbits(128)).hex[:12]
         self._sessions = count(1)
         self.session = ""
-        self.multi_turn = str(settings.session_turns) != "1"  # synthetic multi-turn sessions (--session-turns)
+        self.multi_turn = str(settings.session_turns) != "1" or agent  # synthetic multi-turn sessions (--session-turns)
+        self.agent_mode = agent
+        self.agent: AgentSession | None = None  # the agent session being played (agent_mode)
         self.conversation: Session | None = None  # the synthetic session being played (multi_turn)
         self.turn = 0  # the 1-based turn of the request last built in a multi-turn session (0: not one)
         self._trace_next = -1  # a trace session's next turn (its index in trace.requests), -1: none
@@ -116,6 +125,8 @@ class Workload:
         self.prompts = PromptMaker(self.counter, self.rng)
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
+        self.tool_sets = settings.tool_sets
+        self._tools: tuple[str, list[dict[str, Any]]] = ("", [])  # the session's tools, in this API's shape
 
     def next_request(self, model: str, step: StepLengths | None = None, index: int | None = None) -> RequestSpec:
         """The next request of this user for `model` (with `--model-mix`, for a model drawn by weight instead): with a
@@ -135,18 +146,34 @@ class Workload:
             return self._trace_request(model, trace.requests[position])
         if not self.api.counts_outputs:
             return self._inputs_request(model, step.prompt_tokens if step is not None else None)
-        fields, expected, blocks = self._next_fields(step.prompt_tokens if step is not None else None)
+        agent = self.agent
+        if agent is not None and agent.ready:
+            fields, expected, blocks = self._agent_step(agent)
+        else:
+            fields, expected, blocks = self._next_fields(step.prompt_tokens if step is not None else None)
+            if self.agent_mode:
+                agent = self.agent = AgentSession(self.conversation, self.settings.max_agent_steps)  # type: ignore[arg-type]
         body = self._body(fields, model, step.max_tokens if step is not None else None)
         if self.api.images and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
-        keep = self.conversation is not None and not self.conversation.done
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=self.turn, keep_answer=keep)
+        keep = self.agent_mode or (self.conversation is not None and not self.conversation.done)
+        turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep,
+                           on_finish=None if agent is None else agent.finished)  # fmt: skip
+
+    @property
+    def starts_session(self) -> bool:
+        """The next request begins an agent session (what `--max-sessions` quotas count)."""
+        return self.agent_mode and (self.agent is None or not self.agent.ready)
 
     def answered(self, record: RequestRecord) -> None:
         """The user has the answer to the request last built (`record`): in a synthetic multi-turn session its text
         as the server returned it (`answer_text`, kept when asked) joins the history; a failed turn ends the
         session (the next request starts a new one). A cancelled turn's history keeps the text that arrived."""
+        if self.agent is not None:
+            self._agent_answered(self.agent, record)
+            return
         conversation = self.conversation
         if conversation is None or conversation.done or record.session != conversation.session_id:
             return
@@ -157,13 +184,40 @@ class Workload:
 
     def think_time_s(self) -> float:
         """Seconds to wait before the next request: a trace session's next turn's delay; `--think-time-s` drawn
-        while a synthetic multi-turn session has turns left; else 0."""
+        while a synthetic multi-turn session has turns left; in an agent session whose answer called tools, the
+        tools' time (`--tool-latency-ms`, drawn); else 0."""
         if self._trace_next >= 0 and self.trace is not None:
             return self.trace.requests[self._trace_next].delay_s
+        if self.agent is not None:
+            return self.settings.tool_latency_ms.sample(self.rng) / 1e3 if self.agent.ready else 0.0
         conversation = self.conversation
         if conversation is None or conversation.done:
             return 0.0
         return self.settings.think_time_s.sample_s(self.rng)
+
+    def _agent_answered(self, agent: AgentSession, record: RequestRecord) -> None:
+        """An agent step's answer (`record`, seen by `agent.finished`): when the session goes on, its tool calls get
+        their results (`--tool-result-tokens` each), and the answer and the results join the history in the API's
+        form; when it ended, the next request starts a new session."""
+        if not agent.pending:
+            self.agent = self.conversation = None
+            return
+        content = answer_content(record)
+        results, tokens = [], self.counter.count(content) if content else 0
+        for call in agent.pending:
+            text, counted = self.prompts.prompt(self.settings.tool_result_tokens.sample(self.rng))
+            results.append(text)
+            tokens += counted + self.counter.count(call.arguments)
+        step = self.api.tools.step(content, agent.pending, results)  # type: ignore[union-attr]
+        agent.send_back(step, tokens)
+
+    def _agent_step(self, agent: AgentSession) -> tuple[dict[str, Any], int, tuple[int, int]]:
+        """The fields of an agent session's next step: the whole history (the tool results last), its prompt tokens,
+        and its whole blocks, of which those of the history up to the last answer seen before."""
+        agent.ready = False
+        expected = agent.conversation.history_tokens
+        blocks = (expected // BLOCK_TOKENS, agent.seen_tokens // BLOCK_TOKENS)
+        return {"messages": list(agent.conversation.messages)}, expected, blocks
 
     def _trace_request(self, model: str, request: TraceRequest) -> RequestSpec:
         """A trace's request: its prompt made of its blocks (`prefix_blocks`) at its length, its output length; in
@@ -247,8 +301,16 @@ class Workload:
             **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
+        if self.tool_sets:
+            body["tools"] = self._session_tools()
         body.update(settings.extra_body)
         return body
+
+    def _session_tools(self) -> list[dict[str, Any]]:
+        """The current session's tools in this API's shape: one of the tool sets, drawn when the session began."""
+        if self._tools[0] != self.session or not self.session:
+            self._tools = (self.session, self.api.tools.schemas(self.rng.choice(self.tool_sets)))  # type: ignore[union-attr]
+        return self._tools[1]
 
     def _images(self) -> list[str]:
         """Data URLs to attach to this request: the --image files, then one generated image."""

@@ -55,8 +55,9 @@ def check_length_control(family: str, ignore_eos: bool) -> None:
         )
 
 
-def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, client: str) -> None:
-    """ConfigError if `endpoint` (the locustfile's API) cannot be measured with these options."""
+def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, client: str, tools: bool = False) -> None:
+    """ConfigError if `endpoint` (the locustfile's API) cannot be measured with these options (`tools`: its requests
+    carry --tools / --tools-file)."""
     served = api(endpoint)
     name = served.title
     if provider not in served.paths:
@@ -73,6 +74,8 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             f"--ignore-eos: {name} has no request field that forces the output length; drop --ignore-eos, "
             "outputs will stop at end-of-sequence or max_tokens"
         )
+    if tools and served.tools is None:
+        raise ConfigError(f"--tools / --tools-file: {name} takes no tools; use chat, the Responses or Messages API")
     if client != "fast" and not served.sdk_method:
         raise ConfigError(f"--client {client} measures chat and text completions only, not {name}: use --client fast")
 

@@ -19,13 +19,16 @@ from llm_locust.workload.lengths import LengthDist, parse_length
 from llm_locust.workload.model_mix import ModelMix, parse_model_mix
 from llm_locust.workload.sessions import DurationDist, parse_duration
 from llm_locust.workload.tokens import token_counter
+from llm_locust.workload.tools import ToolSet, load_tool_sets, synthetic_tools
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
     """Prompts and their lengths (synthetic, shared prefixes, or a dataset), output lengths, images, the seed, the
     tokenizer that counts, the session header, the embeddings batch, the extra body fields, the model mix, and the
-    synthetic multi-turn sessions' turns and think time."""
+    synthetic multi-turn sessions' turns and think time; agent sessions' tools (`tools` synthetic ones, or
+    `tools_file`), the length of a tool's result (tokens), its latency (ms; fixed 0: no wait) and the most steps of a
+    session."""
 
     extra_body: dict[str, Any]
     prompt_tokens: LengthDist = field(metadata=shown_as(str))
@@ -44,6 +47,11 @@ class WorkloadSettings:
     embedding_batch: int
     session_turns: LengthDist = field(metadata=shown_as(str))
     think_time_s: DurationDist = field(metadata=shown_as(str))
+    tools: int
+    tools_file: str
+    tool_result_tokens: LengthDist = field(metadata=shown_as(str))
+    tool_latency_ms: LengthDist = field(metadata=shown_as(str))
+    max_agent_steps: int
     model_mix: ModelMix = field(default=ModelMix(), metadata=shown_as(str))
 
     @classmethod
@@ -90,6 +98,14 @@ class WorkloadSettings:
             source = "--dataset" if options.dataset else "--trace"
             raise ConfigError(f"--session-turns and {source} exclude each other: the {source[2:]}'s conversations "
                               "set the turns")  # fmt: skip
+        if options.tools < 0:
+            raise ConfigError(f"--tools must be >= 0 (0: none), got {options.tools}")
+        if options.tools and options.tools_file:
+            raise ConfigError("--tools and --tools-file exclude each other: synthetic tools, or a file's")
+        if options.tools_file:
+            load_tool_sets(options.tools_file)  # a bad file fails now, with its name and line
+        if options.max_agent_steps < 1:
+            raise ConfigError(f"--max-agent-steps must be >= 1, got {options.max_agent_steps}")
         images = tuple(as_list(options.image))
         for path in images:
             file_data_url(path)
@@ -105,4 +121,15 @@ class WorkloadSettings:
             image=images,
             image_size=parse_size(options.image_size) if options.image_size else None,
             model_mix=model_mix,
-        )
+            tool_result_tokens=parse_length(options.tool_result_tokens, "--tool-result-tokens"),
+            tool_latency_ms=LengthDist("fixed", 0) if str(options.tool_latency_ms).strip() in ("0", "") else
+            parse_length(options.tool_latency_ms, "--tool-latency-ms"),
+        )  # fmt: skip
+
+    @property
+    def tool_sets(self) -> tuple[ToolSet, ...]:
+        """The tool sets a session draws from: the --tools-file's, or one of --tools synthetic tools; () without
+        tools."""
+        if self.tools_file:
+            return load_tool_sets(self.tools_file)
+        return (synthetic_tools(self.tools, self.seed),) if self.tools else ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from conftest import free_port, read_summary, short_run
+from conftest import ROOT, free_port, read_summary, run_locust, short_run
 from harness.output import assert_no_secret, error_lines
 
 from llm_locust.sim import run_sim
@@ -114,3 +114,24 @@ def test_api_key_never_in_any_output(tmp_path, keyed_sim, how):
     assert summary["throughput"]["requests_ok"] > 0 and summary["failures"] == {}
     assert summary["settings"]["api_key_set"] is True
     assert_no_secret(tmp_path, output, KEY)
+
+
+@pytest.mark.parametrize(
+    ("locustfile", "args", "message"),
+    [
+        ("agent.py", (), "agent sessions need tools to call: pass --tools N"),
+        ("agent.py", ("--tools", "2", "--session-turns", "3"), "--session-turns: an agent session is one user prompt"),
+        ("agent.py", ("--tools-file", "missing.jsonl"), "--tools-file missing.jsonl: cannot read it"),
+        ("agent.py", ("--tools", "2", "--tools-file", "x.jsonl"), "--tools and --tools-file exclude each other"),
+        ("completions.py", ("--tools", "2"), "--tools / --tools-file: text completions takes no tools"),
+    ],
+)
+def test_bad_agent_and_tools_options(tmp_path, locustfile, args, message):
+    """Agents and tools: one error line naming the option, exit 2, no traceback."""
+    result = run_locust(ROOT / "locustfiles" / locustfile, "--host", f"http://127.0.0.1:{free_port()}", "--model",
+                        "m", "-u", "1", "-t", "2s", "--results-dir", str(tmp_path), *args, timeout_s=60)  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-2000:]
+    errors = error_lines(output)
+    assert len(errors) == 1 and message in errors[0], output[-2000:]
+    assert "Traceback" not in output

@@ -13,10 +13,13 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     from llm_locust.runtime.plugin import install
     from llm_locust.runtime.shape import SweepShape
     from llm_locust.runtime.users import (
+        ChatAgentUser,
         ChatCompletionsUser,
         CompletionsUser,
         EmbeddingsUser,
+        MessagesAgentUser,
         MessagesUser,
+        ResponsesAgentUser,
         ResponsesUser,
     )
 
@@ -28,6 +31,9 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
             "EmbeddingsUser": EmbeddingsUser,
             "MessagesUser": MessagesUser,
             "ResponsesUser": ResponsesUser,
+            "ChatAgentUser": ChatAgentUser,
+            "ResponsesAgentUser": ResponsesAgentUser,
+            "MessagesAgentUser": MessagesAgentUser,
         },
         "llm_locust.shape": {"SweepShape": SweepShape},
     }
