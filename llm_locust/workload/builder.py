@@ -115,6 +115,7 @@ class Workload:
         self._user_id = uuid.UUID(int=self.rng.getrandbits(128)).hex[:12]
         self._sessions = count(1)
         self.session = ""
+        self._mix_model = ""  # --model-mix: the model of the conversation being played
         self.multi_turn = str(settings.session_turns) != "1" or agent  # synthetic multi-turn sessions (--session-turns)
         self.agent_mode = agent
         self.agent: AgentSession | None = None  # the agent session being played (agent_mode)
@@ -134,9 +135,22 @@ class Workload:
         playing; else a sweep `step` that sets lengths sets them."""
         mix = self.settings.model_mix
         if mix:
-            model = mix.pick(self.rng)
+            if not self._continues_session():  # a conversation talks to one model: drawn at its first request
+                self._mix_model = mix.pick(self.rng)
+            model = self._mix_model
         spec = self._next_spec(model, step, index)
         return replace(spec, model=model, groups=((MODEL_DIMENSION, model),) if mix else ())
+
+    def _continues_session(self) -> bool:
+        """The next request is a later turn of the conversation this user is playing: a trace session's, an agent
+        session's next step, a synthetic multi-turn session's or a dataset conversation's next turn."""
+        if self._trace_next >= 0:
+            return True
+        if self.agent is not None:
+            return self.agent.ready
+        if self.conversation is not None:
+            return not self.conversation.done
+        return bool(self.dataset) and self._turn < len(self._turns)
 
     def _next_spec(self, model: str, step: StepLengths | None, index: int | None) -> RequestSpec:
         """The next request for `model`, see `next_request`."""

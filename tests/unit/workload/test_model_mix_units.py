@@ -72,3 +72,17 @@ def test_each_request_names_its_drawn_model_and_counts_in_its_breakdown() -> Non
     plain = Settings.from_options(options("--host", "http://127.0.0.1:1", "--seed", "4"))
     spec = Workload(plain.workload, "chat", server_family="vllm").next_request("m")
     assert spec.model == "m" and spec.groups == () and orjson.loads(spec.body)["model"] == "m"
+
+
+def test_a_conversation_keeps_the_model_drawn_at_its_first_turn() -> None:
+    """A multi-turn session talks to one model (an adapter serves a whole conversation); sessions draw anew."""
+    settings = Settings.from_options(
+        options("--host", "http://127.0.0.1:1", "--model-mix", "a=1,b=1", "--session-turns", "3", "--seed", "4")
+    )
+    workload = Workload(settings.workload, "chat", server_family="vllm")
+    models: dict[str, set[str]] = {}
+    for _ in range(60):
+        spec = workload.next_request("ignored")
+        models.setdefault(spec.session, set()).add(spec.model)
+    assert len(models) == 20 and all(len(drawn) == 1 for drawn in models.values())
+    assert set().union(*models.values()) == {"a", "b"}
