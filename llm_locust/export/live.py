@@ -124,8 +124,8 @@ class LiveMetrics:
         self._observe(self.tokens, series, TOKEN_METRIC, window)
 
     def _observe(self, into: dict[Any, Buckets], key: Any, metric: str, window: WindowMetrics) -> None:
-        hist = window.hist[metric]
-        if not hist.get_total_count():
+        hist = window.hist.get(metric)
+        if hist is None or not hist.get_total_count():
             return
         added = cumulative_counts(hist, self.geometry(metric).index)
         low, high = hist.get_min_value(), hist.get_max_value()

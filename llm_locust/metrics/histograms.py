@@ -44,6 +44,16 @@ def new_histogram(metric: str) -> HdrHistogram:
     return HdrHistogram(1, highest, 3)
 
 
+class Histograms(dict[str, HdrHistogram]):
+    """A window's histograms by metric name, each made when first recorded into or added to (`new_histogram`): an
+    empty latency histogram costs ~190 KB, and most windows see few of the declared metrics (no agent session, no new
+    connection). Reading a metric with `get` makes nothing."""
+
+    def __missing__(self, metric: str) -> HdrHistogram:
+        hist = self[metric] = new_histogram(metric)
+        return hist
+
+
 def release_histogram(hist: HdrHistogram) -> None:
     """Let `hist`'s counts (~190 KB for a latency histogram) be freed as soon as it is dropped.
 
@@ -211,7 +221,7 @@ class WindowMetrics(Counts):
     """The LLM metrics of a set of requests (one time window, or a whole run): the counters, a histogram per
     declared latency and count metric, with the exact sum of each."""
 
-    hist: dict[str, HdrHistogram] = field(default_factory=lambda: {m: new_histogram(m) for m in histogram_names()})
+    hist: Histograms = field(default_factory=Histograms)
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(histogram_names(), 0))
 
     def __post_init__(self) -> None:
@@ -301,7 +311,8 @@ class WindowMetrics(Counts):
 
     def distribution(self, metric: str, scale: float = 1.0) -> dict[str, float | int | None]:
         """`distribution` of one metric of this window (its histogram with its exact sum)."""
-        return distribution(self.hist[metric], self.sums[metric], scale)
+        hist = self.hist.get(metric)
+        return distribution(new_histogram(metric) if hist is None else hist, self.sums[metric], scale)
 
     def merge(self, other: WindowMetrics) -> None:
         """Add `other`'s requests to this window."""

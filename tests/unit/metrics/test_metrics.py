@@ -127,6 +127,21 @@ def test_vectorised_percentiles_equal_hdrhistograms_own_and_mean_is_exact():
     assert abs(stats["max"] - max(values)) <= max(values) * 0.001
 
 
+def test_a_window_makes_only_the_histograms_it_records_into():
+    """An empty latency histogram is ~190 KB: a window holds those of the metrics its requests had, and an absent
+    metric reads as an empty distribution without being made (agent or connection metrics in a plain run)."""
+    window = WindowMetrics()
+    assert dict(window.hist) == {}
+    window.add(RequestRecord(endpoint="chat", t_send=1.0, t_first=1.05, t_last=1.2, t_done=1.2, events=2,
+                             status_code=200, saw_done=True))  # fmt: skip
+    assert "ttft" in window.hist and "agent_session" not in window.hist and "connect" not in window.hist
+    assert window.distribution("agent_session")["count"] == 0 and "agent_session" not in window.hist
+    merged = WindowMetrics()
+    merged.merge(window)
+    assert set(merged.hist) == {name for name, h in window.hist.items() if h.get_total_count()}
+    assert WindowMetrics.from_wire(window.to_wire()).distribution("ttft") == window.distribution("ttft")
+
+
 def test_diagnosis_tells_a_wrong_host_from_a_server_lost_during_the_run():
     wrong_host = WindowMetrics(failures=Counter(connect=30))
     assert diagnose(wrong_host, "connect: ConnectionRefusedError")[0] == "connect"  # exit code 2: fix the command
