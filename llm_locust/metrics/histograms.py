@@ -64,8 +64,9 @@ def release_histogram(hist: HdrHistogram) -> None:
     hist.encoder = None
 
 
-def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str, float | int | None]:
-    """count, mean, min, p50 .. p99_9, max of `hist`, each value divided by `scale`.
+def distribution(hist: HdrHistogram | None, total: int, scale: float = 1.0) -> dict[str, float | int | None]:
+    """count, mean, min, p50 .. p99_9, max of `hist` (None: no histogram, nothing recorded), each value divided by
+    `scale`.
 
     `total` is the exact sum of the recorded values (the histogram only knows buckets), so the
     mean is exact. Percentiles are HdrHistogram's (highest equivalent value of the bucket
@@ -73,9 +74,9 @@ def distribution(hist: HdrHistogram, total: int, scale: float = 1.0) -> dict[str
     Python loops take tens of ms per histogram, a stall for the users of the same process.
     With no samples every statistic is None (count 0): "no data", never a fake zero.
     """
-    count = hist.get_total_count()
+    count = 0 if hist is None else hist.get_total_count()
     stats: dict[str, float | int | None] = {"count": count}
-    if count == 0:
+    if hist is None or count == 0:
         stats.update(dict.fromkeys(("mean", "min", *(pct_key(p) for p in PERCENTILES), "max")))
         return stats
     cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len])
@@ -311,8 +312,7 @@ class WindowMetrics(Counts):
 
     def distribution(self, metric: str, scale: float = 1.0) -> dict[str, float | int | None]:
         """`distribution` of one metric of this window (its histogram with its exact sum)."""
-        hist = self.hist.get(metric)
-        return distribution(new_histogram(metric) if hist is None else hist, self.sums[metric], scale)
+        return distribution(self.hist.get(metric), self.sums[metric], scale)
 
     def merge(self, other: WindowMetrics) -> None:
         """Add `other`'s requests to this window."""
