@@ -12,7 +12,8 @@ against the compose's own simulator.
 - The web UI override: a run started with POST /swarm shows in /llm/stats.json, /stop writes results.
 - The Prometheus override (without Grafana, whose profile is off): a headless run exits 0; Prometheus, started
   again after it (compose stopped it with the master), answers for the master's request counter exactly what
-  summary.json counts, and for the simulator's vllm:* and DCGM series with data.
+  summary.json counts, for the simulator's vllm:* and DCGM series with data, and every query of the Grafana
+  dashboard with data (but the failures' panel: the run has none).
 - `down -v` leaves no container, network or volume of the project.
 
 Needs a Docker daemon (`make docker`), `docker compose` or `docker-compose`, and the base image:
@@ -33,12 +34,14 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port, read_summary, wait_for
+from harness.dashboard import dashboard_queries
 from harness.web_ui import http
 
 COMPOSE_FILES = ("docker-compose.yml",)
@@ -283,7 +286,9 @@ def test_prometheus_override_scrapes_the_master_and_the_simulator(stack, prometh
     port = free_port()
     run = stack("prom", PROMETHEUS_COMPOSE_FILES, WORKERS="2", USERS="8", SPAWN_RATE="8", RUN_TIME="15s",
                 RUN_NAME="prom", PROMETHEUS_IMAGE=prometheus_image, PROMETHEUS_BIND=f"127.0.0.1:{port}")  # fmt: skip
+    t_start_s = time.time()
     up = run.run("up", "--build", "--exit-code-from", "master")
+    t_end_s = time.time()
     output = up.stdout + up.stderr
     assert up.returncode == 0, output[-4000:]
     services = _run("docker", "ps", "-a", "--filter", f"label=com.docker.compose.project={run.project}",
@@ -296,7 +301,7 @@ def test_prometheus_override_scrapes_the_master_and_the_simulator(stack, prometh
 
     started = run.run("start", "prometheus", timeout_s=120)  # compose stopped it with the master; its data stays
     assert started.returncode == 0, started.stdout + started.stderr
-    api = f"http://127.0.0.1:{port}/api/v1/query?query="
+    api = f"http://127.0.0.1:{port}/api/v1"
 
     def ready() -> bool:
         try:
@@ -306,16 +311,24 @@ def test_prometheus_override_scrapes_the_master_and_the_simulator(stack, prometh
 
     wait_for(ready, 60, "Prometheus ready again")
 
-    def last(selector: str) -> dict[str, float]:
-        """max_over_time of `selector` over the run (its targets are gone: an instant query sees stale markers)."""
-        answer = json.loads(http(api + urllib.parse.quote(f"max_over_time({selector}[10m])")))
+    def series(expr: str) -> list[dict]:
+        """The series of `expr` over the run (a range query, a point a second)."""
+        params = {"query": expr, "start": t_start_s, "end": t_end_s, "step": 1}
+        answer = json.loads(http(f"{api}/query_range?{urllib.parse.urlencode(params)}"))
         assert answer["status"] == "success", answer
-        return {json.dumps(r["metric"], sort_keys=True): float(r["value"][1]) for r in answer["data"]["result"]}
+        return answer["data"]["result"]
 
-    counted = last('llm_locust_requests_total{job="llm-locust",run="prom",outcome="ok"}')
-    assert list(counted.values()) == [requests_ok], counted  # the last scrape holds the final count
+    def last(selector: str) -> list[float]:
+        """The last value of each series of `selector` in the run."""
+        return [float(found["values"][-1][1]) for found in series(selector)]
+
+    assert last('llm_locust_requests_total{job="llm-locust",run="prom",outcome="ok"}') == [requests_ok]
     tokens = last('vllm:generation_tokens_total{job="vllm"}')  # the simulator's vLLM-style /metrics
-    assert tokens and max(tokens.values()) > 0, tokens
+    assert tokens and max(tokens) > 0, tokens
     assert last('vllm:num_requests_running{job="vllm"}')
     power_w = last('DCGM_FI_DEV_POWER_USAGE{job="dcgm"}')  # its DCGM page
-    assert power_w and min(power_w.values()) >= 70, power_w  # the simulated GPU's idle draw at least
+    assert power_w and min(power_w) >= 70, power_w  # the simulated GPU's idle draw at least
+    answered = {f"{title}: {expr}": bool(series(expr)) for title, expr in dashboard_queries("prom")}
+    failures_only = {query for query in answered if 'outcome="failed"' in query}  # a run without failures: none
+    assert failures_only and not any(answered[query] for query in failures_only)
+    assert [query for query, data in answered.items() if not data and query not in failures_only] == []
