@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser proxy prometheus docker docker-base demo test test-all lint format bench clean engine test-engine demo-engine
+.PHONY: install browser proxy prometheus docker docker-base docker-prometheus demo test test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -47,6 +47,9 @@ docker:  ## Docker for tests/e2e/test_containers.py: Debian's docker.io, docker-
 
 docker-base: docker  ## the stand-in for the official Locust image, built from Debian's packages (cached)
 	deploy/docker/build-base.sh
+
+docker-prometheus: docker  ## the stand-in for prom/prometheus (Debian's package), llm-locust/prometheus:bookworm (cached)
+	deploy/docker/build-base.sh prometheus
 
 demo: $(STAMP) browser  ## a 1..32-user sweep on the simulator (master + 2 workers, 36 s of load); steps, capacity, curve
 	$(BIN)/llm-locust demo

@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# Builds a stand-in for the official Locust image from Debian's packages, under the official name
-# (locustio/locust:VERSION, VERSION from the Dockerfile's LOCUST_VERSION), for machines that cannot
-# pull from a registry. Cached: does nothing when an image of that name exists (the official one
-# or an earlier stand-in); the Debian root file system is kept as an image of its own
-# (llm-locust/debian-minbase:bookworm), so a new Locust version only reinstalls locust.
+# Builds stand-ins for official images from Debian's packages, for machines that cannot pull from a registry,
+# on one debootstrapped Debian root file system (kept as an image of its own, llm-locust/debian-minbase:bookworm).
+# Cached: does nothing when an image of the target's name exists.
+#
+#   locust (the default): the official Locust image, under the official name (locustio/locust:VERSION, VERSION
+#     from the Dockerfile's LOCUST_VERSION), so that the project's Dockerfile builds on it unchanged; a new
+#     Locust version only reinstalls locust.
+#   prometheus: Debian's `prometheus` package with prom/prometheus's layout, as llm-locust/prometheus:bookworm
+#     (Debian's version is not the official image's, so not under its name): docker-compose.prometheus.yml runs
+#     it with PROMETHEUS_IMAGE=llm-locust/prometheus:bookworm.
 #
 #   deploy/docker/build-base.sh                          # or: make docker-base
+#   deploy/docker/build-base.sh prometheus               # or: make docker-prometheus
 #   BASE_IMAGE=my/locust:2.47.0 deploy/docker/build-base.sh  # under another name (then build with
 #                                                          # --build-arg BASE_IMAGE=my/locust:2.47.0)
 #
 # Needs: root (debootstrap), Debian's debootstrap, a running Docker daemon, and Debian's and PyPI's
-# package servers (pip runs in a build with --network host and this machine's CA bundle, CA_BUNDLE).
-# Took 77 s the first time here (debootstrap, then pip); the image is ~320 MB.
+# package servers (pip and apt run in a build with --network host; pip with this machine's CA bundle, CA_BUNDLE).
+# Locust: took 77 s the first time here (debootstrap, then pip); the image is ~320 MB. Prometheus: 11 s on the
+# cached root file system (apt); ~580 MB.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+target=${1:-locust}
 version=$(sed -n 's/^ARG LOCUST_VERSION=//p' Dockerfile)
-base=${BASE_IMAGE:-locustio/locust:$version}
+case "$target" in
+    locust) base=${BASE_IMAGE:-locustio/locust:$version} ;;
+    prometheus) base=${BASE_IMAGE:-llm-locust/prometheus:bookworm} ;;
+    *) echo "unknown target: $target (locust or prometheus)" >&2; exit 2 ;;
+esac
 rootfs_image=llm-locust/debian-minbase:bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
@@ -39,10 +51,16 @@ if ! docker image inspect "$rootfs_image" >/dev/null 2>&1; then
     rm -rf "$work/rootfs"
 fi
 
-echo "building $base (stand-in: locust $version on $rootfs_image)"
-cp deploy/docker/locust-base.Dockerfile "$work/Dockerfile"
-cp "$ca_bundle" "$work/ca-certificates.crt"
-printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$work/pip.conf"
-docker build --quiet --network host --build-arg ROOTFS_IMAGE="$rootfs_image" \
-    --build-arg LOCUST_VERSION="$version" -t "$base" "$work" >/dev/null
+if [ "$target" = prometheus ]; then
+    echo "building $base (stand-in: Debian's prometheus on $rootfs_image)"
+    cp deploy/docker/prometheus-base.Dockerfile "$work/Dockerfile"
+    docker build --quiet --network host --build-arg ROOTFS_IMAGE="$rootfs_image" -t "$base" "$work" >/dev/null
+else
+    echo "building $base (stand-in: locust $version on $rootfs_image)"
+    cp deploy/docker/locust-base.Dockerfile "$work/Dockerfile"
+    cp "$ca_bundle" "$work/ca-certificates.crt"
+    printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$work/pip.conf"
+    docker build --quiet --network host --build-arg ROOTFS_IMAGE="$rootfs_image" \
+        --build-arg LOCUST_VERSION="$version" -t "$base" "$work" >/dev/null
+fi
 echo "$base: built ($(docker image inspect -f '{{.Size}}' "$base" | awk '{printf "%.0f MB", $1 / 1e6}'))"

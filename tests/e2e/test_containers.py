@@ -10,13 +10,19 @@ against the compose's own simulator.
   another user (a made-up uid and gid, in the Docker socket's group) in a tree that user owns, and
   the results are that user's.
 - The web UI override: a run started with POST /swarm shows in /llm/stats.json, /stop writes results.
+- The Prometheus override (without Grafana, whose profile is off): a headless run exits 0; Prometheus, started
+  again after it (compose stopped it with the master), answers for the master's request counter exactly what
+  summary.json counts, for the simulator's vllm:* and DCGM series with data, and every query of the Grafana
+  dashboard with data (but the failures' panel: the run has none).
 - `down -v` leaves no container, network or volume of the project.
 
 Needs a Docker daemon (`make docker`), `docker compose` or `docker-compose`, and the base image:
 the official locustio/locust at the pinned version, or the stand-in `deploy/docker/build-base.sh`
 builds from Debian's packages (root and debootstrap; cached). Skipped, saying why, without them.
+The same for Prometheus: the override's prom/prometheus image, else the stand-in
+`deploy/docker/build-base.sh prometheus` builds (Debian's package), passed as PROMETHEUS_IMAGE.
 The containers reach each other over the project's own bridge network; this test talks only to
-127.0.0.1 (the web UI's published port) and to the Docker daemon.
+127.0.0.1 (the web UI's and Prometheus's published ports) and to the Docker daemon.
 """
 
 from __future__ import annotations
@@ -28,15 +34,20 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port, read_summary, wait_for
+from harness.dashboard import dashboard_queries
 from harness.web_ui import http
 
 COMPOSE_FILES = ("docker-compose.yml",)
 UI_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.ui.yml")
+PROMETHEUS_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.prometheus.yml")
+PROMETHEUS_STAND_IN = "llm-locust/prometheus:bookworm"  # deploy/docker/build-base.sh prometheus
 IMAGE = "llm-locust:latest"
 RUN_TIMEOUT_S = 900  # the first `up --build` may build the image (a few minutes); a warm run takes ~40 s
 OTHER_UID = 4242  # as root: compose run by "another user", who cloned the repository
@@ -62,6 +73,15 @@ def base_image() -> str:
     return re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile, re.M)[1].replace("${LOCUST_VERSION}", version)
 
 
+def _stand_in(image: str, *target: str) -> None:
+    """`image` there, or built by deploy/docker/build-base.sh [target] (cached); skipped without root or debootstrap."""
+    if _run("docker", "image", "inspect", image).returncode != 0:
+        if os.getuid() != 0 or not shutil.which("debootstrap"):
+            pytest.skip(f"no {image} image, and building the stand-in needs root and debootstrap (make docker-base)")
+        built = _run(str(ROOT / "deploy" / "docker" / "build-base.sh"), *target, timeout_s=900)
+        assert built.returncode == 0, built.stdout + built.stderr
+
+
 @pytest.fixture(scope="module")
 def compose() -> list[str]:
     """The compose command, once Docker and the base image are there (the stand-in built if needed)."""
@@ -75,13 +95,19 @@ def compose() -> list[str]:
         pytest.skip("neither `docker compose` nor `docker-compose` (apt-get install docker-compose)")
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the stack is built from the tree's tracked files")
-    base = base_image()
-    if _run("docker", "image", "inspect", base).returncode != 0:
-        if os.getuid() != 0 or not shutil.which("debootstrap"):
-            pytest.skip(f"no {base} image, and building the stand-in needs root and debootstrap (make docker-base)")
-        built = _run(str(ROOT / "deploy" / "docker" / "build-base.sh"), timeout_s=900)
-        assert built.returncode == 0, built.stdout + built.stderr
+    _stand_in(base_image())  # the official image, or the stand-in under its name
     return command
+
+
+@pytest.fixture(scope="module")
+def prometheus_image(compose) -> str:
+    """The override's upstream Prometheus image when Docker has it, else the stand-in (built if needed)."""
+    override = (ROOT / "docker-compose.prometheus.yml").read_text()
+    upstream = re.search(r"image: \$\{PROMETHEUS_IMAGE:-(\S+)\}$", override, re.M)[1]
+    if _run("docker", "image", "inspect", upstream).returncode == 0:
+        return upstream
+    _stand_in(PROMETHEUS_STAND_IN, "prometheus")
+    return PROMETHEUS_STAND_IN
 
 
 def clean_copy(destination: Path) -> Path:
@@ -254,3 +280,55 @@ def test_web_ui_override_swarm_progress_stop_results(stack):
     assert summary["failures"] == {} and len(summary["run"]["requests_by_worker"]) == 2
     assert json.loads(http(f"{ui}/llm/stats.json"))["final"] is True
     assert owners(results) == {(os.getuid(), os.getgid())}
+
+
+def test_prometheus_override_scrapes_the_master_and_the_simulator(stack, prometheus_image):
+    port = free_port()
+    run = stack("prom", PROMETHEUS_COMPOSE_FILES, WORKERS="2", USERS="8", SPAWN_RATE="8", RUN_TIME="15s",
+                RUN_NAME="prom", PROMETHEUS_IMAGE=prometheus_image, PROMETHEUS_BIND=f"127.0.0.1:{port}")  # fmt: skip
+    t_start_s = time.time()
+    up = run.run("up", "--build", "--exit-code-from", "master")
+    t_end_s = time.time()
+    output = up.stdout + up.stderr
+    assert up.returncode == 0, output[-4000:]
+    services = _run("docker", "ps", "-a", "--filter", f"label=com.docker.compose.project={run.project}",
+                    "--format", '{{.Label "com.docker.compose.service"}}').stdout.split()  # fmt: skip
+    assert sorted(set(services)) == ["master", "prometheus", "sim", "worker"], services  # Grafana's profile is off
+    summary = read_summary(run.tree / "results" / "prom")
+    assert summary["status"] == "complete" and summary["failures"] == {}, summary["failures"]
+    requests_ok = summary["throughput"]["requests_ok"]
+    assert requests_ok > 10
+
+    started = run.run("start", "prometheus", timeout_s=120)  # compose stopped it with the master; its data stays
+    assert started.returncode == 0, started.stdout + started.stderr
+    api = f"http://127.0.0.1:{port}/api/v1"
+
+    def ready() -> bool:
+        try:
+            return b"Ready" in http(f"http://127.0.0.1:{port}/-/ready")
+        except OSError:
+            return False
+
+    wait_for(ready, 60, "Prometheus ready again")
+
+    def series(expr: str) -> list[dict]:
+        """The series of `expr` over the run (a range query, a point a second)."""
+        params = {"query": expr, "start": t_start_s, "end": t_end_s, "step": 1}
+        answer = json.loads(http(f"{api}/query_range?{urllib.parse.urlencode(params)}"))
+        assert answer["status"] == "success", answer
+        return answer["data"]["result"]
+
+    def last(selector: str) -> list[float]:
+        """The last value of each series of `selector` in the run."""
+        return [float(found["values"][-1][1]) for found in series(selector)]
+
+    assert last('llm_locust_requests_total{job="llm-locust",run="prom",outcome="ok"}') == [requests_ok]
+    tokens = last('vllm:generation_tokens_total{job="vllm"}')  # the simulator's vLLM-style /metrics
+    assert tokens and max(tokens) > 0, tokens
+    assert last('vllm:num_requests_running{job="vllm"}')
+    power_w = last('DCGM_FI_DEV_POWER_USAGE{job="dcgm"}')  # its DCGM page
+    assert power_w and min(power_w) >= 70, power_w  # the simulated GPU's idle draw at least
+    answered = {f"{title}: {expr}": bool(series(expr)) for title, expr in dashboard_queries("prom")}
+    failures_only = {query for query in answered if 'outcome="failed"' in query}  # a run without failures: none
+    assert failures_only and not any(answered[query] for query in failures_only)
+    assert [query for query, data in answered.items() if not data and query not in failures_only] == []

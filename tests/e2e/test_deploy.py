@@ -119,7 +119,9 @@ def test_compose_prometheus_override_exports_the_master_and_provisions_grafana()
     for service in ("prometheus", "grafana"):
         for volume in services[service]["volumes"]:
             assert (ROOT / volume.split(":")[0]).exists(), volume
-        assert all(port.startswith("127.0.0.1:") for port in services[service]["ports"])
+        assert all(expand(port, {}).startswith("127.0.0.1:") for port in services[service]["ports"])  # loopback
+    assert expand(services["prometheus"]["image"], {}) == "prom/prometheus:v2.53.2"  # PROMETHEUS_IMAGE: the stand-in
+    assert services["grafana"]["profiles"] == ["grafana"] and "profiles" not in services["prometheus"]
     source = yaml.safe_load((ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
     assert source["datasources"][0]["url"] == "http://prometheus:9090"
     dashboards = yaml.safe_load((ROOT / "deploy/grafana/provisioning/dashboards/llm-locust.yml").read_text())

@@ -19,7 +19,8 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import LOCUSTFILE, ROOT, options, read_summary, run_local, run_locust, wait_for
+from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
+from harness.dashboard import dashboard_queries
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_locust.demo import free_port
@@ -27,7 +28,6 @@ from llm_locust.metrics import declarations
 from llm_locust.sim import run_sim
 
 PROMETHEUS = shutil.which("prometheus")
-DASHBOARD = ROOT / "deploy" / "grafana" / "llm-locust.json"
 RUN_S = 20
 HDR_REL = 1e-3  # HdrHistogram's 3 significant digits
 
@@ -87,12 +87,6 @@ class Prometheus:
             self.process.kill()
             self.process.wait()
         self.log.close()
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every query of the dashboard, its variables given this run's values."""
-    dashboard = json.loads(DASHBOARD.read_text())
-    return [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel["targets"]]
 
 
 @needs_prometheus
@@ -156,8 +150,7 @@ def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_q
 
             # every dashboard query returns data
             empty = []
-            for title, expr in dashboard_queries():
-                expr = expr.replace("$__rate_interval", "4s").replace('run=~"$run"', f'run=~"{run}"')
+            for title, expr in dashboard_queries(run):
                 if not prometheus.query(expr, t_start, t_end):
                     empty.append(f"{title}: {expr}")
             assert empty == []
