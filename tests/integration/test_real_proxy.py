@@ -1,8 +1,8 @@
 """HTTPS through a real HTTP proxy: Debian's tinyproxy on 127.0.0.1, as a corporate proxy stands between a client and
 a hosted endpoint. The CONNECT tunnel carries TLS end to end; the pump reads the tunnelled stream with kernel receive
-times, so the gaps between the stream's events are the simulator's (ITL 10 ms) to within a millisecond; the first
-token comes the simulator's 30 ms plus what the relay adds. Skipped, saying why, where tinyproxy is not installed
-(`make proxy` installs it when root)."""
+times, so the gaps between the stream's events are the simulator's (ITL 10 ms) to within a millisecond at the median
+and on average (the relay's own scheduling widens the tail); the first token comes the simulator's 30 ms plus what
+the relay adds. Skipped, saying why, where tinyproxy is not installed (`make proxy` installs it when root)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,11 @@ def test_https_through_tinyproxy_is_verified_and_exact(tmp_path, pki, tinyproxy)
     # the simulator's 30 ms plus the relay: tinyproxy copies the tunnel's bytes with its own buffering and no
     # TCP_NODELAY (seen here: +11 ms on the first event, against +1.4 ms without the proxy)
     assert 30.0 <= metrics["ttft_ms"]["p50"] <= 80.0
-    assert abs(metrics["itl_ms"]["p50"] - 10.0) <= 1.0 and abs(metrics["itl_ms"]["p90"] - 10.0) <= 1.0
+    # the gaps are the simulator's 10 ms as the relay passed them on: the median and the mean exactly (a relay's
+    # delay moves a gap and its neighbour in opposite directions), the tail within what tinyproxy's own scheduling
+    # adds on a loaded machine (seen: p90 11.5 ms under a full suite on 2 cores, 10.2 ms idle)
+    itl = metrics["itl_ms"]
+    assert abs(itl["p50"] - 10.0) <= 1.0 and abs(itl["mean"] - 10.0) <= 1.0 and itl["p90"] <= 15.0, itl
     connections = summary["connections"]
     assert connections["new"] >= 4 and connections["reused"] >= 1  # one tunnel per user, kept alive
     assert metrics["tls_handshake_ms"]["count"] == connections["new"]
