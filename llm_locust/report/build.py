@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from llm_locust.report import (
 from llm_locust.report.breakdowns import breakdown_section
 from llm_locust.report.capacity import Capacity, CheckedStep, capacity
 from llm_locust.report.figure import Chart
-from llm_locust.report.html import Section, heading, note, paragraph, render, table
+from llm_locust.report.html import Section, heading, note, paragraph, render, table, write_page
 from llm_locust.report.images import write_pngs
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.run_data import RunData, load_run
@@ -132,10 +131,7 @@ def build_report(
     names = ", ".join(run.name for run in runs)
     lead = int(bool(chart_list) and chart_list[0].key == "throughput_latency")  # the page opens on the curve
     page = render(f"llm-locust report: {names}", f"{len(runs)} results folder(s)", banners, sections, chart_list, lead)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, output)
+    write_page(output, page)
     report = Report(output, runs, rows, chart_list, capacities)
     if png:
         report.png_paths, report.png_skipped = write_pngs(chart_list, png_folder(output))

@@ -3,14 +3,13 @@ chart of every change with its interval (the report's page and chart machinery: 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from llm_locust.report.compare import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, MetricResult, gate_line
 from llm_locust.report.figure import Chart, finish
-from llm_locust.report.html import Section, note, paragraph, render, table
+from llm_locust.report.html import Section, note, paragraph, render, table, write_page
 from llm_locust.report.tables import run_facts
 
 _COLORS = {REGRESSION: "#c62828", IMPROVEMENT: "#2e7d32"}
@@ -24,11 +23,7 @@ def write_compare_page(comparison: Comparison, output: Path) -> Path:
     chart = changes_chart(comparison, level)
     names = f"{_names(comparison.baseline)} → {_names(comparison.candidate)}"
     page = render(f"llm-locust compare: {names}", "baseline → candidate", comparison.notes, sections, [chart])
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, output)
-    return output
+    return write_page(output, page)
 
 
 def _names(runs: list) -> str:

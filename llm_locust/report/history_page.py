@@ -5,7 +5,6 @@ figure machinery (`html`, `figure`) and compare's table of changes (`compare_pag
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -17,7 +16,7 @@ from llm_locust.report.compare import IMPROVEMENT, REGRESSION
 from llm_locust.report.compare_page import changes_section
 from llm_locust.report.figure import Chart, finish, latency_title, run_color, with_alpha
 from llm_locust.report.history import EFFICIENCY, History, Judgement, summary_value
-from llm_locust.report.html import Section, note, paragraph, render, table
+from llm_locust.report.html import Section, note, paragraph, render, table, write_page
 
 _MARKS = {REGRESSION: ("#c62828", "x"), IMPROVEMENT: ("#2e7d32", "triangle-down")}
 THROUGHPUT = (("output_tokens_per_s", "output tok/s"), ("requests_per_s", "requests/s"))
@@ -37,11 +36,7 @@ def write_history_page(history: History, output: Path) -> Path:
     left_out = [j for j in runs if j.run.left_out]
     banners = [f"{len(left_out)} run(s) left out, listed with why in the table"] if left_out else []
     page = render(title, subtitle, banners, _sections(history), charts)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, output)
-    return output
+    return write_page(output, page)
 
 
 def _day(judgement: Judgement) -> str:

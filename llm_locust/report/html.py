@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from plotly.offline import get_plotlyjs
@@ -149,3 +151,13 @@ def render(
         out += _chart_html(chart)
     out += [f"<script>{_RENDER}</script>", "</body></html>"]
     return "\n".join(out)
+
+
+def write_page(output: Path, page: str) -> Path:
+    """Write `page` to `output` (its folder made if missing) whole or not at all: a temporary file renamed over it, so
+    a reader never sees half a page; returns `output`."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, output)
+    return output
