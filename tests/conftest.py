@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,33 @@ def run_local(
     runner.quit()
     env.events.quitting.fire(environment=env, reverse=True)
     return env
+
+
+def start_master_and_workers(
+    opts: Any, workers: int = 2, on_worker: Callable[[int, Environment], None] | None = None
+) -> tuple[Environment, Any, list[Any]]:
+    """A master runner with `opts` and `workers` worker runners in this process (real ZeroMQ over loopback; each worker
+    its own Environment, its options the master's spawn message); `on_worker(index, env)` adds a worker's listeners
+    (after llm-locust's own). Returns (the master's environment, the master, the workers) once all are connected."""
+    master_env = new_env(opts)
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    runners = []
+    for index in range(workers):
+        worker_env = new_env(options())
+        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
+        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
+        if on_worker is not None:
+            on_worker(index, worker_env)
+        runners.append(worker)
+    wait_for(lambda: master.worker_count == workers, 10, f"{workers} workers to connect to the master")
+    return master_env, master, runners
+
+
+def quit_master(master_env: Environment) -> None:
+    """Quit the master (and so its workers) as the CLI does at the end of a run: the results are written."""
+    master_env.runner.quit()
+    master_env.events.quitting.fire(environment=master_env, reverse=True)
 
 
 def master_port_args() -> list[str]:

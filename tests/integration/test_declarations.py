@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from dataclasses import fields
 
 import gevent
 import pytest
-from conftest import new_env, options, read_summary, run_local
+from conftest import options, quit_master, read_summary, run_local, start_master_and_workers
 
 from llm_locust.metrics import declarations
 from llm_locust.metrics.declarations import LatencyMetric
@@ -93,9 +92,6 @@ def test_master_merges_every_counter_and_histogram_the_two_workers_measured(faul
     by histogram, what the workers' requests measured (their records, added up apart from the wire)."""
     opts = options("--host", faulty_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
                    "--interval-s", "1", "--cancel-rate", "0.2", "--cancel-after-tokens", "4")  # fmt: skip
-    master_env = new_env(opts)
-    master = master_env.create_master_runner("127.0.0.1", 0)
-    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
     measured = WindowMetrics()
 
     def measure(context=None, **_):
@@ -103,19 +99,12 @@ def test_master_merges_every_counter_and_histogram_the_two_workers_measured(faul
         if record is not None:
             measured.add(record)
 
-    for _ in range(2):
-        worker_env = new_env(options())
-        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
-        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
-        worker_env.events.request.add_listener(measure)
-    deadline = time.monotonic() + 10
-    while master.worker_count < 2 and time.monotonic() < deadline:
-        gevent.sleep(0.1)
-    assert master.worker_count == 2
+    master_env, master, _ = start_master_and_workers(
+        opts, on_worker=lambda _, env: env.events.request.add_listener(measure)
+    )
     master.start(6, spawn_rate=6)
     gevent.sleep(4)
-    master.quit()
-    master_env.events.quitting.fire(environment=master_env, reverse=True)
+    quit_master(master_env)
 
     merged = run_state(master_env).run.total
     assert merged.requests_ok > 10 and merged.requests_failed > 0 and merged.requests_cancelled > 0

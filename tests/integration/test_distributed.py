@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import gevent
-from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, read_summary, run_locust
+from conftest import (
+    LOCUSTFILE,
+    ROOT,
+    free_port,
+    new_env,
+    options,
+    quit_master,
+    read_summary,
+    run_locust,
+    start_master_and_workers,
+)
 from harness.topology import master_args, worker_args
 from locust.env import Environment
 
@@ -26,10 +36,6 @@ from llm_locust.runtime.runner_ops import WIRE_KEY
 def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
                    "--interval-s", "1")  # fmt: skip
-    master_env = new_env(opts)
-    master = master_env.create_master_runner("127.0.0.1", 0)
-    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
-
     sent = {"requests_ok": 0, "output_tokens": 0, "itl": 0}  # what the workers put on the wire
     sent_by_worker: Counter[str] = Counter()
 
@@ -40,22 +46,12 @@ def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
             sent["output_tokens"] += window.output_tokens
             sent["itl"] += window.hist["itl"].get_total_count()
 
-    workers = []
-    for _ in range(2):
-        worker_env = new_env(options())  # the master's options reach the workers with the spawn message
-        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
-        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
-        worker_env.events.report_to_master.add_listener(count_sent)  # after ours: sees our delta
-        workers.append(worker)
-    deadline = time.monotonic() + 10
-    while master.worker_count < 2 and time.monotonic() < deadline:
-        gevent.sleep(0.1)
-    assert master.worker_count == 2
-
+    master_env, master, _ = start_master_and_workers(  # after ours, count_sent sees our delta
+        opts, on_worker=lambda _, env: env.events.report_to_master.add_listener(count_sent)
+    )
     master.start(6, spawn_rate=6)
     gevent.sleep(4)
-    master.quit()
-    master_env.events.quitting.fire(environment=master_env, reverse=True)
+    quit_master(master_env)
 
     summary = read_summary(tmp_path)
     t = summary["throughput"]
@@ -109,35 +105,23 @@ def test_locust_cli_with_two_processes(fast_sim, tmp_path):
 
 def test_a_worker_that_dies_is_reported_and_its_data_kept(fast_sim, tmp_path):
     opts = options("--host", fast_sim.url, "--max-tokens", "8", "--ignore-eos", "--results-dir", str(tmp_path))
-    master_env = new_env(opts)
-    master = master_env.create_master_runner("127.0.0.1", 0)
-    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
     sent = {}  # worker index -> successful requests it reported
 
-    workers = []
-    for i in range(2):
-        worker_env = new_env(options())
-        worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
-        worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
-
-        def count(client_id, data, i=i):
+    def counting(i, worker_env):
+        def count(client_id, data):
             windows = delta_from_wire(data[WIRE_KEY]).windows.values() if WIRE_KEY in data else ()
             sent[i] = sent.get(i, 0) + sum(w.requests_ok for w in windows)
 
         worker_env.events.report_to_master.add_listener(count)
-        workers.append(worker)
-    deadline = time.monotonic() + 10
-    while master.worker_count < 2 and time.monotonic() < deadline:
-        gevent.sleep(0.1)
 
+    master_env, master, workers = start_master_and_workers(opts, on_worker=counting)
     master.start(4, spawn_rate=4)
     gevent.sleep(4)  # at least one report from each worker
     dead = workers[1]
     dead.user_greenlets.kill(block=True)  # dies without a word: no quit, no heartbeat, no report
     dead.greenlet.kill(block=True)
     gevent.sleep(6)  # the master's heartbeat checker marks it missing after ~3 s
-    master.quit()
-    master_env.events.quitting.fire(environment=master_env, reverse=True)
+    quit_master(master_env)
 
     summary = read_summary(tmp_path)
     assert summary["run"]["workers_lost"] == [dead.client_id]
