@@ -139,7 +139,7 @@ class Workload:
                 self._mix_model = mix.pick(self.rng)
             model = self._mix_model
         spec = self._next_spec(model, step, index)
-        return replace(spec, model=model, groups=((MODEL_DIMENSION, model),) if mix else ())
+        return replace(spec, groups=((MODEL_DIMENSION, model),)) if mix else spec
 
     def _continues_session(self) -> bool:
         """The next request is a later turn of the conversation this user is playing: a trace session's, an agent
@@ -173,7 +173,7 @@ class Workload:
             expected = None  # image tokens are the server's business
         keep = self.agent_mode or (self.conversation is not None and not self.conversation.done)
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep,
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
                            on_finish=None if agent is None else agent.finished)  # fmt: skip
 
     @property
@@ -242,7 +242,7 @@ class Workload:
         self._trace_next = request.next_turn
         self.turn = request.turn
         return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen),
-                           request.session, turn=request.turn)  # fmt: skip
+                           request.session, turn=request.turn, model=model)  # fmt: skip
 
     @property
     def in_trace_session(self) -> bool:
@@ -262,7 +262,7 @@ class Workload:
         shaped: dict[str, Any] = {"texts": texts}
         self.api.shape(shaped)
         body = {"model": model, **shaped, **self.api.fixed_fields, **self.settings.extra_body}
-        return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts))
+        return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts), model=model)
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the
