@@ -45,6 +45,7 @@ from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
+from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
@@ -103,7 +104,7 @@ class LocalRole(Role):
 
 
 class WorkerRole(Role):
-    """A worker: runs its users, reports to the master, follows the master's plans."""
+    """A worker: runs its users, reports to the master, follows the master's plans, quits when the master is gone."""
 
     name = "worker"
     leads = False
@@ -115,6 +116,7 @@ class WorkerRole(Role):
         events.report_to_master.add_listener(state._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, state._on_plan)
         events.quitting.add_listener(state._on_worker_quitting)
+        watch_master(state.environment, runner)
 
 
 class MasterRole(Role):
