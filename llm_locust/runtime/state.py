@@ -61,6 +61,7 @@ from llm_locust.runtime.runner_ops import (
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
+from llm_locust.runtime.secret_wire import master_sends_no_secret, worker_takes_own_secrets
 from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -117,6 +118,7 @@ class WorkerRole(Role):
         runner.register_message(PLAN_MESSAGE, state._on_plan)
         events.quitting.add_listener(state._on_worker_quitting)
         watch_master(state.environment, runner)
+        worker_takes_own_secrets(state, runner)
 
 
 class MasterRole(Role):
@@ -131,6 +133,7 @@ class MasterRole(Role):
         events.quitting.add_listener(state._on_quitting)
         events.worker_report.add_listener(state._on_worker_report)
         runner.register_message(INTERRUPTED_MESSAGE, state._on_worker_interrupted)
+        master_sends_no_secret(state, runner)
 
 
 def role_of(runner: Any) -> Role:
