@@ -45,6 +45,7 @@ from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
+from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
@@ -60,6 +61,7 @@ from llm_locust.runtime.runner_ops import (
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
+from llm_locust.runtime.secret_wire import master_sends_no_secret, worker_takes_own_secrets
 from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -103,7 +105,7 @@ class LocalRole(Role):
 
 
 class WorkerRole(Role):
-    """A worker: runs its users, reports to the master, follows the master's plans."""
+    """A worker: runs its users, reports to the master, follows the master's plans, quits when the master is gone."""
 
     name = "worker"
     leads = False
@@ -115,6 +117,8 @@ class WorkerRole(Role):
         events.report_to_master.add_listener(state._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, state._on_plan)
         events.quitting.add_listener(state._on_worker_quitting)
+        watch_master(state.environment, runner)
+        worker_takes_own_secrets(state, runner)
 
 
 class MasterRole(Role):
@@ -129,6 +133,7 @@ class MasterRole(Role):
         events.quitting.add_listener(state._on_quitting)
         events.worker_report.add_listener(state._on_worker_report)
         runner.register_message(INTERRUPTED_MESSAGE, state._on_worker_interrupted)
+        master_sends_no_secret(state, runner)
 
 
 def role_of(runner: Any) -> Role:

@@ -50,7 +50,7 @@ def host_problem(url: str) -> str | None:
     scheme, sep, rest = url.partition("://")
     if not url:
         return "--host lists an empty URL (two commas in a row, or one at an end)"
-    shown = _without_credentials(url) if sep else url.rpartition("@")[2]
+    shown = without_credentials(url) if sep else url.rpartition("@")[2]
     if not sep:
         return f"--host {shown!r} has no URL scheme: start it with http:// or https://, {_EXAMPLE}"
     if scheme.lower() not in ("http", "https"):
@@ -71,7 +71,7 @@ def check_hosts(host: str | None) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
     """`url` without its user-info part and without a trailing slash."""
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
@@ -94,7 +94,7 @@ def replica(url: str, several: bool) -> Replica:
     auth = None
     if parts.username is not None or parts.password is not None:
         auth = (unquote(parts.username or ""), unquote(parts.password or ""))
-    shown = _without_credentials(url)
+    shown = without_credentials(url)
     return Replica(shown, auth, ((DIMENSION, shown),) if several else ())
 
 

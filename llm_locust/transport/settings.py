@@ -48,7 +48,7 @@ class EndpointSettings:
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
         family = server_family(options.server_family, provider)
         check_length_control(family, options.ignore_eos)
-        headers = tuple(parse_header(text) for text in as_list(options.header))
+        headers = tuple(header_lines(options))
         if options.ca_bundle:
             check_ca_file(options.ca_bundle, "--ca-bundle")
         if options.client == "openai-sdk":
@@ -62,6 +62,32 @@ class EndpointSettings:
             server_family=family,
             header=headers,
         )
+
+
+HEADERS_ENV = "LLM_LOCUST_HEADERS"
+"""Environment variable of extra headers, one `Name: value` per line, sent as if given with --header: secret header
+values for processes whose command line others can read, and for workers, which never get the master's."""
+
+
+def header_texts(options: Any) -> list[str]:
+    """The extra headers as given, `Name: value` each: every --header of `options`, then every line of
+    $LLM_LOCUST_HEADERS (blank lines left out)."""
+    return [*as_list(options.header), *(line for line in os.environ.get(HEADERS_ENV, "").splitlines() if line.strip())]
+
+
+def header_lines(options: Any) -> list[tuple[str, str]]:
+    """The extra headers (name, value) of `header_texts`; ConfigError naming --header or $LLM_LOCUST_HEADERS for a
+    text that is not `Name: value` (the value is never shown)."""
+    given = len(as_list(options.header))
+    headers = []
+    for index, text in enumerate(header_texts(options)):
+        try:
+            headers.append(parse_header(text))
+        except ConfigError as e:
+            if index < given:
+                raise
+            raise ConfigError(str(e).replace("--header:", f"{HEADERS_ENV}: one per line,", 1)) from None
+    return headers
 
 
 def _import_openai() -> None:
