@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_locust.load.arrivals import ARRIVAL_KINDS
+from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
@@ -353,6 +354,14 @@ def add_load_arguments(parser: Any) -> None:
         type=int,
         default=0,
         help="Agent sessions: end the run after this many sessions ended, in total across workers (0: no limit)",
+    )
+    group.add_argument(
+        "--backoff-max-s",
+        type=float,
+        default=DEFAULT_BACKOFF_MAX_S,
+        help="Closed loop: a user whose request failed without an answer (refused, reset, TLS, not a stream) pauses "
+        "0.1 s before its next one, doubling per such failure in a row up to this many seconds, until a success "
+        f"(default {DEFAULT_BACKOFF_MAX_S:g}; 0: never pause)",
     )
 
 

@@ -35,7 +35,6 @@ from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
-from llm_locust.load.limits import CONFIGURATION_KINDS
 from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
@@ -73,10 +72,6 @@ logger = logging.getLogger("llm_locust")
 
 STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
-CONFIG_PAUSE_S = 1.0
-"""While every request of this process failed with a configuration-class error (`load.limits.CONFIGURATION_KINDS`),
-each user waits this long before its next request: the run is about to end (`load.limits.configuration_failure`), and
-the server is not hammered meanwhile."""
 
 
 class Role:
@@ -279,8 +274,7 @@ class RunState:
         self.pacer.use_trace(self.trace.due_s if self.trace is not None else (), open_loop)
         self.model = self.settings.endpoint.model
         self._model_error: str | None = None
-        self.succeeded = False  # some request of this process succeeded in this test
-        self.config_failed = False  # some failed with a configuration-class error (`CONFIGURATION_KINDS`)
+        self.succeeded = False  # some request of this process succeeded in this test (`load.backoff`)
         self.recorder = MetricsRecorder(self.settings.output.interval_s, self.settings.objectives.slo)
         self.prefix_pool = prefix_pool(self.settings.workload)  # the users of this test share it (and its reuse count)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
@@ -373,10 +367,16 @@ class RunState:
             total=self.run.total,
         )
 
-    def config_pause_s(self) -> float:
-        """How long a user waits before its next request: `CONFIG_PAUSE_S` while nothing succeeded in this process and
-        a request failed with a configuration-class error, else 0."""
-        return CONFIG_PAUSE_S if self.config_failed and not self.succeeded else 0.0
+    def back_off(self, pause_s: float, record: RequestRecord) -> None:
+        """Pause the calling user `pause_s` seconds after its failed request `record` (`load.backoff`), and count the
+        time it paused — the part it did when the runner stops it meanwhile — in the metrics."""
+        if pause_s <= 0:
+            return
+        t0_s = time.perf_counter()
+        try:
+            gevent.sleep(pause_s)
+        finally:
+            self.recorder.paused(time.perf_counter() - t0_s, time.time(), record.step, record.measured)
 
     @property
     def in_flight(self) -> int:
@@ -393,8 +393,6 @@ class RunState:
         if record is not None:
             if record.ok:
                 self.succeeded = True
-            elif record.error_kind in CONFIGURATION_KINDS and not self.succeeded:
-                self.config_failed = True
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
             self.recorder.record(record, time.time())

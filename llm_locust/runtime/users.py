@@ -14,16 +14,19 @@ options) and collects the metrics.
 
 from __future__ import annotations
 
+import random
 from time import perf_counter
 from typing import Any, ClassVar
 
 import gevent
 import orjson
-from locust import FastHttpUser, constant, task
+from locust import FastHttpUser, task
 
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
+from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import NO_STEP, Ticket
+from llm_locust.metrics.record import RequestRecord
 from llm_locust.redact import redact
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
@@ -41,7 +44,6 @@ class ApiUser(FastHttpUser):
     settings, the model, one request per task."""
 
     abstract = True
-    wait_time = constant(0)
     endpoint: ClassVar[str]  # a key of apis.APIS
     agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
 
@@ -102,6 +104,8 @@ class ApiUser(FastHttpUser):
             self.transport = FastTransport(self.client, self.headers, self.llm.watchdog, counter)
         self.model = ""
         self._follow_up = Ticket(None, NO_STEP, True)  # the ticket of a trace session's next turn
+        self.backoff = Backoff(settings.load.backoff_max_s, random.Random())  # after failures without an answer
+        self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
 
     def _first_model(self) -> str:
         """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
@@ -131,6 +135,14 @@ class ApiUser(FastHttpUser):
                     f"--model not given and {redact(self.host)}/v1/models lists no model: pass --model NAME"
                 ) from None
 
+    def wait_time(self) -> float:
+        """Between two tasks, no wait; but a user whose last request failed without an answer pauses here first
+        (`load.backoff`; counted by `RunState.back_off`), in Locust's waiting state: a stop ends the pause at once."""
+        (pause_s, record), self._pause = self._pause, (0.0, None)
+        if record is not None:
+            self.llm.back_off(pause_s, record)
+        return 0.0
+
     @task
     def complete(self) -> None:
         """Send one request when the pacer says so (through the transport chosen at start) and read it to the end.
@@ -143,9 +155,6 @@ class ApiUser(FastHttpUser):
             self.model = (
                 self.llm.model or self.llm.settings.endpoint.deployment or self.llm.resolve_model(self._first_model)
             )
-        pause_s = self.llm.config_pause_s()
-        if pause_s:  # every request failed so far, and no later one can do better: the run is ending
-            gevent.sleep(pause_s)
         # a trace session's next turn: due at its predecessor's answer plus its delay (no ticket of the sequence)
         ticket = (
             self._follow_up
@@ -165,6 +174,7 @@ class ApiUser(FastHttpUser):
                          on_finish=request.on_finish)
             )  # fmt: skip
         self.workload.answered(record)
+        self._pause = (self.backoff.after(record, self.llm.succeeded), record)  # paused in `wait_time`
         think_s = self.workload.think_time_s()
         if self.workload.in_trace_session:
             self._follow_up = ticket._replace(t_sched=perf_counter() + think_s, index=None)
