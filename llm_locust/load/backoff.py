@@ -5,7 +5,7 @@ listening, a TLS set-up that cannot work, a server answering JSON where a stream
 CPU speed: 2 users made 13,000–20,000 connection attempts in 8 s against a closed port. So a user whose request
 failed without an answer (`without_answer`) waits before its next one: `FIRST_PAUSE_S`, doubling with each such
 failure in a row, at most `--backoff-max-s` (default `DEFAULT_MAX_S`), each pause jittered by ±`JITTER`; its next
-success starts it over. The shape is gRPC's connection backoff (grpc/grpc doc/connection-backoff.md: exponential,
+success starts it over. The shape is gRPC's "Connection Backoff Protocol" (exponential,
 jittered ±20 % so that users who failed together do not retry together, capped), with a load test's times instead of
 a long-lived channel's (1 s first, 120 s cap): one refused connection during a server's restart costs a user
 0.1 s, and a server that comes back is found within 5 s.
