@@ -4,6 +4,7 @@ LOCUST_WEB_HOST or config file still wins), and the one line on how to expose it
 from __future__ import annotations
 
 import pytest
+from conftest import options
 
 from llm_locust.config.web_access import exposure_line, form_refusal, is_loopback
 
@@ -18,6 +19,18 @@ def test_fields_of_the_form_pass_and_any_other_option_is_refused_naming_it():
         message = form_refusal(["user_count", "max_tokens", field], OPTIONS, SHOWN)
         assert message is not None and message.startswith(f"{field}: set only when llm-locust starts")
         assert "\n" not in message and "nothing was started" in message
+
+
+def test_web_ui_binds_loopback_unless_the_operator_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.delenv("LOCUST_WEB_HOST", raising=False)
+    assert options().web_host == "127.0.0.1"
+    assert options("--web-host", "*").web_host == "*"  # Locust's every interface
+    assert options("--web-host", "0.0.0.0").web_host == "0.0.0.0"
+    conf = tmp_path / "locust.conf"
+    conf.write_text("web-host = 10.1.2.3\n")
+    assert options("--config", str(conf)).web_host == "10.1.2.3"
+    monkeypatch.setenv("LOCUST_WEB_HOST", "0.0.0.0")
+    assert options().web_host == "0.0.0.0"
 
 
 @pytest.mark.parametrize(
