@@ -13,7 +13,8 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 - `report_to_master` (worker) / `worker_report` (master): histogram deltas and the number of
   requests in flight ride along with Locust's own stats reports; the master merges the deltas
   into `RunMetrics`.
-- With a web UI (master / local): the LLM view is attached to it (`webui.attach`).
+- With a web UI (master / local): the LLM view is attached to it (`webui.attach`); its start form reaches no file,
+  URL or port and no host outside --host / --allow-host (`web_guard.install`).
 - A ticker greenlet (master / local) merges the local delta, samples users and workers, and
   writes each closed window of the time series.
 - `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
@@ -121,10 +122,12 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             logger.error("%s", line)
         sys.exit(2)
     if web_ui is not None:
-        from llm_locust.runtime.webui import attach  # Flask and the page only where a web UI runs
+        from llm_locust.runtime import web_guard  # Flask and the page only where a web UI runs
+        from llm_locust.runtime.webui import attach
 
         attach(web_ui, state.live)
         _hide_secret_defaults(web_ui)
+        web_guard.install(web_ui, state.settings.endpoint.allow_host)
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
     # time and end the run early by the whole start-up (a -t 2s run stopped after 0.2 s on a loaded machine).

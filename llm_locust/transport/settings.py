@@ -13,13 +13,15 @@ from typing import Any
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
 from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.transport.replicas import allowed_hosts, shown_url
 from llm_locust.workload.providers import API_KEY_ENV, check_length_control, parse_header, server_family
 
 
 @dataclass(frozen=True)
 class EndpointSettings:
     """Where and how requests go: the model, the provider and its server family, the API key (never in repr, logs
-    or results), extra headers (their names only in results), TLS trust, the client and the balance over replicas.
+    or results), extra headers (their names only in results), TLS trust, the client, the balance over replicas, and
+    the servers the web UI's form may name besides those of --host (`allow_host`; in results without credentials).
     The host is Locust's own (`--host`, the web UI's field)."""
 
     model: str
@@ -37,6 +39,7 @@ class EndpointSettings:
     insecure: bool
     client: str
     balance: str
+    allow_host: tuple[str, ...] = field(metadata=shown_as(lambda urls: [shown_url(url) for url in urls]))
 
     @classmethod
     def from_options(cls, options: Any) -> EndpointSettings:
@@ -61,6 +64,7 @@ class EndpointSettings:
             api_key_env=api_key_env,
             server_family=family,
             header=headers,
+            allow_host=allowed_hosts(as_list(options.allow_host)),
         )
 
 

@@ -108,6 +108,7 @@ def test_compose_web_ui_override_serves_8089_without_headless():
     assert not any(arg.startswith(("--expect-workers", "--run-time")) for arg in command)
     parsed = options(*local(command))
     assert parsed.master and not parsed.headless and parsed.host == "http://sim:8000"
+    assert parsed.web_host == "0.0.0.0"  # the container's interface, published on the host's loopback
 
 
 def test_compose_prometheus_override_exports_the_master_and_provisions_grafana():
@@ -207,7 +208,7 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
         else:
             assert "command" not in container, obj["kind"]
         assert template["spec"]["securityContext"]["runAsNonRoot"] is True, obj["kind"]
-    assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089} and service["spec"]["type"] == "ClusterIP"
+    assert {p["port"] for p in service["spec"]["ports"]} == {5557} and service["spec"]["type"] == "ClusterIP"
     policy = objects["NetworkPolicy/llm-locust-master"]["spec"]  # the master port: from the worker pods only
     (zmq_rule,) = [rule for rule in policy["ingress"] if {"protocol": "TCP", "port": 5557} in rule["ports"]]
     assert zmq_rule["ports"] == [{"protocol": "TCP", "port": 5557}]
@@ -241,7 +242,10 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
         parsed = options(*local(args, tmp_path))  # every option exists, config file included
         settings = Settings.from_options(parsed)
         assert parsed.master and settings.workload.max_tokens.kind in ("fixed", "uniform", "normal", "lognormal")
-        if master["kind"] != "Deployment":  # Job and CronJob: headless, wait for the workers
+        if master["kind"] == "Deployment":  # the web UI on the pod's loopback, probed there
+            probe = " ".join(container["readinessProbe"]["exec"]["command"])
+            assert parsed.web_host == "127.0.0.1" and not parsed.headless and "http://127.0.0.1:8089/" in probe
+        else:  # Job and CronJob: headless, wait for the workers
             assert parsed.headless and parsed.expect_workers == worker["spec"]["replicas"]
             assert parsed.run_time and parsed.stop_timeout == 30
         if master["kind"] == "CronJob":

@@ -119,15 +119,15 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
     with run_sim(*SIM_ARGS) as sim:
         host = with_credentials(sim.url)
         command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "llm-locust-sim",
-                   "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS]  # fmt: skip
+                   "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS,
+                   "--results-dir", str(tmp_path)]  # fmt: skip
         pages: dict[str, str] = {}
         with locust_web_ui(*command) as web:
             ui = web.url
             pages["/"] = wait_for_page(ui, 30)
             assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
             form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
-                    "api_key": "", "header": "", "max_tokens": "8",
-                    "results_dir": str(tmp_path), "interval_s": "1"}  # fmt: skip
+                    "api_key": "", "header": "", "max_tokens": "8", "interval_s": "1"}  # fmt: skip
             pages["/swarm"] = http(f"{ui}/swarm", form).decode()
             assert json.loads(pages["/swarm"])["success"] is True
 
