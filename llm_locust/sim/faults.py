@@ -10,13 +10,12 @@ Kinds applied before the response (`PRE_RESPONSE`): `http_429` (with Retry-After
 `http_503`, `refuse` (the connection is reset before any response byte), `non_sse` (HTTP 200
 with a JSON body although a stream was asked for), `slow_headers` (the response starts
 `slow_headers_ms` late), `html_502` (HTTP 502 with an HTML page, as a gateway or proxy in front
-of the server answers). Kinds applied half-way through a streamed response (`MID_STREAM`, when
-the response has at least 2 tokens; at token `output_tokens // 2`, however the timing model groups the tokens:
-`stream.FaultGeneration`): `cut` (the HTTP body ends without [DONE] or finish_reason),
-`reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside
-the stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the
-rest), `huge_chunk` (one token event carrying `huge_bytes` of text; the response is otherwise
-valid).
+of the server answers). Kinds applied half-way through a streamed response (`MID_STREAM`: at token
+`output_tokens // 2`, the only one of a one-token response, however the timing model groups the tokens:
+`stream.FaultGeneration`; a response that is not streamed gets none): `cut` (the HTTP body ends without [DONE] or
+finish_reason), `reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside the
+stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the rest), `huge_chunk` (one
+token event carrying `huge_bytes` of text; the response is otherwise valid).
 
 `--echo-headers` makes every error answer quote the request's headers (HTTP error bodies, the
 `html_502` page, the `stream_error` event), as some servers and gateways do: a client under test

@@ -162,12 +162,12 @@ def reset_connection(transport: asyncio.BaseTransport) -> None:
 class FaultGeneration(Generation):
     """A streamed response that suffers one mid-stream fault (`llm_locust.sim.faults.MID_STREAM`).
 
-    The fault takes the place of token number `output_tokens // 2` (at least the first; only when at least 2 are
-    asked for: the fault always lands before the last token), however the timing model groups the tokens it
-    produces: a late wake that delivers many tokens at once — even every remaining one — still gets the fault at
-    that token, the tokens before it written first. `release()` takes the generation away from its timing driver
-    when the fault ends or pauses the stream. The normal per-token path (`Generation.emit`) is untouched: only
-    faulted responses are instances of this class.
+    The fault takes the place of token number `output_tokens // 2` (at least the first: the only one of a
+    one-token response; with 2 or more, before the last), however the timing model groups the tokens it produces:
+    a late wake that delivers many tokens at once — even every remaining one — still gets the fault at that token,
+    the tokens before it written first. `release()` takes the generation away from its timing driver when the fault
+    ends or pauses the stream. The normal per-token path (`Generation.emit`) is untouched: only faulted responses
+    are instances of this class.
     """
 
     __slots__ = ("_at", "_error_message", "_fault", "_huge_bytes", "_release", "_stall_s", "_timer")
@@ -226,8 +226,8 @@ class FaultGeneration(Generation):
                 )
                 self._finish(perf_counter(), natural=False)
             return
-        if emitted > at:  # the tokens of this batch after the faulted one, and the stream's end if it came
-            seq.emitted = emitted
+        seq.emitted = emitted
+        if emitted > at or seq.done:  # the tokens of this batch after the faulted one, and the stream's end if due
             super().emit(emitted - at)
 
     def _resume(self) -> None:

@@ -18,9 +18,11 @@ USERS = 40
 
 @pytest.mark.parametrize(
     ("fault", "counted_as", "itl_ms", "tokens"),
-    [("bad_json", "bad_stream", "0", "8"), ("bad_json", "bad_stream", "1", "2"), ("cut", "incomplete", "0", "8")],
-    ids=["bad_json-every-token-at-once", "bad_json-two-tokens-1ms-apart", "cut-every-token-at-once"],
-)
+    [("bad_json", "bad_stream", "0", "8"), ("bad_json", "bad_stream", "1", "2"), ("cut", "incomplete", "0", "8"),
+     ("bad_json", "bad_stream", "1", "1")],
+    ids=["bad_json-every-token-at-once", "bad_json-two-tokens-1ms-apart", "cut-every-token-at-once",
+         "bad_json-one-token"],
+)  # fmt: skip
 def test_a_rate_of_one_strikes_every_request(fault, counted_as, itl_ms, tokens, tmp_path):
     sim_args = ("--ttft-ms", "20", "--itl-ms", itl_ms, "--output-tokens", tokens, "--fault", f"{fault}=1.0")
     with run_sim(*sim_args) as sim:

@@ -115,12 +115,14 @@ GROUPINGS = [
 STALL_S = 0.01
 
 
-def _faulted_stream(kind: str, grouping: list[int]) -> tuple[_Transport, TraceRecord, list[Generation]]:
-    """A streamed chat response of TOKENS tokens suffering `kind`, its tokens produced in groups of `grouping` (as a
+def _faulted_stream(
+    kind: str, grouping: list[int], tokens: int = TOKENS
+) -> tuple[_Transport, TraceRecord, list[Generation]]:
+    """A streamed chat response of `tokens` tokens suffering `kind`, its tokens produced in groups of `grouping` (as a
     timing driver hands them over, which stops once the generation is released); returns what was written, the
     trace record and the generations released (call in a running event loop: a stall's resume is timed by it)."""
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True})
-    spec = parse_completion(body, "chat", ("m",), TOKENS)
+    spec = parse_completion(body, "chat", ("m",), tokens)
     record = TraceRecord("chatcmpl-1", "chat", True, 0.0, spec.prompt_tokens)
     transport, released, done = _Transport(), [], []
     generation = FaultGeneration(
@@ -172,3 +174,20 @@ def test_a_mid_stream_fault_lands_on_its_token_however_the_tokens_are_grouped(ki
         assert len(_token_events(transport.data)) == TOKENS and record.finish_reason == "stop"
     else:
         assert record.finish_reason is None
+
+
+@pytest.mark.parametrize("kind", MID_STREAM)
+def test_a_mid_stream_fault_strikes_a_one_token_stream_on_its_only_token(kind):
+    async def run() -> tuple[_Transport, TraceRecord, list[Generation]]:
+        transport, record, released = _faulted_stream(kind, [1], tokens=1)
+        await asyncio.sleep(STALL_S * 5)  # a stall's silence ends
+        return transport, record, released
+
+    transport, record, released = asyncio.run(run())
+    assert record.fault == kind
+    events = _token_events(transport.data)
+    if kind in ("bad_json", "huge_chunk", "stall"):  # the faulted event (or, after the stall, the token), the end
+        assert len(events) == 1 and transport.data.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        assert record.finish_reason == "stop" and len(released) == (kind == "stall")
+    else:  # no token at all
+        assert events == [] and record.finish_reason is None and len(released) == 1
