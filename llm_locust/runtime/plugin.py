@@ -42,6 +42,7 @@ from locust.env import Environment
 from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
+from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
@@ -64,6 +65,7 @@ def install(events: Any) -> None:
         return
     _installed.add(events)
     events.init_command_line_parser.add_listener(add_arguments)
+    events.init_command_line_parser.add_listener(check_command_line)
     events.init.add_listener(_on_init)
 
 
