@@ -230,8 +230,10 @@ class ResultsWriter:
         self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 
     def close(self) -> None:
-        """Final results and close the time series (the test is over, or the process quits)."""
-        self.finalize()
+        """Final results, unless written already (a web UI's next test starts: its folder is left as it was), and close
+        the time series (the test is over, or the process quits)."""
+        if self.final_summary is None:
+            self.finalize()
         self._timeseries.close()
         self.monitor.close()
         if self.requests is not None:

@@ -9,6 +9,7 @@ import csv
 import functools
 import gc
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -120,14 +121,14 @@ def move_csv_files(environment: Environment, prefix: str) -> bool:
     writer = getattr(environment.web_ui, "stats_csv_writer", None)
     if not isinstance(writer, StatsCSVFileWriter):
         return False
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     _flush_csv_files(writer)
-    for handle in (
+    old = (
         writer.requests_csv_filehandle,
         writer.stats_history_csv_filehandle,
         writer.failures_csv_filehandle,
         writer.exceptions_csv_filehandle,
-    ):
-        handle.close()
+    )
     writer.base_filepath = prefix
     tables = (
         ("requests", prefix + "_stats.csv", writer.requests_csv_columns),
@@ -141,4 +142,6 @@ def move_csv_files(environment: Environment, prefix: str) -> bool:
         table.writerow(columns)
         setattr(writer, f"{name}_csv_filehandle", handle)
         setattr(writer, f"{name}_csv_writer", table)
+    for handle in old:
+        handle.close()
     return True
