@@ -1,9 +1,9 @@
 """Whether a results folder already holds a run, which new folder a test writes into, and whether a folder can be
 written — decided before anything is sent (docs/results.md "One run per folder").
 
-A run is never written over another: from the command line a folder that holds one is refused at start (exit 2,
-`refusal`); a test started from the web UI after a first one writes into the first `<folder>-N` that holds none
-(`free_folder`).
+A run is never written over another: a headless run whose folder holds one is refused at start (exit 2, `refusal`);
+a test started from the web UI whose folder holds one (an earlier test, an earlier process) writes into the first
+`<folder>-N` that holds none (`free_folder`).
 """
 
 from __future__ import annotations
@@ -64,9 +64,22 @@ def free_folder(folder: Path, taken: Callable[[Path], bool] = holds_run) -> Path
     return candidate
 
 
-def unwritable(folder: Path) -> str | None:
+def in_series(folder: Path, base: Path) -> bool:
+    """True when `folder` is `base` or one of its numbered folders `<base>-N` (`free_folder`)."""
+    prefix = f"{base.name}-"
+    numbered = folder.name.startswith(prefix) and folder.name[len(prefix) :].isdigit()
+    return folder == base or (folder.parent == base.parent and numbered)
+
+
+def unwritable(folder: Path, create: bool = True) -> str | None:
     """Why results cannot be written into `folder` (the system's reason, e.g. "Not a directory"), else None; creates
-    `folder` (and its parents) and a probe file in it, removed at once."""
+    `folder` (and its parents) and a probe file in it, removed at once. `create=False`: creates nothing, judges the
+    nearest folder that exists (the default folder is made only when a test starts)."""
+    if not create:
+        existing = next(path for path in (folder, *folder.parents) if path.exists())
+        if not existing.is_dir():
+            return "Not a directory"
+        return None if os.access(existing, os.W_OK | os.X_OK) else "Permission denied"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=folder)
@@ -90,10 +103,10 @@ def refusal(option: str, folder: Path) -> str | None:
     return write_refusal(option, folder)
 
 
-def write_refusal(option: str, folder: Path) -> str | None:
+def write_refusal(option: str, folder: Path, create: bool = True) -> str | None:
     """The one-line error refusing a run whose results cannot be written into `folder` (named by `option`), else None
-    (the folder is then created)."""
-    reason = unwritable(folder)
+    (the folder is then created, unless `create` is False: `unwritable`)."""
+    reason = unwritable(folder, create)
     if reason is None:
         return None
     return f"{option}: cannot write the results into {folder} ({reason}); nothing was sent: give a folder you can write"

@@ -2,11 +2,11 @@
 
 - The command line (`check_command_line`, on Locust's parser): right after Locust parses it — before `--processes`
   forks the workers, before Locust opens its `--csv` files (which would empty an earlier run's) and before any
-  runner starts users — a folder named by `--results-dir` or `--csv` that holds a run, or a results folder that
-  cannot be written, ends the process with one line (exit 2). A worker writes nothing: not checked.
-- Each test of a master or local runner (`TestFolders.folder_for`): a test started when its folder holds a run (a
-  second test from the web UI) writes into the first `<folder>-N` that holds none, said in one line; Locust's `--csv`
-  tables, when they are in that folder, go on in the new one.
+  runner starts users — a results folder that cannot be written ends the process with one line (exit 2), and so does,
+  headless, a folder named by `--results-dir` or `--csv` that holds a run. A worker writes nothing: not checked.
+- Each test of a master or local runner (`folder_for`): a test started when its folder holds a run (from the web UI:
+  an earlier test, or an earlier process — a restarted master pod must come up) writes into the first `<folder>-N`
+  that holds none, said in one line; Locust's `--csv` tables go on in the test's folder.
 """
 
 from __future__ import annotations
@@ -16,15 +16,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llm_locust.results.folder import LOCUST_TABLE_SUFFIX, free_folder, holds_run, named_folder, refusal, write_refusal
+from llm_locust.results.folder import (
+    LOCUST_TABLE_SUFFIX,
+    free_folder,
+    holds_run,
+    in_series,
+    named_folder,
+    refusal,
+    write_refusal,
+)
 from llm_locust.results.settings import DEFAULT_PARENT
 from llm_locust.runtime.runner_ops import move_csv_files
 
 logger = logging.getLogger("llm_locust")
 
-_checked: list[bool] = []
-"""Whether this process's command line was checked: Locust parses it again for each page of its web UI, by then the
-run's own files are in the folder."""
+_command_line_checked = False
+"""Whether this process's command line was checked: Locust parses it again for each page of its web UI (by then the
+run's own files are in the folder)."""
 
 
 def check_command_line(parser: Any) -> None:
@@ -33,9 +41,10 @@ def check_command_line(parser: Any) -> None:
     parse_args = parser.parse_args
 
     def parse_and_check(args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        global _command_line_checked
         options = parse_args(args, *rest, **kwargs)
-        if args is None and not _checked:
-            _checked.append(True)
+        if args is None and not _command_line_checked:
+            _command_line_checked = True
             _refuse(options)
         return options
 
@@ -43,43 +52,44 @@ def check_command_line(parser: Any) -> None:
 
 
 def _refuse(options: Any) -> None:
-    """Exit 2 with one line when `options` (a master's or a local runner's) name a results folder that holds a run,
-    or that cannot be written."""
+    """Exit 2 with one line when `options` (a master's or a local runner's) name a results folder that cannot be
+    written, or, headless, one that holds a run. A web UI whose folder holds a run keeps it as the base of its tests'
+    folders (`--results-dir`, also when named by `--csv`) and has Locust open its tables in the first new one."""
     if getattr(options, "worker", False):
         return
-    named = named_folder(getattr(options, "results_dir", ""), getattr(options, "csv_prefix", None))
-    # the default folder (results/<date-time>) is new by its name: the folder holding it must be writable
-    error = refusal(*named) if named is not None else write_refusal("--results-dir (default)", Path(DEFAULT_PARENT))
+    csv_prefix = getattr(options, "csv_prefix", None)
+    named = named_folder(getattr(options, "results_dir", ""), csv_prefix)
+    if named is None:  # the default folder (results/<date-time>) is new by its name: the one holding it is checked
+        error = write_refusal("--results-dir (default)", Path(DEFAULT_PARENT), create=False)
+    elif getattr(options, "headless", False):
+        error = refusal(*named)
+    else:
+        option, base = named
+        options.results_dir = str(base)  # each test's folder is `base` or a `<base>-N` (`folder_for`)
+        folder = free_folder(base)
+        if csv_prefix is not None and folder != base and _within(csv_prefix, base):
+            options.csv_prefix = str(folder / Path(csv_prefix).name)  # not over the earlier run's tables
+        error = write_refusal(option, folder)
     if error is not None:  # Locust sets up its logging only after parsing: the line goes to stderr
         sys.stderr.write(f"{error}\n")
         sys.exit(2)
 
 
-class TestFolders:
-    """Master/local: the folder each test writes into; Locust's `--csv` tables follow a test moved to a new folder."""
-
-    def __init__(self, csv_prefix: str | None) -> None:
-        self.csv_prefix = csv_prefix  # given at start-up: where Locust's writer opened its files
-        self._moved: tuple[Path, Path] | None = None  # the tables' folder at start-up, and where they are now
-
-    def folder_for(self, environment: Any, requested: Path) -> Path:
-        """`requested` when it holds no run, else the first `<requested>-N` that holds none (said in one line); with
-        Locust's tables in `requested`, they go on in the new folder too (`runner_ops.move_csv_files`)."""
-        if self._moved is not None and requested == self._moved[1]:  # the folder of --csv, moved by an earlier test
-            requested = self._moved[0]
-        options = environment.parsed_options
-        current = getattr(options, "csv_prefix", None)  # where Locust writes its tables now: its own files there
-        own = {f"{Path(current).name}{LOCUST_TABLE_SUFFIX}"} if current else set()
-        folder = free_folder(requested, lambda path: holds_run(path, own if _within(current, path) else ()))
-        if folder == requested:
-            return folder
+def folder_for(environment: Any, requested: Path) -> Path:
+    """Master/local, as a test starts: `requested` when it holds no run, else the first `<requested>-N` that holds none
+    (said in one line). Locust's `--csv` tables (one set per process) move into that folder when they are in another of
+    the series (`runner_ops.move_csv_files`): each folder holds one test's tables."""
+    options = environment.parsed_options
+    current = getattr(options, "csv_prefix", None)  # where Locust writes its tables now: its own files there
+    own = {f"{Path(current).name}{LOCUST_TABLE_SUFFIX}"} if current else set()
+    folder = free_folder(requested, lambda path: holds_run(path, own if _within(current, path) else ()))
+    if folder != requested:
         logger.info("results folder %s holds an earlier run: this test writes into %s", requested, folder)
-        if self.csv_prefix is not None and _within(self.csv_prefix, requested):
-            moved = str(folder / Path(self.csv_prefix).name)
-            if move_csv_files(environment, moved):
-                options.csv_prefix = moved  # summary.json's run.locust_csv_prefix
-                self._moved = (requested, folder)
-        return folder
+    if current is not None and not _within(current, folder):
+        tables = Path(current).parent.resolve()
+        if in_series(tables, requested.resolve()) and move_csv_files(environment, str(folder / Path(current).name)):
+            options.csv_prefix = str(folder / Path(current).name)  # summary.json's run.locust_csv_prefix
+    return folder
 
 
 def _within(prefix: str | None, folder: Path) -> bool:

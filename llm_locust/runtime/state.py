@@ -46,7 +46,7 @@ from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.pacer import Pacer
-from llm_locust.runtime.results_folder import TestFolders
+from llm_locust.runtime.results_folder import folder_for
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
@@ -184,7 +184,6 @@ class RunState:
         self.pacer = Pacer()
         self.control: LoadController | None = None  # master / local: steps, plans, limits
         self._results: ResultsWriter | None = None
-        self._folders = TestFolders(getattr(environment.parsed_options, "csv_prefix", None))  # master / local
         self.watchdog: TimeoutWatchdog | None = None
         self._in_flight_by_worker: dict[str, int] = {}
         self.monitor = None if self.is_master else LoopMonitor()  # processes running users
@@ -242,7 +241,7 @@ class RunState:
                 sample_local=self.sample_local,
                 local_lines=self.request_lines,
             )
-            folder = self._folders.folder_for(environment, Path(self.settings.output.results_dir))
+            folder = folder_for(environment, Path(self.settings.output.results_dir))
             self._results = ResultsWriter(sources, folder)
             if self.export is not None:
                 run = folder.name

@@ -64,34 +64,48 @@ def test_an_unwritable_results_folder_is_refused_before_any_request(fast_sim, tm
     assert len(fast_sim.trace()) == sent  # master and workers sent nothing
 
 
-def test_a_second_web_ui_test_writes_a_new_folder_and_leaves_the_first_as_it_was(fast_sim, tmp_path):
-    run, second = tmp_path / "run", tmp_path / "run-2"
+def test_each_web_ui_test_writes_a_folder_of_its_own_and_leaves_the_earlier_ones_as_they_were(fast_sim, tmp_path):
+    """A web UI started on a folder holding a run (a restarted master) comes up; its first test writes into run-2, its
+    second into run-3, each with its own Locust tables; no file of an earlier run or test changes."""
+    run, tests = tmp_path / "run", (tmp_path / "run-2", tmp_path / "run-3")
+    folder_args = ("--results-dir", str(run), "--csv", str(run / "locust"), "--requests-jsonl")
+    headless = run_locust(LOCUSTFILE, "-u", "2", "-r", "2", "-t", "2s", "--host", fast_sim.url, "--model",
+                          "llm-locust-sim", "--max-tokens", "8", *folder_args, timeout_s=60)  # fmt: skip
+    assert headless.returncode == 0, headless.stderr[-3000:]
+    prints = fingerprints(run)
     command = ["-f", str(LOCUSTFILE), "--host", fast_sim.url, "--model", "llm-locust-sim", "--max-tokens", "8",
-               "--results-dir", str(run), "--csv", str(run / "locust"), "--requests-jsonl"]  # fmt: skip
+               *folder_args]  # fmt: skip
     with locust_web_ui(*command) as web:
         ui = web.url
         wait_for(lambda: _answers(ui), 20, "the web UI")
-        summaries, prints = [], {}
-        for folder in (run, second):
+        summaries = []
+        for folder in tests:
             sent = len(fast_sim.trace())
             assert json.loads(http(f"{ui}/swarm", {"user_count": 2, "spawn_rate": 2, "host": fast_sim.url}))["success"]
             wait_for(lambda: len(fast_sim.trace()) >= sent + 10, 20, "the test's requests")  # noqa: B023
-            if folder == second:  # Locust's tables of the process moved to the second test's folder as it started
-                prints.update((name, value) for name, value in fingerprints(run).items() if name.startswith("locust_"))
+            if folder == tests[1]:  # Locust's tables of the process moved to the second test's folder as it started
+                prints |= {f"2/{name}": value for name, value in fingerprints(tests[0]).items() if _locust(name)}
             http(f"{ui}/stop", {})
             summaries.append(wait_for(lambda: _final(folder), 30, f"the final summary in {folder}"))  # noqa: B023
-            if folder == run:  # the first test's own files, as it left them
-                prints.update(fingerprints(run))
-        assert fingerprints(run) == prints  # while the second test ran and ended: nothing in the first's folder changed
-    assert f"results folder {run} holds an earlier run: this test writes into {second}" in web.output
-    assert [s["run"]["locust_csv_prefix"] for s in summaries] == [str(run / "locust"), str(second / "locust")]
-    for folder, summary in zip((run, second), summaries, strict=True):  # each folder holds its own test only
+            if folder == tests[0]:  # the first test's own files, as it left them
+                prints |= {f"2/{name}": value for name, value in fingerprints(tests[0]).items() if not _locust(name)}
+        # while the tests ran and ended, nothing in the earlier run's or the first test's folder changed
+        assert fingerprints(run) | {f"2/{name}": value for name, value in fingerprints(tests[0]).items()} == prints
+    for folder in tests:
+        assert f"results folder {run} holds an earlier run: this test writes into {folder}" in web.output
+    assert [s["run"]["locust_csv_prefix"] for s in summaries] == [str(folder / "locust") for folder in tests]
+    for folder, summary in zip(tests, summaries, strict=True):  # each folder holds its own test only
         throughput = summary["throughput"]
         with (folder / "locust_stats.csv").open() as f:
             aggregated = next(row for row in f.read().splitlines() if ",Aggregated," in row).split(",")
         assert int(aggregated[2]) == throughput["requests_ok"] + throughput["requests_failed"] > 0
         jsonl = (folder / "requests.jsonl").read_text().splitlines()
         assert len(jsonl) == summary["requests_file"]["lines"] == throughput["requests_ok"]
+
+
+def _locust(name: str) -> bool:
+    """True for Locust's own tables (`--csv`)."""
+    return name.startswith("locust_")
 
 
 def _answers(ui: str) -> bool:

@@ -7,6 +7,7 @@ from pathlib import Path
 from llm_locust.results.folder import (
     free_folder,
     holds_run,
+    in_series,
     named_folder,
     refusal,
     run_files,
@@ -77,3 +78,18 @@ def test_refusals_are_one_line_naming_the_option_the_folder_and_the_fix(tmp_path
     assert error == f"--csv f/locust: cannot write the results into {regular / 'r'} (Not a directory); nothing was " \
         "sent: give a folder you can write"  # fmt: skip
     assert "\n" not in error and refusal("--csv f/locust", regular / "r") == error
+
+
+def test_a_folders_numbered_series():
+    base = Path("/r/run")
+    assert in_series(base, base) and in_series(Path("/r/run-2"), base) and in_series(Path("/r/run-17"), base)
+    assert not in_series(Path("/r/run-x"), base) and not in_series(Path("/r/runner"), base)
+    assert not in_series(Path("/other/run-2"), base) and not in_series(Path("/r/run-2/sub"), base)
+
+
+def test_the_default_folders_parent_is_judged_without_creating_anything(tmp_path):
+    assert unwritable(tmp_path / "results" / "x", create=False) is None and not (tmp_path / "results").exists()
+    regular = tmp_path / "a-file"
+    regular.write_text("x")
+    assert unwritable(regular / "results", create=False) == "Not a directory"
+    assert write_refusal("--results-dir (default)", regular / "results", create=False) is not None
