@@ -2,7 +2,8 @@
 
 A locustfile calls `install(events)` once. Then, in every Locust process:
 
-- `init_command_line_parser`: our options (`config.options.add_arguments`).
+- `init_command_line_parser`: our options (`config.options.add_arguments`); the results folder checked as soon as
+  Locust has parsed the command line (`results_folder.check_command_line`: before any file is opened or user started).
 - `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
   exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
