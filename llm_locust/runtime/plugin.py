@@ -2,7 +2,8 @@
 
 A locustfile calls `install(events)` once. Then, in every Locust process:
 
-- `init_command_line_parser`: our options (`config.options.add_arguments`).
+- `init_command_line_parser`: our options (`config.options.add_arguments`); the results folder checked as soon as
+  Locust has parsed the command line (`results_folder.check_command_line`: before any file is opened or user started).
 - `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
   exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
@@ -43,6 +44,7 @@ from locust.env import Environment
 from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
+from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
@@ -65,6 +67,7 @@ def install(events: Any) -> None:
         return
     _installed.add(events)
     events.init_command_line_parser.add_listener(add_arguments)
+    events.init_command_line_parser.add_listener(check_command_line)
     events.init.add_listener(_on_init)
 
 

@@ -46,6 +46,7 @@ from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.pacer import Pacer
+from llm_locust.runtime.results_folder import folder_for
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
@@ -240,9 +241,10 @@ class RunState:
                 sample_local=self.sample_local,
                 local_lines=self.request_lines,
             )
-            self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
+            folder = folder_for(environment, Path(self.settings.output.results_dir))
+            self._results = ResultsWriter(sources, folder)
             if self.export is not None:
-                run = Path(self.settings.output.results_dir).name
+                run = folder.name
                 self.export.start_test(run, functools.partial(self._live_gauges, run, self._results))
 
     def _base_host(self, environment: Environment) -> None:
