@@ -321,8 +321,8 @@ def add_load_arguments(parser: Any) -> None:
         "--search-max-rate",
         type=float,
         default=0.0,
-        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds "
-        f"the highest rate meeting every --slo with at most --max-error-rate failed (default {DEFAULT_MAX_ERROR_RATE:g})",
+        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds the "
+        f"highest rate meeting every --slo with at most --max-error-rate failed (default {DEFAULT_MAX_ERROR_RATE:g})",
     )
     group.add_argument(
         "--search-precision",
