@@ -129,7 +129,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         from llm_locust.runtime.webui import attach
 
         attach(web_ui, state.live)
-        _hide_secret_defaults(web_ui)
+        _hide_secret_defaults(web_ui, distributed=state.is_master)
         web_guard.install(web_ui, state.settings.endpoint.allow_host)
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
@@ -148,23 +148,30 @@ def _check_shape(settings: Any, shape: Any) -> None:
         raise ConfigError("locustfiles/search.py needs --search-max-rate R: the highest request rate tried, req/s")
 
 
-def _hide_secret_defaults(web_ui: Any) -> None:
-    """Keep secret option values (--api-key, --header) out of the web UI's page.
+def _hide_secret_defaults(web_ui: Any, distributed: bool) -> None:
+    """Keep secret option values (--api-key, --header) out of the web UI's page, and on a master (`distributed`) the
+    secret fields out of its form.
 
     Locust masks the input field of an `is_secret` option, but writes the value given on the
     command line or in a config file into the page as the field's default, readable by anyone
     who opens the UI. The default is blanked (and the page redacted: the host field shows URL
     credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
     value given at start-up, one started with the host as shown the host of the last test
-    (`RunState._on_test_start`).
+    (`RunState._on_test_start`). A master's workers take their secrets from their own environment, never from
+    the master (`secret_wire`): a key typed into a master's form could reach no worker, so the field is not there
+    and `web_guard` refuses it when posted.
     """
     update = web_ui.update_template_args
 
     def update_without_secrets() -> None:
         update()
-        for option in web_ui.template_args.get("extra_options", {}).values():
+        options = web_ui.template_args.get("extra_options", {})
+        for name, option in list(options.items()):
             if option.get("is_secret"):
-                option["default_value"] = ""
+                if distributed:
+                    del options[name]
+                else:
+                    option["default_value"] = ""
 
     web_ui.update_template_args = update_without_secrets
     update_without_secrets()

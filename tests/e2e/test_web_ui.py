@@ -36,18 +36,22 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
         for field in (
             "max_tokens",
             "prompt_tokens",
-            "api_key",
             "extra_body",
             "slo",
             "seed",
             "max_error_rate",
         ):
             assert field in page, field
+        # a master's workers take the key and headers from their own environment: no secret field in its form
+        assert '"api_key"' not in page and '"header"' not in page
         assert '"extended_tabs": [{"key": "llm", "title": "LLM"}]' in page and 'id="llm-view-link"' in page
         # what the browser's form sends: every field, empty ones as ""
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
-                "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
+                "interval_s": "1", "seed": "", "slo": "",
                 "sweep_users": "", "model": "", "max_error_rate": "0.5", "max_drift_pct": ""}  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError, match="400") as refused:  # a key typed in anyway: nothing starts
+            http(f"{ui}/swarm", {**form, "api_key": secret})
+        assert "api_key: set only when llm-locust starts" in refused.value.read().decode()
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
         def llm_stats():
@@ -79,7 +83,7 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     output = web.output
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
     assert summary["metrics"]["output_tokens"]["max"] == 8  # the form's max_tokens reached the workers
-    assert summary["settings"]["api_key_set"] is True and summary["run"]["workers_max"] == 2
+    assert summary["settings"]["api_key_set"] is False and summary["run"]["workers_max"] == 2  # the refused key unused
     assert summary["settings"]["seed"] is None and summary["settings"]["slo"] == []  # empty fields: unset
     assert summary["settings"]["max_error_rate"] == 0.5 and summary["settings"]["max_drift_pct"] is None  # gates
     assert secret not in output
