@@ -47,6 +47,7 @@ from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
+from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
@@ -60,7 +61,6 @@ from llm_locust.runtime.runner_ops import (
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
-from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
