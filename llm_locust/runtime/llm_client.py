@@ -23,7 +23,7 @@ in the same step. The run ends when Locust asks the user's `wait_time` for the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -39,7 +39,7 @@ from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
 from llm_locust.workload.builder import RequestSpec
-from llm_locust.workload.providers import completion_path
+from llm_locust.workload.providers import check_api, completion_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
@@ -254,10 +254,13 @@ class LLMClient:
         return self._model
 
     def path(self, endpoint: str) -> str:
-        """Where requests of `endpoint` go, for the run's provider."""
+        """Where requests of `endpoint` go, for the run's provider; ConfigError when the provider does not serve it
+        or `--client openai-sdk` cannot send it (`providers.check_api`)."""
         path = self._paths.get(endpoint)
         if path is None:
             point = self._state.settings.endpoint
+            # ConfigError naming the fix when the provider or the client cannot send this API
+            check_api(point.provider, point.server_family, endpoint, False, point.client)
             path = self._paths[endpoint] = completion_path(
                 point.provider, endpoint, point.deployment, point.api_version
             )
@@ -285,6 +288,22 @@ class LLMClient:
         with self._replicas.use() as replica:
             cancel = self._canceller.draw() if sent.streams else None
             return self._transport.send(Prepared(sent, path, spec, headers, ticket, replica, cancel))
+
+    def request(
+        self,
+        sent: Api,
+        path: str,
+        spec: RequestSpec,
+        headers: Mapping[str, str],
+        ticket: Ticket,
+        answered: Callable[[RequestRecord], None],
+    ) -> RequestRecord:
+        """One request from start to end: `send` it, let `answered` hear of its finished record (once, before the
+        report: what it adds to the record is reported with it), `report` it under `path`; its record."""
+        record = self.send(sent, path, spec, headers, ticket)
+        answered(record)
+        self.report(path, record)
+        return record
 
     def report(self, name: str, record: RequestRecord) -> None:
         """Report the finished `record` to Locust under `name` (`route.report`)."""

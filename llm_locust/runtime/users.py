@@ -1,5 +1,7 @@
-"""Locust User classes, one per API: they send requests to an LLM endpoint and measure them.
+"""Locust User classes that send requests to an LLM endpoint and measure them.
 
+`LLMUser`: a user whose tasks call the endpoint through `self.llm` (the scenario client, `llm_client.LLMClient`;
+docs/scenarios.md). The built-in users are `LLMUser`s with one task that draws the next request from the workload:
 `ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
 (POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
 /v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
@@ -188,9 +190,8 @@ class ApiUser(LLMUser):
         # in a trace replay, the ticket's index is the trace's arrival
         request = workload.next_request(self.model, llm.step, ticket.index)
         headers = {self.session_header: request.session} if self.session_header else {}
-        record = llm.send(self.api, self.path, request, headers, ticket)
-        workload.answered(record)  # before the report: an agent step's figures go on the record
-        llm.report(self.path, record)
+        # the workload hears of the answer before the report: an agent step's figures go on the record
+        llm.request(self.api, self.path, request, headers, ticket, workload.answered)
         think_s = workload.think_time_s()
         if workload.in_trace_session:
             self._follow_up = ticket._replace(t_sched=perf_counter() + think_s, index=None)

@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, options, quit_master, read_summary, run_local, start_master_and_workers
 from locust import task
 
+from llm_locust.metrics.record import ErrorKind
 from llm_locust.results.request_lines import REQUESTS_FILE
 from llm_locust.runtime.users import ChatCompletionsUser, LLMUser
 from llm_locust.sim import run_sim
@@ -218,3 +219,24 @@ def test_the_smallest_scenario_is_the_one_the_readme_shows(fast_sim, tmp_path):
     env = run_local(opts, users=2, seconds=1, user_classes=[module.Assistant], stop_timeout_s=3)
     assert env.stats.entries[("ask", "POST")].num_requests == len(fast_sim.trace()) > 0
     assert [entry["label"] for entry in read_summary(tmp_path)["breakdowns"]["name"]] == ["ask"]
+
+
+def test_an_answer_reads_its_record():
+    """What a scenario reads of an answer is its measured record: text apart from reasoning, tool calls parsed."""
+    from llm_locust.metrics.record import RequestRecord, ToolCall
+    from llm_locust.runtime.llm_client import Answer, ToolCallAnswer, Usage
+
+    record = RequestRecord("chat", t_send=1.0, t_first=1.05, t_last=1.2, content_text="Hi", reasoning_text="hmm",
+                           tool_calls=(ToolCall("c1", "add", '{"a": 1, "b": 2}'), ToolCall("c2", "f", '{"a": ')),
+                           prompt_tokens=9, usage_completion_tokens=4, finish_reason="tool_calls",
+                           server_request_id="chatcmpl-1")  # fmt: skip
+    record.itl_us.extend([50_000, 100_000])
+    answer = Answer(record, "ask")
+    assert (answer.text, answer.reasoning, answer.finish_reason, answer.request_id) == ("Hi", "hmm", "tool_calls",
+                                                                                          "chatcmpl-1")  # fmt: skip
+    assert answer.tool_calls == (ToolCallAnswer("c1", "add", {"a": 1, "b": 2}), ToolCallAnswer("c2", "f", {}))
+    assert answer.usage == Usage(9, 4, None) and answer.itl_s == (0.05, 0.1)
+    assert answer.ttft_s == pytest.approx(0.05) and answer.e2e_s == pytest.approx(0.2)
+    assert answer.ok and answer.error is None and answer.record is record
+    record.fail(ErrorKind.CHECK, "no amount")
+    assert not answer.ok and answer.error == "check: no amount"
