@@ -3,13 +3,21 @@
 Registered on Locust's parser, they work on the command line, in config files, in the web UI, and reach workers
 from the master. `settings.Settings.from_options` has each stage's settings group validate its own, once; nothing
 else reads the raw options.
+
+An option declared `startup_only=True` — one that names a file, a folder, a URL, a port or an address, or that
+decides where the key may go — is set when llm-locust starts (command line, config file, environment) and never from
+the web UI: it is left out of the start form, and a POST /swarm that carries it is refused
+(`web_access.form_refusal`, applied by `runtime.web_guard`). Every field Locust's /swarm would copy into the options
+and that the form does not show is refused the same way, Locust's own (`--csv`, `--html`, ...) included.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.load.arrivals import ARRIVAL_KINDS
+from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
@@ -25,7 +33,10 @@ SECRET_OPTIONS = ("api_key", "header")
 
 
 def add_arguments(parser: Any) -> None:
-    """Register llm-locust's options on Locust's argument parser (shown in its web UI form too)."""
+    """Register llm-locust's options on Locust's argument parser (shown in its web UI form too, but the
+    `startup_only` ones), and make loopback (`WEB_UI_HOST`) the web UI's default address."""
+    if parser.get_default("web_host") == "":  # Locust's parser (every interface); an explicit value still wins
+        parser.set_defaults(web_host=WEB_UI_HOST)
     group = _WebUIGroup(parser.add_argument_group("llm-locust", "LLM endpoint, workload and results options"))
     group.add_argument(
         "--model", default="", help="Model name sent in each request (default: the first of GET /v1/models)"
@@ -33,6 +44,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument(
         "--api-key-env",
         default="",
+        startup_only=True,  # which variable of the process's environment is sent
         help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
         "--provider azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic); "
         "never printed",
@@ -70,6 +82,7 @@ def add_arguments(parser: Any) -> None:
     group.add_argument(
         "--results-dir",
         default="",
+        startup_only=True,
         help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
     )
     add_load_arguments(parser)
@@ -96,6 +109,7 @@ def add_arguments(parser: Any) -> None:
         "--requests-jsonl",
         action="store_true",
         default=False,
+        startup_only=True,
         help="Write one JSON line per request (timestamps, lengths, outcome, the server's request id) to "
         "requests.jsonl in the results folder",
     )
@@ -153,13 +167,16 @@ def add_workload_arguments(group: Any) -> None:
     group.add_argument(
         "--tokenizer",
         default="",
+        startup_only=True,
         help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "
         "streamed text (checked against the server's usage)",
     )
     group.add_argument(
         "--embedding-batch", type=int, default=1, help="Embeddings (locustfiles/embeddings.py): inputs per request"
     )
-    group.add_argument("--dataset", default="", help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv")
+    group.add_argument(
+        "--dataset", default="", startup_only=True, help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv"
+    )
     group.add_argument(
         "--dataset-format",
         default="",
@@ -168,7 +185,11 @@ def add_workload_arguments(group: Any) -> None:
         help="Format of --dataset (default: from its extension)",
     )
     group.add_argument(
-        "--image", action="append", default=None, help="Image file attached to every chat request (repeatable)"
+        "--image",
+        action="append",
+        default=None,
+        startup_only=True,
+        help="Image file attached to every chat request (repeatable)",
     )
     group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
     group.add_argument(
@@ -199,6 +220,7 @@ def add_workload_arguments(group: Any) -> None:
     group.add_argument(
         "--tools-file",
         default="",
+        startup_only=True,
         help="Agent sessions: tool sets from a JSON Lines file, one per line (BFCL entries with 'function', "
         '{"tools": [...]}, or one function schema per line); each session draws one',
     )
@@ -245,6 +267,7 @@ def add_provider_arguments(group: Any) -> None:
     group.add_argument(
         "--ca-bundle",
         default="",
+        startup_only=True,
         help="PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE, SSL_CERT_DIR and "
         "REQUESTS_CA_BUNDLE are honoured too)",
     )
@@ -252,7 +275,16 @@ def add_provider_arguments(group: Any) -> None:
         "--insecure",
         action="store_true",
         default=False,
+        startup_only=True,
         help="Do not verify the server's TLS certificate and host name (the API key goes to whoever answers)",
+    )
+    group.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        startup_only=True,
+        help="A server the web UI's form may name as host besides those of --host (URL; repeatable, or "
+        "comma-separated): a test started from the form sends only to those",
     )
     group.add_argument(
         "--client",
@@ -354,6 +386,14 @@ def add_load_arguments(parser: Any) -> None:
         default=0,
         help="Agent sessions: end the run after this many sessions ended, in total across workers (0: no limit)",
     )
+    group.add_argument(
+        "--backoff-max-s",
+        type=float,
+        default=DEFAULT_BACKOFF_MAX_S,
+        help="Closed loop: a user whose request failed without an answer (refused, reset, TLS, not a stream) pauses "
+        "0.1 s before its next one, doubling per such failure in a row up to this many seconds, until a success "
+        f"(default {DEFAULT_BACKOFF_MAX_S:g}; 0: never pause)",
+    )
 
 
 def add_trace_arguments(parser: Any) -> None:
@@ -362,7 +402,10 @@ def add_trace_arguments(parser: Any) -> None:
         parser.add_argument_group("llm-locust trace", "Replay a production trace (locustfiles/trace.py)")
     )
     group.add_argument(
-        "--trace", default="", help="Trace file to replay: each request sent once, by one worker, at its time"
+        "--trace",
+        default="",
+        startup_only=True,
+        help="Trace file to replay: each request sent once, by one worker, at its time",
     )
     group.add_argument(
         "--trace-format", choices=TRACE_FORMATS, default="mooncake", help="mooncake (JSONL, default), azure, burstgpt"
@@ -390,6 +433,7 @@ def add_server_metrics_arguments(parser: Any) -> None:
         "--metrics-url",
         action="append",
         default=None,
+        startup_only=True,
         help="Prometheus metrics URL of the server, e.g. http://127.0.0.1:8000/metrics (repeat for several), "
         "scraped by the master during the run into server_metrics.csv; a DCGM-exporter or node-exporter URL "
         "(GPU / host telemetry) goes to telemetry.csv",
@@ -400,6 +444,7 @@ def add_server_metrics_arguments(parser: Any) -> None:
     group.add_argument(
         "--metrics-map",
         default="",
+        startup_only=True,
         help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
         "(built in: vllm, sglang, tgi, llamacpp)",
     )
@@ -415,17 +460,21 @@ def add_server_metrics_arguments(parser: Any) -> None:
 def add_export_arguments(parser: Any) -> None:
     """The live-export options: the master's (or local runner's) Prometheus endpoint (`llm_locust.export`); set at
     start-up, not in the web UI's form."""
-    group = parser.add_argument_group("llm-locust live export", "Serve the run's client metrics to Prometheus")
+    group = _WebUIGroup(
+        parser.add_argument_group("llm-locust live export", "Serve the run's client metrics to Prometheus")
+    )
     group.add_argument(
         "--prometheus-port",
         type=int,
         default=0,
+        startup_only=True,
         help="Serve the run's LLM metrics (TTFT, ITL, TPOT, E2E histograms; requests, tokens, errors; in flight) at "
         "http://HOST:PORT/metrics while it runs, from the master or local runner (0: off)",
     )
     group.add_argument(
         "--prometheus-host",
         default="127.0.0.1",
+        startup_only=True,
         help="Address the --prometheus-port endpoint listens on (0.0.0.0: every interface)",
     )
 
@@ -497,17 +546,19 @@ def add_replica_and_cancel_arguments(parser: Any) -> None:
 
 
 class _WebUIGroup:
-    """An argument group whose options Locust's web UI shows (`is_secret` ones masked).
+    """An argument group whose options Locust's web UI shows (`is_secret` ones masked), except the `startup_only`
+    ones (see the module docstring).
 
     Locust only marks options added with its parser's own `add_argument`; groups are plain
-    argparse, so the same two attributes are set here.
+    argparse, so the same attributes are set here.
     """
 
     def __init__(self, group: Any) -> None:
         self._group = group
 
-    def add_argument(self, *args: Any, is_secret: bool = False, **kwargs: Any) -> Any:
+    def add_argument(self, *args: Any, is_secret: bool = False, startup_only: bool = False, **kwargs: Any) -> Any:
         action = self._group.add_argument(*args, **kwargs)
-        action.include_in_web_ui = True
+        action.include_in_web_ui = not startup_only
         action.is_secret = is_secret
+        action.startup_only = startup_only
         return action

@@ -18,8 +18,9 @@ from llm_locust.workload.traces import TraceWindow
 @dataclass(frozen=True)
 class LoadSettings:
     """How requests are offered: the arrival process (`request_rate` in requests/s in total, 0: closed loop), the
-    sweeps and their steps, the capacity search (`search_max_rate` 0: none), the trace to replay and its timing, and
-    the limits (concurrency, requests, error rate that aborts)."""
+    sweeps and their steps, the capacity search (`search_max_rate` 0: none), the trace to replay and its timing, the
+    limits (concurrency, requests, error rate that aborts), and a closed-loop user's longest pause after failures
+    without an answer (`backoff_max_s`, seconds; 0: none; `load.backoff`)."""
 
     request_rate: float
     arrival: ArrivalKind
@@ -45,6 +46,7 @@ class LoadSettings:
     trace_model: str
     trace_log_type: str
     max_sessions: int
+    backoff_max_s: float
 
     @classmethod
     def from_options(cls, options: Any) -> LoadSettings:
@@ -72,6 +74,8 @@ class LoadSettings:
             raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
         if options.max_sessions < 0:
             raise ConfigError(f"--max-sessions must be >= 0 (0: no limit), got {options.max_sessions}")
+        if options.backoff_max_s < 0:
+            raise ConfigError(f"--backoff-max-s must be >= 0 seconds (0: no pause), got {options.backoff_max_s}")
         _check_search(options)
         if not 0 <= options.abort_error_rate <= 1:
             raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")

@@ -128,9 +128,9 @@ _MAX = {"merge": "max"}
 
 @dataclass
 class Counts:
-    """The counters of a set of requests. `merge` and the worker -> master wire follow the fields (an int is summed,
-    or kept at the larger with `_MAX`; a Counter adds up by key): a new counter is one field here and its line in
-    `WindowMetrics.add`."""
+    """The counters of a set of requests. `merge` and the worker -> master wire follow the fields (a number is
+    summed, or kept at the larger with `_MAX`; a Counter adds up by key): a new counter is one field here and its line
+    in `WindowMetrics.add` (or, for a count that is no request's, in a `MetricsRecorder` method: `paused`)."""
 
     requests_ok: int = 0
     requests_cancelled: int = 0  # closed early by the client on purpose (--cancel-rate): neither ok nor failed
@@ -159,6 +159,8 @@ class Counts:
     agent_sessions: int = 0  # agent sessions that ended (on their last request), whatever their outcome
     agent_sessions_failed: int = 0  # ... of which one step failed (it ended the session)
     tool_calls: int = 0  # tool calls in successful answers
+    backoff_pauses: int = 0  # pauses of closed-loop users after a failure without an answer (`load.backoff`)
+    backoff_s: float = 0.0  # ... their seconds, summed over users (`MetricsRecorder.paused`)
 
     @property
     def requests_failed(self) -> int:
@@ -424,6 +426,13 @@ class MetricsRecorder:
         if record.groups and (record.step < 0 or record.measured):
             for dimension, label in record.groups:
                 _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
+
+    def paused(self, seconds: float, t_wall_s: float, step: int = -1, measured: bool = True) -> None:
+        """Count one pause of a user backing off (`load.backoff`) that lasted `seconds` and ended at wall-clock
+        `t_wall_s` (time.time()), after a request of sweep step `step` (`measured`: sent after its warm-up)."""
+        window = _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), step, measured))
+        window.backoff_pauses += 1
+        window.backoff_s += seconds
 
     def _good(self, record: RequestRecord) -> bool:
         """True when `record` succeeded and met every SLO, each judged by the request's own value of the latency

@@ -152,6 +152,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
     tokens = summary.get("tokens") or {}
     checked = tokens.get("output_tokens_checked")
     efficiency = efficiency_cells(summary)
+    paused = summary.get("backoff") or {}  # users' pauses after failures without an answer
     facts: dict[str, Any] = {
         "folder": str(run.path),
         "target": meta.get("host"),
@@ -167,6 +168,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "workers": "none (local runner)" if meta.get("role") == "local" else meta.get("workers_max"),
         "status": summary.get("status"),
         "stopped by": meta.get("stop_reason"),
+        "backed off": f"{paused['pauses']} pauses, {paused['paused_s']} s" if paused.get("pauses") else None,
         "versions": _versions(summary),
         "SLOs (run)": ", ".join(settings.get("slo") or []) or None,
         **{header: efficiency[key] for (_, key), header in EFFICIENCY_COLUMNS.items()},

@@ -194,6 +194,13 @@ def connections(window: WindowMetrics) -> dict[str, int]:
     return {"new": window.connections_new, "reused": window.connections_reused, "retried_stale": window.retried_stale}
 
 
+def backoff(window: WindowMetrics) -> dict[str, float | int]:
+    """The pauses of closed-loop users after failures without an answer (`load.backoff`, `--backoff-max-s`):
+    `pauses`, and `paused_s`, their seconds summed over users and workers (2 users paused for the whole of a 10 s run:
+    20 s) — the time those users offered no load."""
+    return {"pauses": window.backoff_pauses, "paused_s": round(window.backoff_s, 3)}
+
+
 def agent_sessions(window: WindowMetrics) -> dict[str, int] | None:
     """Agent sessions (locustfiles/agent.py): `sessions` ended, `sessions_failed` (a step failed and ended it),
     `tool_calls` made by successful answers; None when the run had no agent session (the steps and tool calls per
@@ -379,6 +386,12 @@ def summary_table(summary: dict[str, Any]) -> str:
     lines += efficiency_lines(summary)
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
+    paused = summary.get("backoff") or {}
+    if paused.get("pauses"):
+        lines.append(
+            f"Backed off: {paused['pauses']} pauses, {paused['paused_s']:.1f} s in total (users waiting after failures "
+            "without an answer: --backoff-max-s)"
+        )
     throttled = summary.get("throttling", {})
     if throttled.get("http_429"):
         lines.append(

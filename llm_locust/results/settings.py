@@ -14,6 +14,10 @@ from typing import Any
 
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import HIDDEN, build, optional_float, positive
+from llm_locust.results.folder import named_folder
+
+DEFAULT_PARENT = "results"
+"""The folder holding the default results folders (results/<local date-time>)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,5 @@ class OutputSettings:
 
 def _default_results_dir(csv_prefix: str | None) -> str:
     """The folder of Locust's --csv prefix if given, else results/<local date-time>."""
-    if csv_prefix:
-        return os.path.dirname(csv_prefix) or "."
-    return os.path.join("results", time.strftime("%Y%m%d-%H%M%S"))
+    named = named_folder("", csv_prefix)
+    return str(named[1]) if named is not None else os.path.join(DEFAULT_PARENT, time.strftime("%Y%m%d-%H%M%S"))

@@ -23,6 +23,7 @@ from llm_locust.metrics.slo import evaluate
 from llm_locust.results import efficiency
 from llm_locust.results.files import (
     agent_sessions,
+    backoff,
     breakdowns,
     connections,
     iso_time,
@@ -157,6 +158,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "breakdowns": breakdowns(run, duration_s, view.spans),
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
+        "backoff": backoff(run.total),
         "diagnosis": diagnosis[1] if diagnosis else None,
         "tokens": tokens,
         "prefix_reuse": prefix_reuse(run.total),

@@ -23,15 +23,16 @@ in the same step. The run ends when Locust asks the user's `wait_time` for the p
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-import gevent
 import orjson
 
 from llm_locust.apis import Api, api
+from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.runtime.route import report
@@ -232,6 +233,8 @@ class LLMClient:
         self._first_model = first_model
         self._model = ""
         self._ticket: Ticket | None = None  # the arrival the running task holds (None: the next call takes one)
+        self._backoff = Backoff(state.settings.load.backoff_max_s, random.Random())  # after failures without an answer
+        self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
         self._paths: dict[str, str] = {}
         self.chat = _Chat(self)
         self.completions = _Endpoint(self, "completions")
@@ -268,11 +271,7 @@ class LLMClient:
 
     def take_ticket(self, new_session: bool = False) -> Ticket:
         """Wait until this user may send a request that begins an arrival (`new_session`: one that begins a session,
-        what `--max-sessions` counts); its ticket. First a pause while every request of this process failed with a
-        configuration error (the run is ending)."""
-        pause_s = self._state.config_pause_s()
-        if pause_s:
-            gevent.sleep(pause_s)
+        what `--max-sessions` counts); its ticket."""
         return self._state.pacer.take(new_session=new_session)
 
     @property
@@ -306,12 +305,19 @@ class LLMClient:
         return record
 
     def report(self, name: str, record: RequestRecord) -> None:
-        """Report the finished `record` to Locust under `name` (`route.report`)."""
+        """Report the finished `record` to Locust under `name` (`route.report`); the pause it asks for, if it failed
+        without an answer (`load.backoff`), is due at the end of the task (`end_arrival`)."""
         report(self._events, name, record, self._context())
+        self._pause = (self._backoff.after(record, self._state.succeeded), record)
 
     def end_arrival(self) -> None:
-        """The running task ended: the next call begins a new arrival."""
+        """The running task ended (Locust asks for the user's wait time, in its waiting state): the next call begins
+        a new arrival. A user whose last request failed without an answer pauses here first (`load.backoff`; counted
+        by `RunState.back_off`): a stop ends the pause at once."""
         self._ticket = None
+        (pause_s, record), self._pause = self._pause, (0.0, None)
+        if record is not None:
+            self._state.back_off(pause_s, record)
 
     def create(
         self,

@@ -2,7 +2,8 @@
 
 A locustfile calls `install(events)` once. Then, in every Locust process:
 
-- `init_command_line_parser`: our options (`config.options.add_arguments`).
+- `init_command_line_parser`: our options (`config.options.add_arguments`); the results folder checked as soon as
+  Locust has parsed the command line (`results_folder.check_command_line`: before any file is opened or user started).
 - `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
   exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
@@ -13,7 +14,8 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 - `report_to_master` (worker) / `worker_report` (master): histogram deltas and the number of
   requests in flight ride along with Locust's own stats reports; the master merges the deltas
   into `RunMetrics`.
-- With a web UI (master / local): the LLM view is attached to it (`webui.attach`).
+- With a web UI (master / local): the LLM view is attached to it (`webui.attach`); its start form reaches no file,
+  URL or port and no host outside --host / --allow-host (`web_guard.install`).
 - A ticker greenlet (master / local) merges the local delta, samples users and workers, and
   writes each closed window of the time series.
 - `test_stop` + a grace period, and `quitting` (after the workers' last reports): summary.json
@@ -42,6 +44,7 @@ from locust.env import Environment
 from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
 from llm_locust.errors import ConfigError
+from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
 from llm_locust.transport import patches
@@ -64,6 +67,7 @@ def install(events: Any) -> None:
         return
     _installed.add(events)
     events.init_command_line_parser.add_listener(add_arguments)
+    events.init_command_line_parser.add_listener(check_command_line)
     events.init.add_listener(_on_init)
 
 
@@ -121,10 +125,12 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             logger.error("%s", line)
         sys.exit(2)
     if web_ui is not None:
-        from llm_locust.runtime.webui import attach  # Flask and the page only where a web UI runs
+        from llm_locust.runtime import web_guard  # Flask and the page only where a web UI runs
+        from llm_locust.runtime.webui import attach
 
         attach(web_ui, state.live)
         _hide_secret_defaults(web_ui)
+        web_guard.install(web_ui, state.settings.endpoint.allow_host)
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
     # time and end the run early by the whole start-up (a -t 2s run stopped after 0.2 s on a loaded machine).

@@ -209,10 +209,13 @@ class ResultsWriter:
                 logger.warning("%s", self.behind_schedule)
 
     def interrupt(self, signal_name: str | None) -> None:
-        """The process quits before the test stopped (by `signal_name`, when known)."""
+        """The process quits before the test stopped (by `signal_name`, when known): the load ends now — the run's
+        duration ends here, not once the workers' last reports are in and the results written."""
         self.interrupted = True
         self.interrupted_by = signal_name
         self._interrupted_at_s = time.time()
+        if self.t_stop is None:
+            self.t_stop = self._interrupted_at_s
 
     @property
     def lost_workers(self) -> set[str]:
@@ -227,8 +230,10 @@ class ResultsWriter:
         self._finalizer = gevent.spawn_later(WORKER_REPORT_INTERVAL + 2, self.finalize)
 
     def close(self) -> None:
-        """Final results and close the time series (the test is over, or the process quits)."""
-        self.finalize()
+        """Final results, unless written already (a web UI's next test starts: its folder is left as it was), and close
+        the time series (the test is over, or the process quits)."""
+        if self.final_summary is None:
+            self.finalize()
         self._timeseries.close()
         self.monitor.close()
         if self.requests is not None:

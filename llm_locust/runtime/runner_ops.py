@@ -5,9 +5,11 @@ Also the worker → master message and stats-report keys (the wire protocol ridi
 
 from __future__ import annotations
 
+import csv
 import functools
 import gc
 import time
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -107,3 +109,39 @@ def _flush_csv_files(writer: StatsCSVFileWriter) -> None:
     writer.stats_history_flush()
     writer.failures_flush()
     writer.exceptions_flush()
+
+
+def move_csv_files(environment: Environment, prefix: str) -> bool:
+    """A test of the web UI after the first, moved to a new results folder: Locust's `--csv` tables (its one
+    `StatsCSVFileWriter` per process, which the web UI holds) go on in new files at `prefix`; the earlier test's files
+    are closed as they are. False when the process writes no tables.
+
+    Each new file starts with the same header row as the one it replaces, so the positions the writer's loop keeps
+    (where its rows start) still hold; nothing switches greenlets in between."""
+    writer = getattr(environment.web_ui, "stats_csv_writer", None)
+    if not isinstance(writer, StatsCSVFileWriter):
+        return False
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    _flush_csv_files(writer)
+    old = (
+        writer.requests_csv_filehandle,
+        writer.stats_history_csv_filehandle,
+        writer.failures_csv_filehandle,
+        writer.exceptions_csv_filehandle,
+    )
+    writer.base_filepath = prefix
+    tables = (
+        ("requests", prefix + "_stats.csv", writer.requests_csv_columns),
+        ("stats_history", writer.stats_history_file_name(), writer.stats_history_csv_columns),
+        ("failures", prefix + "_failures.csv", writer.failures_columns),
+        ("exceptions", prefix + "_exceptions.csv", writer.exceptions_columns),
+    )
+    for name, path, columns in tables:
+        handle = open(path, "w")  # noqa: SIM115 (the writer keeps it open, as Locust does)
+        table = csv.writer(handle)
+        table.writerow(columns)
+        setattr(writer, f"{name}_csv_filehandle", handle)
+        setattr(writer, f"{name}_csv_writer", table)
+    for handle in old:
+        handle.close()
+    return True

@@ -35,7 +35,6 @@ from llm_locust.config.settings import Settings, keep_secrets, secret_options
 from llm_locust.errors import ConfigError
 from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
-from llm_locust.load.limits import CONFIGURATION_KINDS
 from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
@@ -45,7 +44,9 @@ from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
 from llm_locust.runtime.interrupt import SignalWatch
 from llm_locust.runtime.live_export import LiveExport
+from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.pacer import Pacer
+from llm_locust.runtime.results_folder import folder_for
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.runner_ops import (
@@ -61,6 +62,7 @@ from llm_locust.runtime.runner_ops import (
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
+from llm_locust.runtime.secret_wire import master_sends_no_secret, worker_takes_own_secrets
 from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection
@@ -71,10 +73,6 @@ logger = logging.getLogger("llm_locust")
 
 STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
-CONFIG_PAUSE_S = 1.0
-"""While every request of this process failed with a configuration-class error (`load.limits.CONFIGURATION_KINDS`),
-each user waits this long before its next request: the run is about to end (`load.limits.configuration_failure`), and
-the server is not hammered meanwhile."""
 
 
 class Role:
@@ -103,7 +101,7 @@ class LocalRole(Role):
 
 
 class WorkerRole(Role):
-    """A worker: runs its users, reports to the master, follows the master's plans."""
+    """A worker: runs its users, reports to the master, follows the master's plans, quits when the master is gone."""
 
     name = "worker"
     leads = False
@@ -115,6 +113,8 @@ class WorkerRole(Role):
         events.report_to_master.add_listener(state._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, state._on_plan)
         events.quitting.add_listener(state._on_worker_quitting)
+        watch_master(state.environment, runner)
+        worker_takes_own_secrets(state, runner)
 
 
 class MasterRole(Role):
@@ -129,6 +129,7 @@ class MasterRole(Role):
         events.quitting.add_listener(state._on_quitting)
         events.worker_report.add_listener(state._on_worker_report)
         runner.register_message(INTERRUPTED_MESSAGE, state._on_worker_interrupted)
+        master_sends_no_secret(state, runner)
 
 
 def role_of(runner: Any) -> Role:
@@ -240,9 +241,10 @@ class RunState:
                 sample_local=self.sample_local,
                 local_lines=self.request_lines,
             )
-            self._results = ResultsWriter(sources, Path(self.settings.output.results_dir))
+            folder = folder_for(environment, Path(self.settings.output.results_dir))
+            self._results = ResultsWriter(sources, folder)
             if self.export is not None:
-                run = Path(self.settings.output.results_dir).name
+                run = folder.name
                 self.export.start_test(run, functools.partial(self._live_gauges, run, self._results))
 
     def _base_host(self, environment: Environment) -> None:
@@ -274,8 +276,7 @@ class RunState:
         self.pacer.use_trace(self.trace.due_s if self.trace is not None else (), open_loop)
         self.model = self.settings.endpoint.model
         self._model_error: str | None = None
-        self.succeeded = False  # some request of this process succeeded in this test
-        self.config_failed = False  # some failed with a configuration-class error (`CONFIGURATION_KINDS`)
+        self.succeeded = False  # some request of this process succeeded in this test (`load.backoff`)
         self.recorder = MetricsRecorder(self.settings.output.interval_s, self.settings.objectives.slo)
         self.prefix_pool = prefix_pool(self.settings.workload)  # the users of this test share it (and its reuse count)
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
@@ -368,10 +369,16 @@ class RunState:
             total=self.run.total,
         )
 
-    def config_pause_s(self) -> float:
-        """How long a user waits before its next request: `CONFIG_PAUSE_S` while nothing succeeded in this process and
-        a request failed with a configuration-class error, else 0."""
-        return CONFIG_PAUSE_S if self.config_failed and not self.succeeded else 0.0
+    def back_off(self, pause_s: float, record: RequestRecord) -> None:
+        """Pause the calling user `pause_s` seconds after its failed request `record` (`load.backoff`), and count the
+        time it paused — the part it did when the runner stops it meanwhile — in the metrics."""
+        if pause_s <= 0:
+            return
+        t0_s = time.perf_counter()
+        try:
+            gevent.sleep(pause_s)
+        finally:
+            self.recorder.paused(time.perf_counter() - t0_s, time.time(), record.step, record.measured)
 
     @property
     def in_flight(self) -> int:
@@ -388,8 +395,6 @@ class RunState:
         if record is not None:
             if record.ok:
                 self.succeeded = True
-            elif record.error_kind in CONFIGURATION_KINDS and not self.succeeded:
-                self.config_failed = True
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
             self.recorder.record(record, time.time())

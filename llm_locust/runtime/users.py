@@ -101,7 +101,7 @@ class LLMUser(FastHttpUser):
         self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)
         task_wait = self.wait_time
 
-        def wait_time() -> float:  # Locust asks it after each task: the task's arrival ends
+        def wait_time() -> float:  # Locust asks it after each task, in the waiting state: the task's arrival ends
             self.llm.end_arrival()
             return task_wait()
 

@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from llm_locust import redact
 from llm_locust.metrics.vocabulary import SERVER_METRICS_FILE, TELEMETRY_FILE
@@ -115,7 +115,8 @@ class UrlState:
 
 
 def _request(url: str) -> urllib.request.Request:
-    """A GET of `url`; credentials in it (`http://user:password@host/metrics`) sent as Basic auth."""
+    """A GET of `url`; credentials in it (`http://user:password@host/metrics`, percent-decoded as the request's
+    transport decodes --host's) sent as Basic auth."""
     parts = urlsplit(url)
     if parts.username is None:
         return urllib.request.Request(url)
@@ -123,7 +124,7 @@ def _request(url: str) -> urllib.request.Request:
     netloc = f"[{host}]" if ":" in host else host
     netloc += f":{parts.port}" if parts.port else ""
     plain = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+    token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
     return urllib.request.Request(plain, headers={"Authorization": f"Basic {token}"})
 
 

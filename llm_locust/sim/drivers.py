@@ -72,14 +72,13 @@ class FixedDriver:
             return None
         count = self._timing.tokens_due(seq, now_s)
         if count:
-            emitted = seq.emitted = seq.emitted + count
-            if emitted >= seq.output_tokens:
-                self.running -= 1
-                generation.emit(count)
-                return None
+            seq.emitted += count
             generation.emit(count)
-        if seq.cancelled:
-            return None
+            if seq.cancelled:  # let go while emitting (a fault ended or paused the stream): counted by `cancel`
+                return None
+            if seq.done:
+                self.running -= 1
+                return None
         return self._timing.due_s(seq, seq.emitted)
 
 

@@ -1,20 +1,21 @@
 """Fault injection for the simulator: which fault (if any) a request gets, drawn once per request.
 
 `--fault KIND=PROBABILITY` (repeatable) gives each kind its probability; one seeded draw per
-completion request picks at most one kind, so a run with the same seed and the same request
-order injects the same faults. Every injected fault is named in the request's trace record
-(`fault`), so a test can compare what a client counted with what was injected, exactly.
+completion request, when it arrives, picks at most one kind, so a kind at probability P strikes a share P of the
+requests (P = 1: every one) and a run with the same seed and the same request order injects the same faults.
+Every injected fault is named in the request's trace record (`fault`), so a test can compare what a client
+counted with what was injected, exactly.
 
 Kinds applied before the response (`PRE_RESPONSE`): `http_429` (with Retry-After), `http_500`,
 `http_503`, `refuse` (the connection is reset before any response byte), `non_sse` (HTTP 200
 with a JSON body although a stream was asked for), `slow_headers` (the response starts
 `slow_headers_ms` late), `html_502` (HTTP 502 with an HTML page, as a gateway or proxy in front
-of the server answers). Kinds applied half-way through a streamed response (`MID_STREAM`, when
-the response has at least 2 tokens): `cut` (the HTTP body ends without [DONE] or finish_reason),
-`reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside
-the stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the
-rest), `huge_chunk` (one token event carrying `huge_bytes` of text; the response is otherwise
-valid).
+of the server answers). Kinds applied half-way through a streamed response (`MID_STREAM`: at token
+`output_tokens // 2`, the only one of a one-token response, however the timing model groups the tokens:
+`stream.FaultGeneration`; a response that is not streamed gets none): `cut` (the HTTP body ends without [DONE] or
+finish_reason), `reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside the
+stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the rest), `huge_chunk` (one
+token event carrying `huge_bytes` of text; the response is otherwise valid).
 
 `--echo-headers` makes every error answer quote the request's headers (HTTP error bodies, the
 `html_502` page, the `stream_error` event), as some servers and gateways do: a client under test

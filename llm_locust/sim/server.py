@@ -199,7 +199,7 @@ class SimApp:
             "keep_alive": request.keep_alive and (chunked or not spec.stream),
             "on_done": partial(self._generation_done, conn),
         }
-        if fault is not None and spec.stream and spec.output_tokens >= 2:
+        if fault is not None and spec.stream and spec.output_tokens >= 1:
             config = self.config
             generation: Generation = FaultGeneration(
                 *args,

@@ -164,11 +164,12 @@ def reset_connection(transport: asyncio.BaseTransport) -> None:
 class FaultGeneration(Generation):
     """A streamed response that suffers one mid-stream fault (`llm_locust.sim.faults.MID_STREAM`).
 
-    The fault replaces the token event due once half of the output tokens are produced (only
-    when at least 2 are asked for: the fault always lands before the last token). `release()`
-    takes the generation away from its timing driver when the fault ends or pauses the stream.
-    The normal per-token path (`Generation.emit`) is untouched: only faulted responses are
-    instances of this class.
+    The fault takes the place of token number `output_tokens // 2` (at least the first: the only one of a
+    one-token response; with 2 or more, before the last), however the timing model groups the tokens it produces:
+    a late wake that delivers many tokens at once — even every remaining one — still gets the fault at that token,
+    the tokens before it written first. `release()` takes the generation away from its timing driver when the fault
+    ends or pauses the stream. The normal per-token path (`Generation.emit`) is untouched: only faulted responses
+    are instances of this class.
     """
 
     __slots__ = ("_at", "_error_message", "_fault", "_huge_bytes", "_release", "_stall_s", "_timer")
@@ -193,25 +194,27 @@ class FaultGeneration(Generation):
         self._timer: asyncio.TimerHandle | None = None
 
     def emit(self, count: int) -> None:
-        """Deliver `count` tokens; the fault takes the place of the last one once it is due."""
+        """Deliver the `count` tokens just produced; the fault takes the place of token `_at` when it is among them."""
         seq = self.seq
         fault = self._fault
-        if fault is None or seq.emitted < self._at or seq.emitted >= seq.output_tokens:
+        if fault is None or seq.emitted < self._at:
             super().emit(count)
             return
         self._fault = None
         self.record.fault = fault
-        if count > 1:  # the tokens before the faulted one go out as usual
-            seq.emitted -= 1
-            super().emit(count - 1)
-            seq.emitted += 1
+        emitted, at = seq.emitted, self._at
+        before = at - 1 - (emitted - count)  # tokens of this batch before the faulted one: they go out as usual
+        if before:
+            seq.emitted = at - 1
+            super().emit(before)
+        seq.emitted = at
         if fault == "huge_chunk":
             self.record.token_times.append(perf_counter())
             self._transport.write(self._frame(self._encoder.text_event("x" * self._huge_bytes)))
         elif fault == "bad_json":
             self._transport.write(self._frame(MALFORMED_EVENT))  # the stream goes on after it
         else:
-            seq.emitted -= 1  # the faulted token is never written
+            seq.emitted = at - 1  # the faulted token is never written
             self._release(self)
             if fault == "stall":
                 self._timer = asyncio.get_running_loop().call_later(self._stall_s, self._resume)
@@ -224,6 +227,10 @@ class FaultGeneration(Generation):
                     (self._frame(tail) if tail else b"") + (http.LAST_CHUNK if self._chunked else b"")
                 )
                 self._finish(perf_counter(), natural=False)
+            return
+        seq.emitted = emitted
+        if emitted > at or seq.done:  # the tokens of this batch after the faulted one, and the stream's end if due
+            super().emit(emitted - at)
 
     def _resume(self) -> None:
         """After a stall: write every remaining token at once and end the stream normally."""

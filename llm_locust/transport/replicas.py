@@ -16,7 +16,8 @@ requests in flight; ties go round-robin). Each request to one of several replica
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -26,6 +27,7 @@ BALANCES = ("round-robin", "least-in-flight")
 DIMENSION = "replica"
 """The breakdown dimension of the per-replica metrics in summary.json (`breakdowns.replica`)."""
 _EXAMPLE = "e.g. --host http://127.0.0.1:8000 or --host http://10.0.0.1:8000,http://10.0.0.2:8000"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def split_hosts(host: str | None) -> list[str]:
@@ -50,7 +52,7 @@ def host_problem(url: str) -> str | None:
     scheme, sep, rest = url.partition("://")
     if not url:
         return "--host lists an empty URL (two commas in a row, or one at an end)"
-    shown = _without_credentials(url) if sep else url.rpartition("@")[2]
+    shown = without_credentials(url) if sep else url.rpartition("@")[2]
     if not sep:
         return f"--host {shown!r} has no URL scheme: start it with http:// or https://, {_EXAMPLE}"
     if scheme.lower() not in ("http", "https"):
@@ -71,7 +73,62 @@ def check_hosts(host: str | None) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def _without_credentials(url: str) -> str:
+def server_of(url: str) -> tuple[str, str, int] | None:
+    """The server a base URL sends to: (scheme, host name, port), lower case, the scheme's default port filled in;
+    None when `url` names no http(s) server. Credentials and path play no part (a URL shown with its credentials as
+    `[REDACTED]` names the same server)."""
+    scheme, sep, rest = url.strip().partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in _DEFAULT_PORTS:
+        return None
+    address = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+    try:
+        parts = urlsplit(f"//{address}")
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
+
+
+def allowed_hosts(values: Iterable[str]) -> tuple[str, ...]:
+    """The URLs of --allow-host `values` (each repeatable and comma-separated); ConfigError naming the first that names
+    no http(s) server."""
+    urls = tuple(url for value in values for url in split_hosts(value))
+    for url in urls:
+        if server_of(url) is None:
+            raise ConfigError(
+                f"--allow-host {shown_url(url)!r} names no http(s) server: give its base URL, e.g. --allow-host "
+                "http://10.0.0.5:8000"
+            )
+    return urls
+
+
+def host_refusal(host: str, allowed: Iterable[str]) -> str | None:
+    """Why requests may not go to `host` (a --host value as typed in the web UI's form, comma-separated URLs), in one
+    line naming the first URL whose server — scheme, host name and port — is not the server of one of the `allowed`
+    URLs (credentials left out); None when every URL's is, or `host` is empty (the users' own host)."""
+    servers = {server for url in allowed for server in [server_of(url)] if server is not None}
+    for url in split_hosts(host):
+        if server_of(url) not in servers:
+            return (
+                f"host {shown_url(url)!r} refused: the web UI sends only to the servers of --host and --allow-host "
+                "given when llm-locust started; nothing was sent"
+            )
+    return None
+
+
+def shown_url(url: str) -> str:
+    """`url` as typed, without its user-info part (also when it is no valid URL)."""
+    scheme, sep, rest = url.strip().partition("://")
+    if not sep:
+        return scheme.rpartition("@")[2]
+    authority, *tail = re.split(r"(?=[/?#])", rest, maxsplit=1)
+    return f"{scheme}://{authority.rpartition('@')[2]}{''.join(tail)}"
+
+
+def without_credentials(url: str) -> str:
     """`url` without its user-info part and without a trailing slash."""
     parts = urlsplit(url)
     netloc = parts.netloc.rpartition("@")[2]
@@ -94,7 +151,7 @@ def replica(url: str, several: bool) -> Replica:
     auth = None
     if parts.username is not None or parts.password is not None:
         auth = (unquote(parts.username or ""), unquote(parts.password or ""))
-    shown = _without_credentials(url)
+    shown = without_credentials(url)
     return Replica(shown, auth, ((DIMENSION, shown),) if several else ())
 
 

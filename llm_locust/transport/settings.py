@@ -13,13 +13,15 @@ from typing import Any
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
 from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.transport.replicas import allowed_hosts, shown_url
 from llm_locust.workload.providers import API_KEY_ENV, check_length_control, parse_header, server_family
 
 
 @dataclass(frozen=True)
 class EndpointSettings:
     """Where and how requests go: the model, the provider and its server family, the API key (never in repr, logs
-    or results), extra headers (their names only in results), TLS trust, the client and the balance over replicas.
+    or results), extra headers (their names only in results), TLS trust, the client, the balance over replicas, and
+    the servers the web UI's form may name besides those of --host (`allow_host`; in results without credentials).
     The host is Locust's own (`--host`, the web UI's field)."""
 
     model: str
@@ -37,6 +39,7 @@ class EndpointSettings:
     insecure: bool
     client: str
     balance: str
+    allow_host: tuple[str, ...] = field(metadata=shown_as(lambda urls: [shown_url(url) for url in urls]))
 
     @classmethod
     def from_options(cls, options: Any) -> EndpointSettings:
@@ -48,7 +51,7 @@ class EndpointSettings:
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
         family = server_family(options.server_family, provider)
         check_length_control(family, options.ignore_eos)
-        headers = tuple(parse_header(text) for text in as_list(options.header))
+        headers = tuple(header_lines(options))
         if options.ca_bundle:
             check_ca_file(options.ca_bundle, "--ca-bundle")
         if options.client == "openai-sdk":
@@ -61,7 +64,34 @@ class EndpointSettings:
             api_key_env=api_key_env,
             server_family=family,
             header=headers,
+            allow_host=allowed_hosts(as_list(options.allow_host)),
         )
+
+
+HEADERS_ENV = "LLM_LOCUST_HEADERS"
+"""Environment variable of extra headers, one `Name: value` per line, sent as if given with --header: secret header
+values for processes whose command line others can read, and for workers, which never get the master's."""
+
+
+def header_texts(options: Any) -> list[str]:
+    """The extra headers as given, `Name: value` each: every --header of `options`, then every line of
+    $LLM_LOCUST_HEADERS (blank lines left out)."""
+    return [*as_list(options.header), *(line for line in os.environ.get(HEADERS_ENV, "").splitlines() if line.strip())]
+
+
+def header_lines(options: Any) -> list[tuple[str, str]]:
+    """The extra headers (name, value) of `header_texts`; ConfigError naming --header or $LLM_LOCUST_HEADERS for a
+    text that is not `Name: value` (the value is never shown)."""
+    given = len(as_list(options.header))
+    headers = []
+    for index, text in enumerate(header_texts(options)):
+        try:
+            headers.append(parse_header(text))
+        except ConfigError as e:
+            if index < given:
+                raise
+            raise ConfigError(str(e).replace("--header:", f"{HEADERS_ENV}: one per line,", 1)) from None
+    return headers
 
 
 def _import_openai() -> None:

@@ -87,10 +87,12 @@ def test_invalid_api_key_is_named_and_never_printed(tmp_path, keyed_sim, model_g
         assert "HTTP 401" in summary["diagnosis"] and "--api-key-env" in summary["diagnosis"]
         assert "[REDACTED]" in summary["diagnosis"]  # the server echoed the key: hidden
     assert_no_secret(tmp_path, output, WRONG_KEY)
-    code, _ = short_run(tmp_path, keyed_sim.url, *extra, env={"OPENAI_API_KEY": WRONG_KEY}, logfile=True)
-    assert code == 2 and "API key" in (tmp_path / "locust.log").read_text()
+    logged = tmp_path / "logged"  # a folder of its own: a results folder holding a run is refused
+    logged.mkdir()
+    code, _ = short_run(logged, keyed_sim.url, *extra, env={"OPENAI_API_KEY": WRONG_KEY}, logfile=True)
+    assert code == 2 and "API key" in (logged / "locust.log").read_text()
     if model_given:  # the failures' messages, logged at DEBUG level, held the echoed key
-        assert "[REDACTED]" in (tmp_path / "locust.log").read_text()
+        assert "[REDACTED]" in (logged / "locust.log").read_text()
     assert_no_secret(tmp_path, "", WRONG_KEY)
 
 

@@ -88,7 +88,12 @@ def test_compose_topology_healthchecks_results_and_secrets():
     assert "./results:/results" in master["volumes"]
     for spec in services.values():  # one image; the key only where requests are sent, from the environment
         assert spec["build"] == "." and spec["image"] == "llm-locust:latest"
-    assert master["environment"] == worker["environment"] == {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}"}
+    secrets = {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}", "LLM_LOCUST_HEADERS": "${LLM_LOCUST_HEADERS:-}"}
+    assert master["environment"] == worker["environment"] == secrets  # each worker its own: none crosses 5557
+    for files in (("docker-compose.yml",), ("docker-compose.yml", "docker-compose.ui.yml"),
+                  ("docker-compose.yml", "docker-compose.prometheus.yml")):  # fmt: skip
+        published = [str(port) for spec in compose(*files).values() for port in spec.get("ports", ())]
+        assert not [port for port in published if "5557" in port], files  # the master port: never published
     assert "environment" not in sim
     assert "OPENAI_API_KEY" not in (ROOT / "Dockerfile").read_text().replace("# ", "").split("FROM", 1)[1].upper()
 
@@ -103,6 +108,7 @@ def test_compose_web_ui_override_serves_8089_without_headless():
     assert not any(arg.startswith(("--expect-workers", "--run-time")) for arg in command)
     parsed = options(*local(command))
     assert parsed.master and not parsed.headless and parsed.host == "http://sim:8000"
+    assert parsed.web_host == "0.0.0.0"  # the container's interface, published on the host's loopback
 
 
 def test_compose_prometheus_override_exports_the_master_and_provisions_grafana():
@@ -202,11 +208,16 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
         else:
             assert "command" not in container, obj["kind"]
         assert template["spec"]["securityContext"]["runAsNonRoot"] is True, obj["kind"]
-    assert {p["port"] for p in service["spec"]["ports"]} == {5557, 8089}
+    assert {p["port"] for p in service["spec"]["ports"]} == {5557} and service["spec"]["type"] == "ClusterIP"
+    policy = objects["NetworkPolicy/llm-locust-master"]["spec"]  # the master port: from the worker pods only
+    (zmq_rule,) = [rule for rule in policy["ingress"] if {"protocol": "TCP", "port": 5557} in rule["ports"]]
+    assert zmq_rule["ports"] == [{"protocol": "TCP", "port": 5557}]
+    assert zmq_rule["from"] == [{"podSelector": {"matchLabels": pod_spec(worker)["metadata"]["labels"]}}]
     for master in masters:
         template = pod_spec(master)
         labels = template["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= labels.items(), master["kind"]  # the Service finds it
+        assert policy["podSelector"]["matchLabels"].items() <= labels.items(), master["kind"]  # and the policy
         (container,) = template["spec"]["containers"]
         args = container["args"]
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
@@ -220,12 +231,21 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
         assert volumes["results"]["persistentVolumeClaim"]["claimName"] == "llm-locust-results"
         assert any(a.startswith("--results-dir=/results/") for a in args)
         env = {e["name"]: e for e in container["env"]}
-        assert env["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "llm-locust-api-key"
+        for name in ("OPENAI_API_KEY", "LLM_LOCUST_HEADERS"):  # the workers get the same (below): none crosses 5557
+            assert env[name]["valueFrom"]["secretKeyRef"] == {
+                "name": "llm-locust-api-key",
+                "key": name,
+                "optional": True,
+            }
+        assert env.items() >= {e["name"]: e for e in worker_container["env"]}.items()
 
         parsed = options(*local(args, tmp_path))  # every option exists, config file included
         settings = Settings.from_options(parsed)
         assert parsed.master and settings.workload.max_tokens.kind in ("fixed", "uniform", "normal", "lognormal")
-        if master["kind"] != "Deployment":  # Job and CronJob: headless, wait for the workers
+        if master["kind"] == "Deployment":  # the web UI on the pod's loopback, probed there
+            probe = " ".join(container["readinessProbe"]["exec"]["command"])
+            assert parsed.web_host == "127.0.0.1" and not parsed.headless and "http://127.0.0.1:8089/" in probe
+        else:  # Job and CronJob: headless, wait for the workers
             assert parsed.headless and parsed.expect_workers == worker["spec"]["replicas"]
             assert parsed.run_time and parsed.stop_timeout == 30
         if master["kind"] == "CronJob":
@@ -241,7 +261,7 @@ def test_k8s_manifests_match_the_kubernetes_api_schema():
     an unknown or misspelt field is an error too), for the newest Kubernetes version the package knows."""
     version = kubernetes_validate.latest_version()
     objects = k8s()
-    assert len(objects) == 7
+    assert len(objects) == 8
     errors = []
     for key, obj in objects.items():
         try:

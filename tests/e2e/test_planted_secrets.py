@@ -1,6 +1,7 @@
-"""Secrets planted everywhere a user puts them — API key, two --header values, URL credentials — and a
-server that echoes every request header in its errors (JSON error bodies, an HTML 502 page, an error
-event mid-stream): not one of them, nor a piece of one, in any output.
+"""Secrets planted everywhere a user puts them — API key, two --header values, URL credentials —, each with
+`'&<>"%` and a space inside, and a server that echoes every request header in its errors (JSON error bodies, an
+HTML 502 page, an error event mid-stream): not one of them, nor a piece of one, in any output, as it is or in any
+escaped form (`harness.output.secret_forms`: JSON, HTML, percent-encoding ...).
 
 Through the real `locust` CLI with a master and 2 worker processes (console, log file, Locust's CSVs and
 HTML report, the results folder, `llm-locust report`), and through the web UI (its pages and JSON,
@@ -16,6 +17,7 @@ import json
 import secrets
 import subprocess
 import sys
+from urllib.parse import quote
 
 from conftest import ROOT, master_port_args, read_summary, wait_for
 from harness.output import assert_no_secret, leaks
@@ -24,11 +26,23 @@ from harness.web_ui import http, locust_web_ui, wait_for_page
 from llm_locust.redact import REDACTED
 from llm_locust.sim import run_sim
 
-KEY = f"sk-{secrets.token_hex(12)}"
-GATEWAY_TOKEN = secrets.token_hex(12)
-TEAM_TOKEN = secrets.token_hex(12)
+SPECIAL = "'&<>\"% "
+"""In every planted password: what JSON, HTML and URLs escape (`\\u0027`, `&amp;`, `%3C`, `+` for the space ...)."""
+
+
+def password() -> str:
+    """A random secret with `SPECIAL` inside: any 12 of its characters hold 5 or more random ones."""
+    return f"{secrets.token_hex(6)}{SPECIAL}{secrets.token_hex(6)}"
+
+
+KEY = f"sk-{password()}"
+GATEWAY_TOKEN = password()
+TEAM_TOKEN = password()
 URL_USER = f"u{secrets.token_hex(8)}"
-URL_PASSWORD = secrets.token_hex(12)
+URL_PASSWORD = password()
+URL_PASSWORD_WRITTEN = quote(URL_PASSWORD, safe="!$&'()*+,;=")
+"""As written in a URL: `'` and `&` as they are (RFC 3986 allows them in the user-info), `<>"%` and the space
+percent-encoded."""
 BASIC = base64.b64encode(f"{URL_USER}:{URL_PASSWORD}".encode()).decode()
 """What Locust sends for the URL's credentials (`Authorization: Basic`)."""
 ALL = (KEY, GATEWAY_TOKEN, TEAM_TOKEN, URL_USER, URL_PASSWORD, BASIC)
@@ -63,7 +77,7 @@ class ChatUser(ChatCompletionsUser):
 
 
 def with_credentials(url: str) -> str:
-    return url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD}@")
+    return url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD_WRITTEN}@")
 
 
 def test_planted_secrets_through_master_and_workers(tmp_path):
@@ -119,15 +133,15 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
     with run_sim(*SIM_ARGS) as sim:
         host = with_credentials(sim.url)
         command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "llm-locust-sim",
-                   "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS]  # fmt: skip
+                   "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS,
+                   "--results-dir", str(tmp_path)]  # fmt: skip
         pages: dict[str, str] = {}
         with locust_web_ui(*command) as web:
             ui = web.url
             pages["/"] = wait_for_page(ui, 30)
             assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
             form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
-                    "api_key": "", "header": "", "max_tokens": "8",
-                    "results_dir": str(tmp_path), "interval_s": "1"}  # fmt: skip
+                    "api_key": "", "header": "", "max_tokens": "8", "interval_s": "1"}  # fmt: skip
             pages["/swarm"] = http(f"{ui}/swarm", form).decode()
             assert json.loads(pages["/swarm"])["success"] is True
 
@@ -136,21 +150,22 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
                 return sum(e["occurrences"] for e in errors) >= 4  # every request fails: the run stops early
 
             wait_for(failures_echoed, 30, "failures")
-            for path in ("/stats/requests", "/exceptions", "/llm", "/llm/stats.json", "/"):
-                pages[path] = http(ui + path).decode()
+            for path in ("/stats/requests", "/exceptions", "/llm", "/llm/stats.json", "/", "/stats/report"):
+                pages[f"{path} (running)"] = http(ui + path).decode()  # the host in them, credentials included
             http(f"{ui}/stop", {})
             wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path)["status"], 20, "summary")
             wait_for(lambda: read_summary(tmp_path).get("verdict"), 20, "the final summary")
             for path in ("/llm/stats.json", "/llm/results/summary.json", "/llm/results/llm_timeseries.csv",
                          "/llm/results/histograms.json", "/llm/report", "/stats/report", "/stats/requests/csv",
-                         "/stats/failures/csv", "/exceptions/csv"):  # fmt: skip
+                         "/stats/failures/csv", "/exceptions/csv", "/", "/llm", "/stats/requests",
+                         "/exceptions"):  # fmt: skip
                 pages[path] = http(ui + path, timeout_s=120).decode()
         output = web.output
     summary = read_summary(tmp_path)
     assert summary["failures"] == {"http_4xx": summary["throughput"]["requests_failed"]}, output[-3000:]
     assert "no route POST /openai/deployments/d/chat/completions" in summary["diagnosis"]
     # the form's empty secret fields and redacted host meant "as given at start-up": all of them were sent
-    errors = " ".join(e["error"] for e in json.loads(pages["/stats/requests"])["errors"])
+    errors = " ".join(e["error"] for e in json.loads(pages["/stats/requests (running)"])["errors"])
     for header in ("api-key:", "a-gw:", "a-tm:", "authorization: Basic"):
         assert f"{header} {REDACTED}" in errors, errors[:2000]
     assert summary["run"]["host"] == form["host"]

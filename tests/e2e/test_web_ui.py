@@ -21,7 +21,7 @@ from llm_locust.runtime.webui import SNAPSHOT_CACHE_S, report_available
 
 def test_run_started_from_the_web_ui(fast_sim, tmp_path):
     secret = "sk-webui-SECRET-77aa"
-    command = ["-f", str(LOCUSTFILE), "--processes", "2", "--host", fast_sim.url]
+    command = ["-f", str(LOCUSTFILE), "--processes", "2", "--host", fast_sim.url, "--results-dir", str(tmp_path)]
     with locust_web_ui(*command) as web:
         ui = web.url
 
@@ -38,7 +38,6 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
             "prompt_tokens",
             "api_key",
             "extra_body",
-            "results_dir",
             "slo",
             "seed",
             "max_error_rate",
@@ -47,7 +46,7 @@ def test_run_started_from_the_web_ui(fast_sim, tmp_path):
         assert '"extended_tabs": [{"key": "llm", "title": "LLM"}]' in page and 'id="llm-view-link"' in page
         # what the browser's form sends: every field, empty ones as ""
         form = {"user_count": 4, "spawn_rate": 4, "host": fast_sim.url, "max_tokens": "8", "ignore_eos": "true",
-                "results_dir": str(tmp_path), "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
+                "interval_s": "1", "api_key": secret, "seed": "", "slo": "",
                 "sweep_users": "", "model": "", "max_error_rate": "0.5", "max_drift_pct": ""}  # fmt: skip
         assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 

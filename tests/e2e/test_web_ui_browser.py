@@ -38,7 +38,7 @@ def read_tab(page) -> dict[str, tuple[str, str]]:
 def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
     _, _, image_module = browser_tools()
     results = tmp_path / "results"
-    command = ["-f", str(LOCUSTFILE), "--processes", "2", "--host", fast_sim.url]  # fmt: skip
+    command = ["-f", str(LOCUSTFILE), "--processes", "2", "--host", fast_sim.url, "--results-dir", str(results)]
     problems: list[str] = []
     shots: dict[str, Path] = {}
     with locust_web_ui(*command) as web:
@@ -65,8 +65,7 @@ def test_llm_view_in_headless_chromium(fast_sim, tmp_path):
             page.fill("input[name=userCount]", "4")
             page.fill("input[name=spawnRate]", "4")
             page.get_by_text("Custom parameters").click()
-            fields = {"maxTokens": "8", "promptTokens": "32", "intervalS": "1", "resultsDir": str(results),
-                      "slo": "ttft_p90_ms=5000", "seed": "7"}  # fmt: skip
+            fields = {"maxTokens": "8", "promptTokens": "32", "intervalS": "1", "slo": "ttft_p90_ms=5000", "seed": "7"}
             for name, value in fields.items():
                 page.fill(f"input[name={name}]", value)
             page.check("input[name=ignoreEos]")
@@ -170,7 +169,7 @@ def test_form_changes_take_effect_with_header_set(tmp_path):
     sim_args = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "32", "--echo-headers", "--fault", "http_500=0.2")
     with run_sim(*sim_args) as sim:
         command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "32",
-                   "--ignore-eos", "--header", f"A-Route-Token: {token}"]  # fmt: skip
+                   "--ignore-eos", "--header", f"A-Route-Token: {token}", "--results-dir", str(results)]  # fmt: skip
         pages: list[str] = []
         with locust_web_ui(*command) as web:
             ui = web.url
@@ -189,7 +188,7 @@ def test_form_changes_take_effect_with_header_set(tmp_path):
                 page.fill("input[name=spawnRate]", "2")
                 page.get_by_text("Custom parameters").click()
                 assert page.input_value("input[name=header]") == ""  # masked, and no default in the page
-                for name, value in {"maxTokens": "8", "intervalS": "1", "resultsDir": str(results)}.items():
+                for name, value in {"maxTokens": "8", "intervalS": "1"}.items():
                     page.fill(f"input[name={name}]", value)
                 pages.append(page.content())
                 page.get_by_role("button", name="Start").click()
@@ -204,7 +203,7 @@ def test_form_changes_take_effect_with_header_set(tmp_path):
                 page.get_by_role("button", name="Stop").click()
                 wait_for(lambda: api.get(ui + "/llm/stats.json").json()["final"], 30, "the final summary")
         output = web.output
-    summary = read_summary(results)  # the results folder typed in the form: the form's values took effect
+    summary = read_summary(results)  # the form's values took effect
     assert "keeping the previous settings" not in output, output[-3000:]
     assert summary["settings"]["max_tokens"] == "8" and summary["settings"]["interval_s"] == 1
     assert summary["settings"]["header"] == ["A-Route-Token"]

@@ -15,13 +15,13 @@ KEY = "sk-cli-SECRET-0a9b8c7d"
 
 def test_command_line_key_is_not_in_the_page_and_still_used(tmp_path):
     with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8", "--api-key", KEY) as sim:
-        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--api-key", KEY]  # fmt: skip
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--api-key", KEY, "--results-dir", str(tmp_path)]
         with locust_web_ui(*command) as web:
             ui = web.url
             html = wait_for_page(ui, 20)
             assert "api_key" in html and KEY not in html  # the field is there, its value is not
             form = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8", "api_key": "",
-                    "results_dir": str(tmp_path), "interval_s": "1"}  # fmt: skip
+                    "interval_s": "1"}  # fmt: skip
             assert json.loads(http(f"{ui}/swarm", form))["success"] is True
 
             def requests_done() -> bool:

@@ -56,12 +56,14 @@ class WebUiProcess:
 
 
 @contextlib.contextmanager
-def locust_web_ui(*args: str) -> Iterator[WebUiProcess]:
-    """`locust *args` (e.g. `-f locustfile --host ...`) with its web UI on 127.0.0.1 at a free port (with
-    `--processes`, on a free master port too: another run's workers must never join it), terminated when the block
-    ends."""
+def locust_web_ui(*args: str, web_host: str | None = "127.0.0.1") -> Iterator[WebUiProcess]:
+    """`locust *args` (e.g. `-f locustfile --host ...`) with its web UI at a free port of 127.0.0.1 (`--web-host
+    web_host`; None: no --web-host, the default address) (with `--processes`, on a free master port too: another
+    run's workers must never join it), terminated when the block ends."""
     port = free_port()
-    command = [sys.executable, "-m", "locust", *args, "--web-host", "127.0.0.1", "--web-port", str(port)]
+    command = [sys.executable, "-m", "locust", *args, "--web-port", str(port)]
+    if web_host is not None:
+        command += ["--web-host", web_host]
     if "--processes" in args:
         command += master_port_args()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

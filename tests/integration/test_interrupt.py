@@ -156,3 +156,20 @@ def test_sigkill_of_the_master_leaves_the_last_snapshot(fast_sim, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "incomplete"
     assert summary["throughput"]["requests_ok"] > 0
+
+
+def test_an_interrupted_runs_duration_ends_at_the_signal(fast_sim, tmp_path):
+    """SIGTERM ~4 s into the load of `locust --processes 2`: duration_s is the load's (first request to the signal),
+    not the time until the workers' last reports were in and summary.json written (it was 5.2 s for 4.0 s)."""
+    fast_sim.reset()  # its trace: this run's requests only
+    proc = start_locust(fast_sim.url, tmp_path, "--processes", "2")
+    wait_for_requests(tmp_path, proc)
+    time.sleep(2.0)
+    t_signal = time.perf_counter()  # the simulator's t_recv is perf_counter too (one monotonic clock per machine)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == EXIT_INTERRUPTED, output[-3000:]
+    started = [r["t_recv"] for r in fast_sim.trace() if r.get("t_recv") is not None]
+    load_s = t_signal - min(started)
+    duration_s = read_summary(tmp_path)["run"]["duration_s"]
+    assert abs(duration_s - load_s) < 0.5, (duration_s, load_s)

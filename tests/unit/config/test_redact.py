@@ -1,5 +1,5 @@
 """The secrets registry, unit by unit: what the settings register, how URL credentials and messages
-cut short are handled, and what the web UI form's empty secret fields mean."""
+cut short are handled, every escaped form of a secret, and what the web UI form's empty secret fields mean."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import base64
 import html
 import json
 import secrets
+from urllib.parse import quote, quote_plus
 
 from conftest import options
+from harness.output import secret_forms
+from jinja2.utils import htmlsafe_json_dumps
 
 from llm_locust import redact
 from llm_locust.config.settings import Settings, keep_secrets, secret_options
@@ -70,3 +73,38 @@ def test_a_secret_quoted_escaped_in_html_or_json_is_redacted_too():
     redact.register(secret)
     for quoted in (secret, html.escape(secret), json.dumps(secret)[1:-1]):
         assert redact.redact(f"<p>{quoted}</p>") == "<p>[REDACTED]</p>"
+
+
+def test_every_escaped_form_of_a_secret_is_redacted():
+    """The forms a scan looks for (JSON, HTML, percent-encoding, repr, twice escaped, either hex case; written by
+    the libraries that write them) are each redacted whole."""
+    secret = f"{token()}'&<>\"% /{token()}é"
+    redact.register(secret)
+    forms = secret_forms(secret)
+    assert len(forms) > 50 and "\\u0027\\u0026\\u003c\\u003e" in " ".join(forms)
+    for form in forms:
+        assert redact.redact(f"<{form}>") == "<[REDACTED]>", form
+
+
+def test_url_credentials_in_a_locust_page_are_redacted():
+    """`--host "http://alice:Sec'ret&Pw@..."` as Locust's pages embed it (Jinja's tojson: `Sec\\u0027ret\\u0026Pw`)."""
+    user, password = f"alice{token()[:6]}", f"Sec'ret&Pw{token()[:6]}"
+    redact.register_url(f"http://{user}:{password}@127.0.0.1:8000")
+    page = f"<script>window.templateArgs = {htmlsafe_json_dumps({'host': f'http://{user}:{password}@127.0.0.1:8000'})}"
+    assert "\\u0027ret\\u0026Pw" in page
+    assert (
+        redact.redact(page) == '<script>window.templateArgs = {"host": "http://[REDACTED]:[REDACTED]@127.0.0.1:8000"}'
+    )
+
+
+def test_percent_encoded_url_credentials_are_redacted_in_either_case_and_decoded():
+    password = f"{token()}'&<>\"% {token()}"  # written in the URL with what RFC 3986 does not allow there encoded
+    written = quote(password, safe="!$&'()*+,;=")
+    redact.register_url(f"https://u{token()}:{written}@example.com/v1")
+    for form in (written, written.lower(), password, quote(password, safe=""), quote_plus(password, safe="")):
+        assert redact.redact(f"({form})") == "([REDACTED])", form
+
+
+def test_a_secret_of_letters_and_digits_has_one_form():
+    secret = token()
+    assert redact.escaped_forms(secret) == (secret,)

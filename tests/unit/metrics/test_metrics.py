@@ -69,6 +69,22 @@ def test_merge_of_wire_deltas_equals_the_union():
     assert run.pop_windows(float("inf")) == []
 
 
+def test_pauses_add_up_over_processes_through_the_wire():
+    """Users' backing-off pauses (`load.backoff`) are counted per window, summed over processes, no request added."""
+    recorders = [MetricsRecorder(1.0) for _ in range(2)]
+    recorders[0].paused(0.25, 1000.5)
+    recorders[0].paused(0.5, 1001.2, step=1, measured=True)
+    recorders[1].paused(1.75, 1000.9)
+    run = RunMetrics()
+    for rec in recorders:
+        delta = delta_from_wire(delta_to_wire(rec.take_delta()))
+        assert delta and delta.requests == 0
+        run.merge_delta(delta)
+    assert (run.total.backoff_pauses, run.total.backoff_s, run.total.requests_finished) == (3, 2.5, 0)
+    assert run.steps[1].backoff_s == 0.5
+    assert [(start, w.backoff_s) for start, w in run.pop_windows(float("inf"))] == [(1000, 2.0), (1001, 0.5)]
+
+
 def test_breakdowns_travel_with_the_delta_and_leave_warmup_out():
     rng = random.Random(3)
     recorders = [MetricsRecorder(1.0) for _ in range(2)]

@@ -1,0 +1,84 @@
+"""The web UI's start form, kept to what a visitor may decide: no file, folder, URL or port, and no foreign host.
+
+Locust's POST /swarm copies every posted field that names an option into the run's options, and its host field into
+the run's host; whoever opens the UI would choose where the key goes and which files are read or written. `install`
+wraps Locust's /swarm (and /user, the class picker's edit of a user class's host) so that, before Locust sees the
+request:
+
+- a field that the form does not show — a `startup_only` option (`config.options`) or one of Locust's own — is
+  refused: HTTP 400, one line naming the field (`config.web_access.form_refusal`);
+- a host whose server is not one of --host's, --allow-host's or the locustfile's user classes' (as given when the
+  process started) is refused in the form's own answer (`{"success": false, "message": ...}`, which Locust's page
+  shows; `transport.replicas.host_refusal`).
+
+Nothing is started and nothing is sent then. It also says once, in the log, where the UI listens and how to expose
+it safely (`config.web_access.exposure_line`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import Response, jsonify, request
+
+from llm_locust.config.web_access import exposure_line, form_refusal
+from llm_locust.transport.replicas import host_refusal, split_hosts
+
+logger = logging.getLogger("llm_locust")
+
+
+def install(web_ui: Any, allow_host: tuple[str, ...]) -> None:
+    """Guard `web_ui`'s /swarm and /user (see the module docstring): the hosts allowed are those of the environment's
+    host now, `allow_host` (--allow-host) and the user classes' own; log `exposure_line` once."""
+    environment = web_ui.environment
+    classes = {*(environment.user_classes or ()), *(environment.available_user_classes or {}).values()}
+    allowed = (*split_hosts(environment.host), *allow_host, *(c.host for c in classes if getattr(c, "host", None)))
+    options = set(vars(environment.parsed_options)) if environment.parsed_options is not None else set()
+
+    def shown() -> set[str]:
+        if "extra_options" not in web_ui.template_args:  # computed by Locust when its runner exists
+            web_ui.update_template_args()
+        return set(web_ui.template_args.get("extra_options", {}))
+
+    def check_swarm() -> Response | None:
+        refusal = form_refusal(request.form.keys(), options, shown())
+        if refusal is not None:
+            return _refuse(refusal, environment, 400)
+        why = host_refusal(request.form.get("host", ""), allowed)
+        return None if why is None else _refuse(why, environment, 200)  # 200: Locust's page shows the message
+
+    def check_user() -> Response | None:
+        try:
+            host = json.loads(request.data).get("host") or ""
+        except (ValueError, AttributeError):
+            return None  # Locust's own answer
+        why = host_refusal(str(host), allowed)
+        return None if why is None else _refuse(why, environment, 400)
+
+    _guard(web_ui, "locust.swarm", check_swarm)
+    _guard(web_ui, "locust.update_user", check_user)
+    logger.info("%s", exposure_line(web_ui.host, web_ui.port, bool(web_ui.web_login)))
+
+
+def _guard(web_ui: Any, endpoint: str, check: Callable[[], Response | None]) -> None:
+    """Run `check` before Locust's view of `endpoint`, behind the UI's login; its answer, when it has one, instead."""
+    view = web_ui.app.view_functions[endpoint]
+
+    @functools.wraps(view)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        refused = check()
+        return view(*args, **kwargs) if refused is None else refused
+
+    web_ui.app.view_functions[endpoint] = web_ui.auth_required_if_enabled(guarded)
+
+
+def _refuse(message: str, environment: Any, status: int) -> Response:
+    """Locust's own form of a refused start, with `status`; the refusal logged."""
+    logger.warning("web UI: %s", message)
+    response = jsonify({"success": False, "message": message, "host": environment.host})
+    response.status_code = status
+    return response

@@ -1,0 +1,198 @@
+"""The web UI of a real `locust` process is safe to leave running: it listens on loopback unless told otherwise, its
+start form sends nothing to a host the operator did not name, and it sets no option that reaches a file, a folder, a
+URL or a port (every option declared `startup_only`, and Locust's own file options)."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import urllib.error
+import urllib.request
+
+import psutil
+from conftest import LOCUSTFILE, read_summary, wait_for
+from harness.browser import browser_tools, chromium_page
+from harness.web_ui import http, locust_web_ui, wait_for_page
+from locust.argument_parser import get_empty_argument_parser
+
+from llm_locust.config.options import add_arguments
+from llm_locust.sim import run_sim
+
+SIM_ARGS = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8")
+QUIET_S = 4.0
+"""How long a listener must see no connection after a refused start."""
+FILE_URL_PORT_OPTIONS = {
+    "results_dir", "requests_jsonl", "dataset", "image", "tools_file", "tokenizer", "trace", "ca_bundle",
+    "metrics_url", "metrics_map", "prometheus_port", "prometheus_host", "allow_host",
+}  # fmt: skip
+"""The options that name a file, folder, URL or port (`config/options.py`), all of which must be declared start-up
+only; the test posts every declared one, so an option declared later is covered too."""
+LOCUST_FILE_OPTIONS = ("csv_prefix", "html_file", "json_file", "logfile", "web_host", "master_bind_port", "config")
+"""Some of Locust's own options that /swarm would otherwise copy into the options."""
+
+
+def startup_only_options() -> list[str]:
+    """The options declared `startup_only` in `config/options.py`, read from their declarations."""
+    parser = get_empty_argument_parser()
+    add_arguments(parser)
+    return [action.dest for action in parser._actions if getattr(action, "startup_only", False)]
+
+
+def template_args(page: str) -> dict:
+    """The arguments Locust's page hands its script (`window.templateArgs`): the form's fields among them."""
+    return json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+
+
+def ui_state(ui: str) -> str:
+    """Locust's runner state as the web UI reports it ("ready" until a test starts)."""
+    return json.loads(http(f"{ui}/stats/requests"))["state"]
+
+
+def post(url: str, form: dict) -> tuple[int, dict]:
+    """POST `form` to `url`: (HTTP status, the JSON answer)."""
+    try:
+        return 200, json.loads(http(url, form))
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def post_json(url: str, body: dict) -> tuple[int, bytes]:
+    """POST `body` as JSON to `url`: (HTTP status, the answer's bytes)."""
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def listening_addresses(pid: int, port: int) -> set[str]:
+    """The local addresses on which process `pid` listens at TCP `port`."""
+    return {
+        c.laddr.ip
+        for c in psutil.Process(pid).net_connections(kind="tcp")
+        if c.status == "LISTEN" and c.laddr.port == port
+    }
+
+
+def other_addresses() -> list[str]:
+    """This machine's non-loopback IPv4 addresses."""
+    return [
+        a.address
+        for addresses in psutil.net_if_addrs().values()
+        for a in addresses
+        if a.family == socket.AF_INET and not a.address.startswith("127.")
+    ]
+
+
+def test_web_ui_listens_on_loopback_by_default_and_says_how_to_expose_it(tmp_path):
+    """No --web-host: the process's one listening socket on the web port is 127.0.0.1 (read from the kernel through
+    psutil); where the machine has another IPv4 address, a connection to the port there is refused."""
+    with run_sim(*SIM_ARGS) as sim:
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path)]
+        with locust_web_ui(*command, web_host=None) as web:
+            wait_for_page(web.url, 30)
+            port = int(web.url.rpartition(":")[2])
+            addresses = listening_addresses(web.process.pid, port)
+            refused = {}
+            for address in other_addresses():
+                with socket.socket() as probe:
+                    probe.settimeout(2)
+                    refused[address] = probe.connect_ex((address, port)) != 0
+    assert addresses == {"127.0.0.1"}, addresses
+    assert all(refused.values()), refused  # {} on a machine with loopback only: the socket's address is the check
+    lines = [line for line in web.output.splitlines() if "web UI on " in line]
+    assert len(lines) == 1 and f"web UI on 127.0.0.1:{port} only" in lines[0], lines
+    assert "--web-host 0.0.0.0 --web-login" in lines[0] and "SSH tunnel" in lines[0]
+
+
+def test_a_host_typed_into_the_form_that_the_operator_did_not_name_gets_nothing(tmp_path):
+    """POST /swarm with the host of a loopback listener that is not --host (alone, or beside --host's): refused in the
+    form's answer, no test starts, and the listener sees no connection; /user (the class picker's edit of a user
+    class) with that host is refused too. Then the operator's own host starts a test as before."""
+    with run_sim(*SIM_ARGS) as sim, socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen(16)
+        foreign = f"http://127.0.0.1:{stranger.getsockname()[1]}"
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path), "--api-key", "sk-x"]
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            wait_for_page(ui, 30)
+            answers = []
+            for host in (foreign, f"{sim.url},{foreign}", foreign.replace("http://", "http://user:pw@")):
+                form = {"user_count": 2, "spawn_rate": 2, "host": host, "max_tokens": "8", "api_key": ""}
+                answers.append(post(f"{ui}/swarm", form))
+            status, _ = post_json(f"{ui}/user", {"user_class_name": "ChatUser", "host": foreign})
+            states = [ui_state(ui)]
+            pending, _, _ = select.select([stranger], [], [], QUIET_S)  # a connection attempt would be pending
+            states.append(ui_state(ui))
+            form = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8", "interval_s": "1"}
+            allowed = post(f"{ui}/swarm", form)
+            wait_for(lambda: len(sim.trace()) >= 4, 20, "requests to --host")
+            http(f"{ui}/stop", {})
+            summary = wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path), 20, "summary")
+    for code, answer in answers:
+        assert code == 200 and answer["success"] is False, answer  # the form's own answer: Locust's page shows it
+        assert answer["message"].startswith(f"host '{foreign}' refused") and "\n" not in answer["message"], answer
+        assert "user:pw" not in answer["message"]
+    assert status == 400
+    assert states == ["ready", "ready"] and pending == []  # nothing started, nothing sent
+    assert allowed == (200, {"success": True, "message": "Swarming started", "host": sim.url})
+    assert summary["throughput"]["requests_ok"] >= 4 and summary["failures"] == {}
+
+
+def test_each_startup_only_option_posted_to_swarm_is_refused_and_absent_from_the_form(tmp_path):
+    """Every option declared start-up only (and some of Locust's own file options) posted with an otherwise good
+    form: HTTP 400, one line naming the field, no test started, no request sent, no file or folder made; none is a
+    field of the form. The same form without them starts a test."""
+    declared = startup_only_options()
+    assert set(declared) >= FILE_URL_PORT_OPTIONS, FILE_URL_PORT_OPTIONS - set(declared)
+    planted = tmp_path / "planted"
+    results = tmp_path / "results"
+    with run_sim(*SIM_ARGS) as sim:
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(results)]
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            page = wait_for_page(ui, 30)
+            form_fields = set(template_args(page)["extra_options"])
+            good = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8", "interval_s": "1"}
+            answers = {}
+            for name in (*declared, *LOCUST_FILE_OPTIONS):
+                value = "true" if name in ("requests_jsonl", "insecure") else str(planted / name)
+                answers[name] = post(f"{ui}/swarm", {**good, name: value})
+            state = ui_state(ui)
+            sent = len(sim.trace())
+            started = post(f"{ui}/swarm", good)
+            wait_for(lambda: len(sim.trace()) >= 4, 20, "requests of the good form")
+            http(f"{ui}/stop", {})
+            wait_for(lambda: (results / "summary.json").exists() and read_summary(results), 20, "summary")
+    assert "max_tokens" in form_fields and not form_fields & {*declared, *LOCUST_FILE_OPTIONS}
+    for name, (code, answer) in answers.items():
+        assert code == 400 and answer["success"] is False, (name, answer)
+        assert answer["message"].startswith(f"{name}: set only when llm-locust starts"), answer
+        assert "\n" not in answer["message"]
+    assert state == "ready" and sent == 0 and not planted.exists()
+    assert started[1]["success"] is True
+
+
+def test_the_refusal_of_a_foreign_host_shows_in_the_browser_form(tmp_path):
+    """Headless Chromium types a foreign host into Locust's start form and presses Start: the form shows the refusal's
+    line, the test does not start, and the foreign listener sees no connection."""
+    browser_tools()  # skips the test, saying why, without Chromium
+    with run_sim(*SIM_ARGS) as sim, socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen(16)
+        foreign = f"http://127.0.0.1:{stranger.getsockname()[1]}"
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path)]
+        with locust_web_ui(*command) as web, chromium_page(viewport={"width": 1400, "height": 1000}) as page:
+            wait_for_page(web.url, 30)
+            page.goto(web.url + "/")
+            page.fill("input[name=userCount]", "2")
+            page.fill("input[name=spawnRate]", "2")
+            page.fill("input[name=host]", foreign)
+            page.get_by_role("button", name="Start").click()
+            page.wait_for_selector(f"text=host '{foreign}' refused", timeout=15_000)
+            pending, _, _ = select.select([stranger], [], [], QUIET_S)
+            state, sent = ui_state(web.url), sim.trace()
+    assert state == "ready" and pending == [] and sent == []
