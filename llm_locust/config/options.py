@@ -18,6 +18,7 @@ from typing import Any
 from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
+from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
@@ -352,8 +353,8 @@ def add_load_arguments(parser: Any) -> None:
         "--search-max-rate",
         type=float,
         default=0.0,
-        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds "
-        "the highest rate meeting every --slo with at most --max-error-rate failed (default 0.01)",
+        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds the "
+        f"highest rate meeting every --slo with at most --max-error-rate failed (default {DEFAULT_MAX_ERROR_RATE:g})",
     )
     group.add_argument(
         "--search-precision",
@@ -484,8 +485,10 @@ def _add_gate_arguments(group: Any) -> None:
     group.add_argument(
         "--max-error-rate",
         type=float,
-        default=None,
-        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction, e.g. 0.01",
+        default=DEFAULT_MAX_ERROR_RATE,
+        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction; also the limit of each "
+        f"sweep step and search trial (default {DEFAULT_MAX_ERROR_RATE:g}: a run where more than 1 %% of the requests "
+        "failed never passes; 1: no limit)",
     )
     group.add_argument(
         "--max-drift-pct",

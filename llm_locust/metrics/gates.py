@@ -1,7 +1,8 @@
 """Pass/fail gates for scheduled runs: the verdict of a run, from its summary.
 
     --slo ttft_p99_ms=2000     every objective met by the run's distribution (llm_locust.metrics.slo)
-    --max-error-rate 0.01      failed / (successful + failed) at most 1 %
+    --max-error-rate 0.01      failed / (successful + failed) at most 1 % (the option's default: a run where most
+                               requests failed never passes; 1 turns it off)
     --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
                                between the early and late windows (llm_locust.metrics.drift)
 
@@ -41,7 +42,8 @@ def verdict(
     """The verdict of a run from its summary.json document (`metrics`, `throughput`, `run`, `drift`, `client`).
 
     Returns `{"passed", "reasons", "slo", "error_rate", "max_error_rate", "max_drift_pct", "exit_code"}`:
-    each reason is one sentence naming the gate, the measured value and the limit.
+    each reason is one sentence naming the gate, the measured value and the limit (a run without any success says
+    only that, not its error rate too). `max_error_rate` None: no error-rate gate (the settings always give one).
     """
     reasons: list[str] = []
     interrupted = summary["run"].get("interrupted")
@@ -58,7 +60,7 @@ def verdict(
         slos, max_error_rate = (), None
         if search["max_rate_per_s"] is None and ok:
             reasons.append(f"capacity search: no trial met every objective ({search['stopped'] or 'not finished'})")
-    if max_error_rate is not None and error_rate is not None and error_rate > max_error_rate:
+    if ok and max_error_rate is not None and error_rate is not None and error_rate > max_error_rate:
         reasons.append(
             f"error rate {error_rate:.4f} ({failed} of {attempted} requests) > --max-error-rate {max_error_rate:g}"
         )

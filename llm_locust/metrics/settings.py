@@ -11,16 +11,18 @@ from typing import Any
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import Slo, parse_slos
+from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.option_values import as_list, build, optional_float, shown_as
 
 
 @dataclass(frozen=True)
 class ObjectiveSettings:
-    """What the run is judged by: `--slo` objectives (goodput, verdict), the largest error rate and latency drift
-    (percent) that pass (None: not gated), and the drift check's window and warm-up (s)."""
+    """What the run is judged by: `--slo` objectives (goodput, verdict), the largest error rate that passes (a
+    fraction; `DEFAULT_MAX_ERROR_RATE` unless given, also when the web UI's field is left empty; 1: any), the largest
+    latency drift (percent; None: not gated), and the drift check's window and warm-up (s)."""
 
     slo: tuple[Slo, ...] = field(metadata=shown_as(lambda slos: [str(slo) for slo in slos]))
-    max_error_rate: float | None
+    max_error_rate: float
     max_drift_pct: float | None
     drift_window_s: float
     drift_warmup_s: float
@@ -29,8 +31,10 @@ class ObjectiveSettings:
     def from_options(cls, options: Any) -> ObjectiveSettings:
         """Validated from `options`; ConfigError naming a gate or drift option out of its range, or a bad SLO."""
         max_error_rate = optional_float(options, "max_error_rate")
+        if max_error_rate is None:
+            max_error_rate = DEFAULT_MAX_ERROR_RATE
         max_drift_pct = optional_float(options, "max_drift_pct")
-        if max_error_rate is not None and not 0 <= max_error_rate <= 1:
+        if not 0 <= max_error_rate <= 1:
             raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
         if max_drift_pct is not None and not max_drift_pct >= 0:
             raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {max_drift_pct:g}")

@@ -21,7 +21,9 @@ from typing import Any
 from llm_locust.metrics.slo import Slo, SloResult, evaluate
 
 DEFAULT_MAX_ERROR_RATE = 0.01
-"""The error-rate limit of a step when no --max-error-rate was given: at most 1 % of its requests failed."""
+"""The error-rate limit when no --max-error-rate was given — of a step, a search trial and the whole run's verdict
+(`ObjectiveSettings.max_error_rate`): at most 1 % of the requests failed. One limit, so that a run the verdict
+passes is a run the capacity pick would count; 1 turns it off."""
 SCHEDULE_LAG_MS = 100.0
 """Open loop: a p90 client queue delay (ms) above this means the requests left late (every user busy)."""
 

@@ -378,10 +378,12 @@ def summary_table(summary: dict[str, Any]) -> str:
         cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
         lines.append(f"{label + ' ms':<14}{s['count']:>9}{cells}")
     rates = ", ".join(f"{t[rate.key]:.1f} {rate.unit}" for rate in counting.rates)
+    cut = (summary.get("unfinished") or {}).get("requests")
     lines.append(
         f"Throughput: {rates}, {t['requests_per_s']:.2f} req/s "
         f"over {t['duration_s']:.1f} s ({t['requests_ok']} ok, {t['requests_failed']} failed"
-        + (f", {t['requests_cancelled']} cancelled)" if t.get("requests_cancelled") else ")")
+        + (f", {t['requests_cancelled']} cancelled" if t.get("requests_cancelled") else "")
+        + (f"; {cut} cut by the run's end, not counted)" if cut else ")")
     )
     lines += efficiency_lines(summary)
     failures = summary["failures"]

@@ -1,5 +1,6 @@
-"""How a run ends, decided from plain values: the process's exit code, the open loop's behind-schedule warning and
-which workers count as lost. The Locust side (`runtime.results_writer`) gathers the values and applies the answers.
+"""How a run ends, decided from plain values: the process's exit code, why no request finished, the open loop's
+behind-schedule warning and which workers count as lost. The Locust side (`runtime.results_writer`) gathers the values
+and applies the answers.
 
 Exit codes (README.md "Troubleshooting"): 0 passed, 1 Locust's own failure code or nothing succeeded for a reason
 outside the command, 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted.
@@ -10,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
+from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.results.files import USER_ERROR_CAUSES, iso_time
 
 INTERRUPT_GRACE_S = 5.0
@@ -38,6 +41,38 @@ def exit_code(
     if verdict["passed"] and searched and code is None:
         code = 0
     return code
+
+
+def no_finish(window: WindowMetrics, unfinished: Unfinished) -> tuple[str, str] | None:
+    """Why no request of `window` finished — none succeeded, failed or was cancelled — while `unfinished` requests
+    were cut by the run's end: (cause, one line with the fix), from the furthest any of them got; None when a request
+    finished (`files.diagnose` says why none succeeded) or none was in flight.
+
+    Causes: `no_headers` (a server that accepts connections and does not answer), `no_token` (answered, generated
+    nothing within the run), `no_finish` (tokens arrived, no stream ended: e.g. `--max-tokens` longer than the run).
+    None of them is in the command for sure (`USER_ERROR_CAUSES`): a longer run would have failed them as timeouts.
+    """
+    if window.requests_finished or not unfinished.requests:
+        return None
+    n = unfinished.requests
+    in_flight = f"{n} request{'s' if n > 1 else ''} in flight"
+    if unfinished.streaming:
+        return "no_finish", (
+            f"no request finished: first tokens arrived but no stream finished ({in_flight}, the longest "
+            f"{unfinished.longest_s:.1f} s) — e.g. --max-tokens longer than the run: lower --max-tokens or lengthen "
+            "--run-time"
+        )
+    if unfinished.no_token:
+        return "no_token", (
+            f"no request finished: response headers but no token after {unfinished.no_token_longest_s:.1f} s "
+            f"({in_flight}) — the server took the requests and generated nothing within the run (queued, or its "
+            "model still loading): check its logs, lower the load or lengthen --run-time"
+        )
+    return "no_headers", (
+        f"no request finished: no response headers after {unfinished.no_headers_longest_s:.1f} s ({in_flight}) — "
+        "the server accepts connections but does not answer: check that --host is the inference server and that it "
+        "is not stuck (its logs, its queue)"
+    )
 
 
 def behind_schedule(window_start_epoch_s: float, queue_delay_ms: Mapping[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
+from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.results import efficiency
 from llm_locust.results.files import (
     agent_sessions,
@@ -70,12 +71,14 @@ class RunFacts:
     workers_max: int
     workers_lost: tuple[str, ...]
     requests_by_worker: Mapping[str, int]
+    unfinished: Unfinished  # requests the test's end cut (`metrics.unfinished`), in summary.json once final
     interrupted: bool
     interrupted_by: str | None  # the signal, when known
     locust_csv_prefix: str | None
     stop_reason: str | None
     spans: tuple[StepSpan, ...]
-    diagnosis: tuple[str, str] | None  # (cause, one line) when nothing succeeded (`files.diagnose`); final only
+    diagnosis: tuple[str, str] | None  # (cause, one line) when nothing succeeded (`files.diagnose`) or finished
+    # (`outcome.no_finish`); final only
     behind_schedule: str | None
     other_warnings: tuple[str, ...]  # client saturation, then the scraper's
     timeseries_file: str
@@ -152,6 +155,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),
+        "unfinished": view.unfinished.as_dict() if final else None,
         "slo": [r.as_dict() for r in evaluate(objectives.slo, stats)],
         "steps": [_step(view, span, run) for span in view.spans],
         "search": None if view.search is None else dict(view.search),

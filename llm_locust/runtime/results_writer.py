@@ -29,7 +29,7 @@ from llm_locust.results.files import (
     write_histograms,
     write_summary,
 )
-from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers
+from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers, no_finish
 from llm_locust.results.request_lines import RequestLines, RequestsFile
 from llm_locust.results.summary import RunFacts, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
@@ -40,6 +40,7 @@ from llm_locust.scrape.scraper import new_scraper
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
+    from llm_locust.metrics.unfinished import Unfinished
     from llm_locust.runtime.control import LoadController
     from llm_locust.runtime.saturation import SaturationTracker
 
@@ -57,7 +58,8 @@ class WriterInputs:
     """What the writer reads of one test, handed over by the process's `RunState` when the test starts (the writer
     never reaches back into it): the Locust environment, the settings, the role, the run's merged metrics and its
     window clock, the load controller, the client's saturation samples, the requests each worker reported, and the
-    calls that merge this process's own delta and sample its users and workers; a local runner's request lines."""
+    calls that give the requests the test's end cut, merge this process's own delta and sample its users and workers;
+    a local runner's request lines."""
 
     environment: Any
     settings: Settings
@@ -67,6 +69,7 @@ class WriterInputs:
     control: LoadController | None
     saturation: SaturationTracker
     requests_by_worker: Counter[str]
+    unfinished: Callable[[], Unfinished]
     merge_local: Callable[[], None]
     sample_local: Callable[[], None]
     local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
@@ -89,7 +92,7 @@ class ResultsWriter:
         self.interrupted = False
         self.interrupted_by: str | None = None  # the signal, when known
         self._interrupted_at_s: float | None = None
-        self.cause: str | None = None  # why nothing succeeded (see results.diagnose), once final
+        self.cause: str | None = None  # why nothing succeeded (`files.diagnose`, `outcome.no_finish`), once final
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self._timeseries = TimeseriesWriter(results_dir, self.settings.output.interval_s, self.t_start)
@@ -278,9 +281,14 @@ class ResultsWriter:
     def summary(self, run: RunMetrics, final: bool = True) -> dict[str, Any]:
         """The summary.json document (`results.summary.build_summary`) of `run` as this writer sees it now.
 
-        `final=False`: a snapshot taken while the test runs; the final one also sets `cause`.
+        `final=False`: a snapshot taken while the test runs; the final one also sets `cause`: why no request succeeded
+        (`files.diagnose`: from the failures) or none finished (`outcome.no_finish`: from the requests the end cut).
         """
-        diagnosis = diagnose(run.total, top_error(self.sources.environment)) if final else None
+        diagnosis = None
+        if final:
+            diagnosis = diagnose(run.total, top_error(self.sources.environment)) or no_finish(
+                run.total, self.sources.unfinished()
+            )
         if final:
             self.cause = diagnosis[0] if diagnosis else None
         return build_summary(self.view(diagnosis, final), run, final)
@@ -308,6 +316,7 @@ class ResultsWriter:
             workers_max=self.workers_max,
             workers_lost=tuple(self.lost_workers),
             requests_by_worker=dict(src.requests_by_worker),
+            unfinished=src.unfinished(),
             interrupted=self.interrupted,
             interrupted_by=self.interrupted_by,
             locust_csv_prefix=getattr(env.parsed_options, "csv_prefix", None),

@@ -1,8 +1,9 @@
 """llm-locust's state in one Locust process: settings, metrics, pacing, and the listeners of Locust's events.
 
 Every process: the test's settings and metrics. Processes running users: each finished request's record into the
-`MetricsRecorder`. Worker: its delta, requests in flight and saturation sample ride on Locust's stats report
-(`runner_ops` keys). Master: merges those into `RunMetrics`. Master/local: the `ResultsWriter` of the test.
+`MetricsRecorder`, and the requests the test's end cut (`metrics.unfinished`). Worker: its delta, requests in flight,
+requests cut and saturation sample ride on Locust's stats report (`runner_ops` keys). Master: merges those into
+`RunMetrics`. Master/local: the `ResultsWriter` of the test.
 The process's `Role` (`LocalRole`, `MasterRole`, `WorkerRole`) registers only the listeners of its own part.
 """
 
@@ -39,6 +40,7 @@ from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_from_wire, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.unfinished import Unfinished, unfinished_of
 from llm_locust.results.request_lines import RequestLines
 from llm_locust.runtime.control import PLAN_MESSAGE, LoadController
 from llm_locust.runtime.gc_policy import RunCollector, freeze_heap
@@ -56,6 +58,7 @@ from llm_locust.runtime.runner_ops import (
     REQUEST_LINES_DROPPED_KEY,
     REQUEST_LINES_KEY,
     SATURATION_KEY,
+    UNFINISHED_KEY,
     WIRE_KEY,
     collect_last_reports,
     redact_exceptions,
@@ -95,6 +98,7 @@ class LocalRole(Role):
     def register(self, state: RunState, events: Any, runner: Any) -> None:
         super().register(state, events, runner)
         events.request.add_listener(state._on_request)
+        events.test_stopping.add_listener(state._on_users_stopping)
         events.test_stop.add_listener(state._on_users_stopped)
         events.test_stop.add_listener(state._on_test_stop)
         events.quitting.add_listener(state._on_quitting)
@@ -109,6 +113,7 @@ class WorkerRole(Role):
     def register(self, state: RunState, events: Any, runner: Any) -> None:
         super().register(state, events, runner)
         events.request.add_listener(state._on_request)
+        events.test_stopping.add_listener(state._on_users_stopping)
         events.test_stop.add_listener(state._on_users_stopped)
         events.report_to_master.add_listener(state._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, state._on_plan)
@@ -237,6 +242,7 @@ class RunState:
                 control=self.control,
                 saturation=self.saturation,
                 requests_by_worker=self.requests_by_worker,
+                unfinished=self.unfinished_requests,
                 merge_local=self.merge_local,
                 sample_local=self.sample_local,
                 local_lines=self.request_lines,
@@ -263,10 +269,20 @@ class RunState:
                 logger.info("--host %s: the base URL is %s (llm-locust's API paths start with /v1)",
                             redact.redact(host), redact.redact(base))  # fmt: skip
 
+    def _on_users_stopping(self, **_: Any) -> None:
+        """Processes running users: the test begins to stop its users; note the requests in flight now."""
+        if self.watchdog is not None:
+            self._stopping = (self.watchdog.records(), time.perf_counter())
+
     def _on_users_stopped(self, **_: Any) -> None:
-        """Processes running users: the test is over, the garbage collector back to automatic."""
+        """Processes running users: the test is over, the garbage collector back to automatic; count the requests its
+        end cut (in flight when it began to stop, never finished; a worker reports them next)."""
         if self.collector is not None:
             self.collector.stop()
+        if self._stopping is not None:
+            self.unfinished = unfinished_of(*self._stopping)
+            self._stopping = None
+            self._unfinished_unsent = self.is_worker
 
     def _reset(self) -> None:
         """Fresh per-test state from the current settings (a worker may create its state after the test started:
@@ -282,6 +298,9 @@ class RunState:
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.run = RunMetrics()
         self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
+        self.unfinished = Unfinished()  # requests the test's end cut: this process's, or on a master its workers'
+        self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight as the stop began, and when
+        self._unfinished_unsent = False  # worker: not yet reported to the master
         self.saturation = SaturationTracker()
         if self.watchdog is not None:
             self.watchdog.stop()
@@ -402,13 +421,17 @@ class RunState:
                 self.request_lines.add(record)
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
-        """Worker: attach the windows filled since the last report, and the requests in flight."""
+        """Worker: attach the windows filled since the last report, the requests in flight, and once after the test
+        stopped its users, the requests its end cut."""
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)
             delta.release()
         if self.watchdog is not None:
             data[IN_FLIGHT_KEY] = self.watchdog.in_flight
+        if self._unfinished_unsent:
+            data[UNFINISHED_KEY] = self.unfinished.as_dict()
+            self._unfinished_unsent = False
         if self.pacer.plan.open_loop:
             data[LOW_WATER_KEY] = self.pacer.low_water
         if self.monitor is not None:
@@ -440,7 +463,7 @@ class RunState:
 
     # -- master -------------------------------------------------------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        """Master: merge a worker's delta; note its requests in flight."""
+        """Master: merge a worker's delta; note its requests in flight; add up the requests the test's end cut."""
         wire = data.get(WIRE_KEY)
         if wire:
             delta = delta_from_wire(wire)
@@ -449,6 +472,8 @@ class RunState:
             if self.export is not None:
                 self.export.add(delta)
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
+        if UNFINISHED_KEY in data:
+            self.unfinished = self.unfinished.merge(Unfinished.from_dict(data[UNFINISHED_KEY]))
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
@@ -461,6 +486,10 @@ class RunState:
             self._results.worker_goodbyes.setdefault(str(msg.node_id), time.time())
 
     # -- master or local ----------------------------------------------------------------
+    def unfinished_requests(self) -> Unfinished:
+        """The requests the test's end cut: this process's users', or on a master those its workers reported."""
+        return self.unfinished
+
     def merge_local(self) -> None:
         """Local runner: move this process's own delta into the run metrics."""
         if not self.is_master:

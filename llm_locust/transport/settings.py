@@ -60,7 +60,7 @@ class EndpointSettings:
         return build(
             cls,
             options,
-            api_key=options.api_key or os.environ.get(api_key_env, ""),
+            api_key=options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env)),
             api_key_env=api_key_env,
             server_family=family,
             header=headers,
@@ -92,6 +92,17 @@ def header_lines(options: Any) -> list[tuple[str, str]]:
                 raise
             raise ConfigError(str(e).replace("--header:", f"{HEADERS_ENV}: one per line,", 1)) from None
     return headers
+
+
+def api_key_from_env(name: str, named: bool) -> str:
+    """The API key held by environment variable `name` in this process ("" when it holds none); ConfigError when the
+    variable was named by `--api-key-env` (`named`) but is not set or empty here: the requests would go without a
+    key and fail with an HTTP 401 that does not say why."""
+    key = os.environ.get(name)
+    if named and not key:
+        state = "not set" if key is None else "empty"
+        raise ConfigError(f"--api-key-env {name}: the variable is {state} in this process's environment")
+    return key or ""
 
 
 def _import_openai() -> None:

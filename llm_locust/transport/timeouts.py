@@ -66,6 +66,10 @@ class TimeoutWatchdog:
         """Requests being watched now (sent, not yet finished)."""
         return len(self._watches)
 
+    def records(self) -> list[Any]:
+        """The records of the requests being watched now (sent, not yet finished; `metrics.unfinished`)."""
+        return [watch.record for watch in self._watches]
+
     def start(self, record: Any, first_token: bool = True) -> Watch:
         """Watch the current greenlet's request (a `RequestRecord`: its `t_send`, `t_first`), with the first-token
         timeout when `first_token` (not for a request without tokens: embeddings); call `end` when it is over."""

@@ -96,6 +96,17 @@ def test_invalid_api_key_is_named_and_never_printed(tmp_path, keyed_sim, model_g
     assert_no_secret(tmp_path, "", WRONG_KEY)
 
 
+def test_an_unset_api_key_env_variable_is_named_at_start(tmp_path, keyed_sim):
+    """--api-key-env naming a variable this process does not have: one line naming it, exit 2, nothing sent."""
+    code, output = short_run(tmp_path, keyed_sim.url, "--model", "llm-locust-sim", "--api-key-env", "NO_SUCH_VAR")
+    assert code == 2, output[-2000:]
+    errors = error_lines(output)
+    message = "--api-key-env NO_SUCH_VAR: the variable is not set in this process's environment"
+    assert len(errors) == 1 and errors[0].endswith(message), output[-2000:]
+    assert "Traceback" not in output and "HTTP 401" not in output
+    assert not (tmp_path / "summary.json").exists()  # stopped before any request
+
+
 @pytest.mark.parametrize("how", ["env", "flag", "config"])
 def test_api_key_never_in_any_output(tmp_path, keyed_sim, how):
     """A successful run with the key from an env var, a flag or a config file: not a trace of it anywhere."""

@@ -37,3 +37,9 @@ def read_request(sock: Any) -> bool:
     while len(body) < length:
         body += sock.recv(65536)
     return True
+
+
+def never_answer(sock: Any, _address: Any) -> None:
+    """A handler that reads what the client sends and never answers, until the client closes the connection."""
+    while sock.recv(65536):
+        pass

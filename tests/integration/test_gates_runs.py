@@ -1,8 +1,10 @@
 """Drift and the verdict of a run (gates) in a real run (the pure units: tests/unit/metrics/test_gates.py)."""
 
-from conftest import options, read_summary, run_local
+import pytest
+from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
+from llm_locust.sim import run_sim
 
 
 def test_a_run_judged_by_its_gates_writes_drift_and_verdict_and_sets_the_exit_code(fast_sim, tmp_path):
@@ -26,3 +28,33 @@ def test_a_run_judged_by_its_gates_writes_drift_and_verdict_and_sets_the_exit_co
     assert drift["metrics"]["ttft_ms_p50"]["worse_pct"] is not None
     assert summary["client"]["cpu_saturated"] == [] and summary["client"]["processes_file"] == "workers_timeseries.csv"
     assert (tmp_path / "workers_timeseries.csv").read_text().startswith("time,epoch_s,elapsed_s,process,")
+
+
+@pytest.fixture(scope="module")
+def malformed_sim():
+    """The simulator breaking 90 % of its streams half-way with a chunk that is not JSON."""
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--fault", "bad_json=0.9") as sim:
+        yield sim
+
+
+@pytest.mark.parametrize(("extra", "passed"), [((), False), (("--max-error-rate", "1"), True)], ids=["default", "off"])
+def test_most_streams_malformed_fail_unless_the_error_gate_is_off(malformed_sim, tmp_path, extra, passed):
+    """No gate given: the default --max-error-rate (0.01) fails the run (exit 3); `--max-error-rate 1` turns it off,
+    the verdict passes and Locust's own code for failed requests (1) stands."""
+    proc = run_locust(
+        LOCUSTFILE, "-u", "2", "-r", "2", "--run-time", "3s", "--host", malformed_sim.url, "--max-tokens", "8",
+        "--results-dir", str(tmp_path), *extra, timeout_s=60,
+    )  # fmt: skip
+    summary = read_summary(tmp_path)
+    t, verdict = summary["throughput"], summary["verdict"]
+    assert t["requests_ok"] > 0 and t["requests_failed"] > t["requests_ok"], t  # most failed, some succeeded
+    assert set(summary["failures"]) == {"bad_stream"}
+    assert verdict["passed"] is passed and verdict["max_error_rate"] == (1.0 if passed else 0.01)
+    if passed:
+        assert proc.returncode == 1 and "Verdict: PASSED" in proc.stdout, proc.stderr[-3000:]
+    else:
+        assert proc.returncode == EXIT_GATE_FAILED, proc.stderr[-3000:]
+        failed, attempted = t["requests_failed"], t["requests_ok"] + t["requests_failed"]
+        reason = f"error rate {failed / attempted:.4f} ({failed} of {attempted} requests) > --max-error-rate 0.01"
+        assert verdict["reasons"] == [reason]
+        assert f"Verdict: FAILED: {reason}" in proc.stdout

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, read_summary, run_locust
 
+from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.report.build import build_report
 from llm_locust.report.cli import main as report_main
 from llm_locust.sim import run_sim
@@ -192,7 +193,8 @@ def test_capacity_pick_skips_steps_whose_requests_were_throttled(tmp_path):
             SWEEP_FILE, "--host", sim.url, "--sweep-users", "1,2", "--step-duration-s", "2", "--warmup-s", "0.5",
             "--slo", "ttft_p90_ms=1000", "--results-dir", str(tmp_path), "--only-summary",
         )  # fmt: skip
-    assert proc.returncode == 1, proc.stderr[-3000:]  # Locust's own code when requests failed (no llm-locust gate)
+    # half the requests failed: more than the default --max-error-rate (0.01), the run's verdict fails
+    assert proc.returncode == EXIT_GATE_FAILED, proc.stderr[-3000:]
     steps = read_summary(tmp_path)["steps"]
     shares = [s["throughput"]["requests_failed"] / (s["throughput"]["requests_ok"] + s["throughput"]["requests_failed"])
               for s in steps]  # fmt: skip

@@ -132,6 +132,26 @@ def test_verdict_drift_gate_and_a_run_without_any_success():
 
     nothing = summary_of(window(0, 0.1, failed=3))
     assert verdict(nothing)["reasons"] == ["no request succeeded"]
+    assert verdict(nothing, max_error_rate=0.01)["reasons"] == ["no request succeeded"]  # says it once
+
+
+def test_without_max_error_rate_a_run_where_most_requests_failed_does_not_pass():
+    """The default limit (`DEFAULT_MAX_ERROR_RATE`, one for the verdict, the steps and the search) applies when
+    --max-error-rate is not given or left empty (the web UI's field); 1 turns it off."""
+    from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
+
+    objectives = Settings.from_options(options()).objectives
+    assert objectives.max_error_rate == DEFAULT_MAX_ERROR_RATE == 0.01
+    options_left_empty = options()
+    options_left_empty.max_error_rate = ""
+    assert Settings.from_options(options_left_empty).objectives.max_error_rate == DEFAULT_MAX_ERROR_RATE
+    malformed = summary_of(window(14, 0.1, failed=88))  # most streams malformed
+    v = verdict(malformed, max_error_rate=objectives.max_error_rate)
+    assert v["reasons"] == ["error rate 0.8627 (88 of 102 requests) > --max-error-rate 0.01"]
+    assert v["exit_code"] == EXIT_GATE_FAILED
+    off = Settings.from_options(options("--max-error-rate", "1")).objectives.max_error_rate
+    assert verdict(malformed, max_error_rate=off)["passed"] is True
+    assert verdict(summary_of(window(99, 0.1, failed=1)), max_error_rate=objectives.max_error_rate)["passed"]
 
 
 def test_exit_code_keeps_an_earlier_error_and_otherwise_follows_the_cause_and_the_verdict():
