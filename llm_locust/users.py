@@ -1,10 +1,11 @@
-"""Kept import path for locustfiles: `from llm_locust.users import ChatCompletionsUser, ...`."""
+"""Kept import path for locustfiles: `from llm_locust.users import LLMUser, ChatCompletionsUser, ...`."""
 
 from llm_locust.runtime.users import (
     ChatAgentUser,
     ChatCompletionsUser,
     CompletionsUser,
     EmbeddingsUser,
+    LLMUser,
     MessagesAgentUser,
     MessagesUser,
     ResponsesAgentUser,
@@ -16,6 +17,7 @@ __all__ = [
     "ChatCompletionsUser",
     "CompletionsUser",
     "EmbeddingsUser",
+    "LLMUser",
     "MessagesAgentUser",
     "MessagesUser",
     "ResponsesAgentUser",

@@ -76,17 +76,21 @@ def run_local(
 
 
 def start_master_and_workers(
-    opts: Any, workers: int = 2, on_worker: Callable[[int, Environment], None] | None = None
+    opts: Any,
+    workers: int = 2,
+    on_worker: Callable[[int, Environment], None] | None = None,
+    user_classes: list | None = None,
 ) -> tuple[Environment, Any, list[Any]]:
     """A master runner with `opts` and `workers` worker runners in this process (real ZeroMQ over loopback; each worker
     its own Environment, its options the master's spawn message); `on_worker(index, env)` adds a worker's listeners
-    (after llm-locust's own). Returns (the master's environment, the master, the workers) once all are connected."""
-    master_env = new_env(opts)
+    (after llm-locust's own); `user_classes`: the locustfile's (default: the chat user). Returns (the master's
+    environment, the master, the workers) once all are connected."""
+    master_env = new_env(opts, user_classes)
     master = master_env.create_master_runner("127.0.0.1", 0)
     master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
     runners = []
     for index in range(workers):
-        worker_env = new_env(options())
+        worker_env = new_env(options(), user_classes)
         worker = worker_env.create_worker_runner("127.0.0.1", master.server.port)
         worker_env.events.init.fire(environment=worker_env, runner=worker, web_ui=None)
         if on_worker is not None:

@@ -27,7 +27,7 @@ from llm_locust.metrics import messages_stream, responses_stream
 from llm_locust.metrics.embeddings import read_embeddings
 from llm_locust.metrics.protocol import EventApplier, apply_event
 from llm_locust.metrics.record import RequestRecord
-from llm_locust.metrics.stream_text import EventText, openai_text
+from llm_locust.metrics.stream_text import AnswerParts, EventText, openai_parts, openai_text
 
 BodyReader = Callable[[bytes, RequestRecord, int], None]
 """A non-streamed API's reader of its whole JSON response body (content, the record, the inputs sent): fills the
@@ -78,7 +78,8 @@ class Api:
     refuses it). `shape` makes the body's prompt fields (`shapes.py`); `fixed_fields` go into every body (after the
     model); the output length goes in `max_tokens_field` (per server family: `family_max_tokens_fields`; "" for an
     API without one); `forces_length` False: no field forces the output length, `--ignore-eos` is refused.
-    Streamed: `parser` (SSE event → record) and `event_text`; else `read_body`. `counting`: what its summary counts
+    Streamed: `parser` (SSE event → record), `event_text` and `answer_parts` (the answer's own text and reasoning, for
+    a scenario's answer); else `read_body`. `counting`: what its summary counts
     (`OUTPUTS`, or `INPUTS`: a request carries `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
     with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
     `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
@@ -95,6 +96,7 @@ class Api:
     forces_length: bool = True
     parser: EventApplier | None = None
     event_text: EventText | None = None
+    answer_parts: AnswerParts | None = None
     read_body: BodyReader | None = None
     counting: Counting = OUTPUTS
     sdk_method: str = ""
@@ -171,17 +173,20 @@ _CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 BUILT_IN = (
     Api("chat", "chat completions", openai_paths("/v1/chat/completions", azure="chat/completions"), shapes.chat,
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
-        event_text=openai_text, sdk_method="chat.completions", sdk_arguments=("model", "messages", "stream"),
+        event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
+        sdk_arguments=("model", "messages", "stream"),
         images=True, tools=shapes.CHAT_TOOLS),
     Api("completions", "text completions", openai_paths("/v1/completions", azure="completions"), shapes.completions,
-        _CHUNK_USAGE, parser=apply_event, event_text=openai_text, sdk_method="completions",
-        sdk_arguments=("model", "prompt", "stream")),
+        _CHUNK_USAGE, parser=apply_event, event_text=openai_text, answer_parts=openai_parts,
+        sdk_method="completions", sdk_arguments=("model", "prompt", "stream")),
     Api("responses", "the Responses API", openai_paths("/v1/responses"), shapes.responses, {"stream": True},
         max_tokens_field="max_output_tokens", parser=responses_stream.apply_event,
-        event_text=responses_stream.event_text, tools=shapes.RESPONSES_TOOLS),
+        event_text=responses_stream.event_text, answer_parts=responses_stream.event_parts,
+        tools=shapes.RESPONSES_TOOLS),
     Api("messages", "the Messages API", {**openai_paths("/v1/messages", databricks=False), "anthropic": "/v1/messages"},
         shapes.messages, {"stream": True}, forces_length=False, parser=messages_stream.apply_event,
-        event_text=messages_stream.event_text, tools=shapes.MESSAGES_TOOLS),
+        event_text=messages_stream.event_text, answer_parts=messages_stream.event_parts,
+        tools=shapes.MESSAGES_TOOLS),
     Api("embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shapes.embeddings,
         max_tokens_field="", read_body=read_embeddings, counting=INPUTS),
 )  # fmt: skip

@@ -97,6 +97,17 @@ def event_text(event: dict) -> str | None:
     return text if type(text) is str else None
 
 
+def event_parts(event: dict) -> tuple[str | None, str | None]:
+    """(answer text, reasoning text) of one event: a `text_delta`, a `thinking_delta`."""
+    delta = event.get("delta")
+    if event.get("type") != "content_block_delta" or type(delta) is not dict:
+        return None, None
+    kind = delta.get("type")
+    text = delta.get("text") if kind == "text_delta" else None
+    thinking = delta.get("thinking") if kind == "thinking_delta" else None
+    return (text if type(text) is str else None), (thinking if type(thinking) is str else None)
+
+
 def _usage(record: RequestRecord, usage: dict | None, output: bool = True) -> None:
     """Take an Anthropic `usage` object's token counts onto `record` (prompt: input plus cache reads and writes;
     the output count only when `output`)."""

@@ -60,6 +60,7 @@ class ErrorKind(StrEnum):
     INCOMPLETE = "incomplete"  # the stream ended without its last event ([DONE], finish_reason, ...)
     NO_TOKENS = "no_tokens"  # the stream finished but carried no generated token
     TOOL_CALL_JSON = "tool_call_json"  # a streamed tool call's arguments are not a JSON object
+    CHECK = "check"  # a scenario's own check of the answer failed it (`catch_response`: `failure(reason)`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,10 @@ class RequestRecord:
     session: str = ""  # the conversation (session) it belongs to: its id, sent in --session-header
     turn: int = 0  # its 1-based turn in a multi-turn session (0: not part of a multi-turn session)
     answer_text: str | None = None  # the generated text as the API's event text gives it (kept when asked: sessions)
+    # kept with answer_text: the answer's own text (no reasoning, no tool call) and the reasoning text, ("", "") when
+    # the stream had none; None when not kept
+    content_text: str | None = None
+    reasoning_text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
     t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
     agent: AgentSummary | None = None  # an agent session's last request: the session's figures

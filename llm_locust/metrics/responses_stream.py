@@ -107,6 +107,17 @@ def event_text(event: dict) -> str | None:
     return delta if event.get("type") in _TOKEN_BEARING and type(delta) is str else None
 
 
+_ANSWER_TEXT = frozenset(("response.output_text.delta", "response.refusal.delta"))
+
+
+def event_parts(event: dict) -> tuple[str | None, str | None]:
+    """(answer text, reasoning text) of one event: an output-text or refusal delta, a reasoning delta."""
+    delta, kind = event.get("delta"), event.get("type")
+    if type(delta) is not str:
+        return None, None
+    return (delta if kind in _ANSWER_TEXT else None), (delta if kind in _REASONING else None)
+
+
 def _usage(record: RequestRecord, usage: dict | None) -> None:
     """Take the Responses `usage` object's token counts onto `record`."""
     if not usage:

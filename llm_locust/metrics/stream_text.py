@@ -22,6 +22,10 @@ _DONE = b"[DONE]"
 EventText = Callable[[dict], "str | None"]
 """The generated text one decoded event carries (None or "": none)."""
 
+AnswerParts = Callable[[dict], "tuple[str | None, str | None]"]
+"""The answer's own text and the reasoning text one decoded event carries (None or "": none of that kind; a tool
+call's name and arguments are neither)."""
+
 DRAIN_BYTES = 65_536
 """Body bytes a `StreamText` buffers before decoding them to text (bounds its memory per stream)."""
 
@@ -32,13 +36,20 @@ class StreamText:
     `add` only buffers a piece; every `DRAIN_BYTES` the buffer is decoded to text in one go, so a stream costs at
     most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
     whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
-    `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`).
+    `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`);
+    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`).
     """
 
-    __slots__ = ("_decoder", "_done", "_event_text", "_parts", "_pending", "_pending_bytes")
+    __slots__ = (
+        "_answer_parts", "_content", "_decoder", "_done", "_event_text", "_parts", "_pending", "_pending_bytes",
+        "_reasoning",
+    )  # fmt: skip
 
-    def __init__(self, event_text: EventText | None = None) -> None:
+    def __init__(self, event_text: EventText | None = None, answer_parts: AnswerParts | None = None) -> None:
         self._event_text = event_text or chunk_text
+        self._answer_parts = answer_parts
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
         self._decoder = SSEDecoder()
         self._pending: list[bytes | bytearray] = []
         self._pending_bytes = 0
@@ -56,6 +67,11 @@ class StreamText:
         """The generated text of everything added (the body's end: a last event without its blank line counts)."""
         self._drain(end=True)
         return "".join(self._parts)
+
+    def answer(self) -> tuple[str, str]:
+        """(the answer's own text, the reasoning text) of everything added, after `text` ("" without
+        `answer_parts`)."""
+        return "".join(self._content), "".join(self._reasoning)
 
     def _drain(self, end: bool) -> None:
         """Decode the buffered pieces (and, at the `end`, what the decoder still holds) into text parts."""
@@ -76,6 +92,12 @@ class StreamText:
                 text = self._event_text(chunk)
                 if text:
                     self._parts.append(text)
+                    if self._answer_parts is not None:
+                        content, reasoning = self._answer_parts(chunk)
+                        if content:
+                            self._content.append(content)
+                        if reasoning:
+                            self._reasoning.append(reasoning)
 
 
 def chunk_text(chunk: dict) -> str | None:
@@ -106,3 +128,19 @@ def openai_text(chunk: dict) -> str | None:
             if type(function) is dict:
                 parts += [function.get("name"), function.get("arguments")]
     return "".join(part for part in parts if type(part) is str)
+
+
+def openai_parts(chunk: dict) -> tuple[str | None, str | None]:
+    """(answer text, reasoning text) of one decoded OpenAI chunk (first choice): chat `delta.content` and
+    `delta.reasoning_content` / `delta.reasoning`, text-completion `text`."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return None, None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        text = choice.get("text")
+        return (text if type(text) is str else None), None
+    content = delta.get("content")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    return (content if type(content) is str else None), (reasoning if type(reasoning) is str else None)

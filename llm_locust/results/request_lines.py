@@ -106,6 +106,7 @@ FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("model", lambda r, _: r.model or None),  # the model it named (--model-mix: the one drawn)
     ("session", lambda r, _: r.session or None),  # its conversation's id (--session-header's value)
     ("turn", lambda r, _: r.turn or None),  # its 1-based turn in a multi-turn session
+    ("name", _group("name")),  # a scenario's name for it (`name=`): its Locust row
 )
 """The fields of a line, in order: (name, reader of a `RequestRecord` and the process's `EpochClock`)."""
 

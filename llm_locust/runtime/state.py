@@ -50,6 +50,7 @@ from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.results_folder import folder_for
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
+from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
@@ -65,7 +66,6 @@ from llm_locust.runtime.runner_ops import (
 )
 from llm_locust.runtime.saturation import LoopMonitor, SaturationTracker
 from llm_locust.runtime.secret_wire import master_sends_no_secret, worker_takes_own_secrets
-from llm_locust.transport.client import RECORD_KEY
 from llm_locust.transport.replicas import ReplicaSet, without_api_root
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import check_connection

@@ -1,5 +1,7 @@
-"""Locust User classes, one per API: they send requests to an LLM endpoint and measure them.
+"""Locust User classes that send requests to an LLM endpoint and measure them.
 
+`LLMUser`: a user whose tasks call the endpoint through `self.llm` (the scenario client, `llm_client.LLMClient`;
+docs/scenarios.md). The built-in users are `LLMUser`s with one task that draws the next request from the workload:
 `ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
 (POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
 /v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
@@ -15,50 +17,56 @@ options) and collects the metrics.
 from __future__ import annotations
 
 import random
+from functools import partial
+from itertools import count
 from time import perf_counter
 from typing import Any, ClassVar
 
 import gevent
 import orjson
-from locust import FastHttpUser, task
+from locust import FastHttpUser, constant, task
 
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
-from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import NO_STEP, Ticket
-from llm_locust.metrics.record import RequestRecord
 from llm_locust.redact import redact
+from llm_locust.runtime.llm_client import LLMClient
 from llm_locust.runtime.plugin import run_state
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import FastTransport
 from llm_locust.transport.proxy import env_proxy
-from llm_locust.transport.request import Prepared, Transport
+from llm_locust.transport.replicas import ReplicaSet
+from llm_locust.transport.request import Transport
 from llm_locust.transport.tls import context_factory, tls_problem
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, completion_path, provider_headers
+from llm_locust.workload.providers import auth_headers, provider_headers
 from llm_locust.workload.tokens import token_counter
 
 
-class ApiUser(FastHttpUser):
-    """The user of one API (a subclass names its `endpoint`, a key of `apis.APIS`): timeouts, path and auth from the
-    settings, the model, one request per task."""
+class LLMUser(FastHttpUser):
+    """A Locust user whose tasks call an LLM endpoint through `self.llm` (`llm_client.LLMClient`: chat completions,
+    completions, Responses, Messages, embeddings), every request measured like the built-in users' (they are
+    `LLMUser`s too). `self.client` stays Locust's FastHttp session (for any other HTTP call of the scenario).
+
+    Timeouts, TLS trust, proxy, auth and provider headers, replicas and the client (`--client`) come from the
+    settings; the model from --model or the server's list. Subclass it in a locustfile after
+    `llm_locust.plugin.install(events)` and write `@task`s (docs/scenarios.md)."""
 
     abstract = True
-    endpoint: ClassVar[str]  # a key of apis.APIS
-    agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
+    wait_time = constant(0)
 
     def __init__(self, environment: Any) -> None:
-        self.llm = run_state(environment)
-        settings = self.llm.settings
+        state = run_state(environment)
+        settings = state.settings
         # FastHttpUser reads these when it builds its client in __init__; read and request
         # timeouts are the watchdog's (a socket timeout would cost a timer per read)
         self.connection_timeout = settings.timeouts.connect_timeout_s
         self.network_timeout = None
         self.insecure = settings.endpoint.insecure  # FastHttpUser's default (True) verifies nothing
         self.ssl_context_factory = context_factory(settings.endpoint.ca_bundle, settings.endpoint.insecure)
-        self.replicas = self.llm.replicas(self.host or "")
-        if self.replicas.several:  # the session's base URL: the first replica (its credentials go per request)
-            self.host = self.replicas.first.url
+        replicas = state.replicas(self.host or "")
+        if replicas.several:  # the session's base URL: the first replica (its credentials go per request)
+            self.host = replicas.first.url
         try:  # HTTPS_PROXY / HTTP_PROXY / NO_PROXY (the SDK's httpx reads them itself)
             proxy = env_proxy(self.host)
         except ConfigError:  # a proxy only httpx can use: fatal for the fast client (checked at start)
@@ -71,77 +79,99 @@ class ApiUser(FastHttpUser):
         if proxy is not None and (proxy.user is not None or proxy.password is not None):
             # FastHttpUser passes no proxy credentials: its client pool builds each host's client from these
             self.client.client.clientpool.client_args.update(proxy_user=proxy.user, proxy_password=proxy.password)
-        self.headers = {
+        headers = {
             "Content-Type": "application/json",
             "Accept-Encoding": "identity",
             **auth_headers(settings.endpoint.provider, settings.endpoint.api_key),
             **provider_headers(settings.endpoint.provider),
             **dict(settings.endpoint.header),
         }
-        self.api = api(self.endpoint)
-        self.path = completion_path(
-            settings.endpoint.provider, self.endpoint, settings.endpoint.deployment, settings.endpoint.api_version
-        )
-        self.workload = Workload(
-            settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), self.llm.trace,
-            self.llm.prefix_pool, server_family=settings.endpoint.server_family, agent=self.agent,
-        )  # fmt: skip
         tokenizer = settings.workload.tokenizer
         counter = token_counter(tokenizer) if tokenizer else None  # --tokenizer: counts the streamed text
-        self.session_header = settings.workload.session_header
-        # the draws of cancellations: a stream of their own, from the workload's (seeded by --seed)
-        self.canceller = Canceller(
-            settings.cancel, self.workload.rng.getrandbits(64) if settings.cancel.cancel_rate else 0
-        )
-        self.transport: Transport
+        # the draws of cancellations: a stream of their own (seeded by --seed)
+        canceller = Canceller(settings.cancel, self._cancel_seed() if settings.cancel.cancel_rate else 0)
+        transport: Transport
         if settings.endpoint.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkTransport  # imports openai: only when asked for
 
-            self.transport = SdkTransport(
-                self.host or "", settings.endpoint, settings.timeouts, self.llm.watchdog, counter, environment.events
-            )
+            transport = SdkTransport(self.host or "", settings.endpoint, settings.timeouts, state.watchdog, counter)
         else:
-            self.transport = FastTransport(self.client, self.headers, self.llm.watchdog, counter)
+            transport = FastTransport(self.client, headers, state.watchdog, counter)
+        models = partial(_first_model, self.client, self.host or "", headers, replicas)
+        self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)
+        task_wait = self.wait_time
+
+        def wait_time() -> float:  # Locust asks it after each task, in the waiting state: the task's arrival ends
+            self.llm.end_arrival()
+            return task_wait()
+
+        self.wait_time = wait_time  # type: ignore[method-assign]
+
+    def _cancel_seed(self) -> int:
+        """The seed of this user's cancellation draws: one per user, repeated by --seed."""
+        settings = run_state(self.environment).settings.workload
+        worker = getattr(self.environment.runner, "worker_index", 0)
+        seed = settings.seed
+        return random.Random(None if seed is None else f"{seed}/{worker}/cancel/{next(_user_numbers)}").getrandbits(64)
+
+
+_user_numbers = count()
+"""Numbers the scenario users of this process (their cancellation seeds)."""
+
+
+def _first_model(client: Any, host: str, headers: dict[str, str], replicas: ReplicaSet) -> str:
+    """The id of the first model the server lists at /v1/models (asked through the user's Locust `client`);
+    ConfigError naming the fix."""
+    auth = {"auth": replicas.first.auth} if replicas.several and replicas.first.auth else {}
+    with client.get("/v1/models", headers=headers, catch_response=True, **auth) as resp:
+        status = resp.status_code
+        if status != 200:
+            resp.failure(f"HTTP {status}")
+            problem = tls_problem(host, resp.error) if not status else None
+            if problem is not None:
+                raise ConfigError(problem)
+            if not status:  # no response at all
+                cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
+                raise ConfigError(
+                    f"could not connect to {redact(host)} ({redact(f'{type(cause).__name__}: {cause}')}): "
+                    "check --host and that the server is running"
+                )
+            fix = "check the API key (--api-key-env / --api-key)" if status in (401, 403) else "pass --model NAME"
+            raise ConfigError(f"--model not given and GET {redact(host)}/v1/models answered HTTP {status}: {fix}")
+        try:
+            return orjson.loads(resp.content)["data"][0]["id"]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            resp.failure("no model listed")
+            raise ConfigError(
+                f"--model not given and {redact(host)}/v1/models lists no model: pass --model NAME"
+            ) from None
+
+
+class ApiUser(LLMUser):
+    """The built-in user of one API (a subclass names its `endpoint`, a key of `apis.APIS`): one request per task,
+    drawn from its `Workload` (the command-line options) and sent through `self.llm` like a scenario's."""
+
+    abstract = True
+    endpoint: ClassVar[str]  # a key of apis.APIS
+    agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
+
+    def __init__(self, environment: Any) -> None:
+        state = run_state(environment)
+        settings = state.settings
+        self.workload = Workload(
+            settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), state.trace,
+            state.prefix_pool, server_family=settings.endpoint.server_family, agent=self.agent,
+        )  # fmt: skip
+        super().__init__(environment)
+        self.api = api(self.endpoint)
+        self.path = self.llm.path(self.endpoint)
+        self.session_header = settings.workload.session_header
         self.model = ""
         self._follow_up = Ticket(None, NO_STEP, True)  # the ticket of a trace session's next turn
-        self.backoff = Backoff(settings.load.backoff_max_s, random.Random())  # after failures without an answer
-        self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
 
-    def _first_model(self) -> str:
-        """The id of the first model the server lists at /v1/models; ConfigError naming the fix."""
-        auth = {"auth": self.replicas.first.auth} if self.replicas.several and self.replicas.first.auth else {}
-        with self.client.get("/v1/models", headers=self.headers, catch_response=True, **auth) as resp:
-            status = resp.status_code
-            if status != 200:
-                resp.failure(f"HTTP {status}")
-                problem = tls_problem(self.host or "", resp.error) if not status else None
-                if problem is not None:
-                    raise ConfigError(problem)
-                if not status:  # no response at all
-                    cause = getattr(resp.error, "original", None) or resp.error  # unwrap RetriesExceeded
-                    raise ConfigError(
-                        f"could not connect to {redact(self.host)} ({redact(f'{type(cause).__name__}: {cause}')}): "
-                        "check --host and that the server is running"
-                    )
-                fix = "check the API key (--api-key-env / --api-key)" if status in (401, 403) else "pass --model NAME"
-                raise ConfigError(
-                    f"--model not given and GET {redact(self.host)}/v1/models answered HTTP {status}: {fix}"
-                )
-            try:
-                return orjson.loads(resp.content)["data"][0]["id"]
-            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-                resp.failure("no model listed")
-                raise ConfigError(
-                    f"--model not given and {redact(self.host)}/v1/models lists no model: pass --model NAME"
-                ) from None
-
-    def wait_time(self) -> float:
-        """Between two tasks, no wait; but a user whose last request failed without an answer pauses here first
-        (`load.backoff`; counted by `RunState.back_off`), in Locust's waiting state: a stop ends the pause at once."""
-        (pause_s, record), self._pause = self._pause, (0.0, None)
-        if record is not None:
-            self.llm.back_off(pause_s, record)
-        return 0.0
+    def _cancel_seed(self) -> int:
+        """The cancellation draws' seed: from the workload's RNG (seeded by --seed)."""
+        return self.workload.rng.getrandbits(64)
 
     @task
     def complete(self) -> None:
@@ -151,32 +181,19 @@ class ApiUser(FastHttpUser):
         for any exception there, and a wrong --host is a user error). Azure and Databricks name
         the model in the path: their default model is the deployment.
         """
-        if not self.model and not self.workload.settings.model_mix:  # a mix names each request's model
-            self.model = (
-                self.llm.model or self.llm.settings.endpoint.deployment or self.llm.resolve_model(self._first_model)
-            )
+        llm, workload = self.llm, self.workload
+        if not self.model and not workload.settings.model_mix:  # a mix names each request's model
+            self.model = llm.model
         # a trace session's next turn: due at its predecessor's answer plus its delay (no ticket of the sequence)
-        ticket = (
-            self._follow_up
-            if self.workload.in_trace_session
-            else self.llm.pacer.take(new_session=self.workload.starts_session)
-        )
+        ticket = self._follow_up if workload.in_trace_session else llm.take_ticket(new_session=workload.starts_session)
         # the plan the ticket was issued under (no greenlet switch since): its step sets a length sweep's lengths;
         # in a trace replay, the ticket's index is the trace's arrival
-        request = self.workload.next_request(self.model, self.llm.pacer.plan.step, ticket.index)
+        request = workload.next_request(self.model, llm.step, ticket.index)
         headers = {self.session_header: request.session} if self.session_header else {}
-        with self.replicas.use() as replica:
-            record = self.transport.send(
-                Prepared(self.api, self.path, request.body, headers, ticket, replica,
-                         self.canceller.draw() if self.api.streams else None, request.expected_prompt_tokens,
-                         request.inputs, request.prefix_blocks, request.model, request.groups,
-                         session=request.session, turn=request.turn, keep_answer=request.keep_answer,
-                         on_finish=request.on_finish)
-            )  # fmt: skip
-        self.workload.answered(record)
-        self._pause = (self.backoff.after(record, self.llm.succeeded), record)  # paused in `wait_time`
-        think_s = self.workload.think_time_s()
-        if self.workload.in_trace_session:
+        # the workload hears of the answer before the report: an agent step's figures go on the record
+        llm.request(self.api, self.path, request, headers, ticket, workload.answered)
+        think_s = workload.think_time_s()
+        if workload.in_trace_session:
             self._follow_up = ticket._replace(t_sched=perf_counter() + think_s, index=None)
         if think_s > 0:  # a session's pause before its next turn (--think-time-s, a trace session's delay)
             gevent.sleep(think_s)

@@ -78,10 +78,12 @@ class Generation:
             self.record.token_times.extend([now_s] * count)
             if seq.done:
                 body = self._encoder.body()
-                self._transport.write(
-                    http.response_head(200, "application/json", content_length=len(body), keep_alive=self.keep_alive)
-                    + body
+                # a whole JSON body (embeddings) may hold no id: its header names the request, as OpenAI's does
+                named = (f"x-request-id: {self.record.id}",)
+                head = http.response_head(
+                    200, "application/json", content_length=len(body), keep_alive=self.keep_alive, extra=named
                 )
+                self._transport.write(head + body)
                 self._finish(perf_counter())
             return
         emitted = seq.emitted

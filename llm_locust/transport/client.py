@@ -6,10 +6,9 @@ The body comes from `byte_arrival.body_chunks` as soon as bytes are in (Locust's
 time — the kernel's receive time where available — taken before any decoding. Transport
 errors become `ErrorKind`s here, at the boundary.
 
-Reporting: the HTTP request is reported to Locust through `catch_response`, with the
-end-to-end latency (not time-to-headers) as its response time, the output tokens as its
-response length, the failure kind in its exception, and the finished `RequestRecord` in its
-context under `RECORD_KEY` — the plugin's request listener takes it from there.
+The request goes through the session with `catch_response` — Locust's response context, which reports only when a
+`with` block exits — and no `with`: the transport reports nothing; it returns the finished `RequestRecord`, which its
+caller reports (`runtime.route.report`, the one place for both clients).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from typing import Any
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.apis import api
 from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.stream_text import StreamText
@@ -37,29 +35,20 @@ from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
-RECORD_KEY = "llm_record"
-"""Key of the `RequestRecord` in the context of the HTTP request event."""
 REQUEST_ID_HEADER = "x-request-id"
 """The response header whose value is the record's `server_request_id` (OpenAI sends it, vLLM with
 `--enable-request-id-headers`, many gateways); without it the response's own `id` is taken."""
 
 
-class RequestFailure(Exception):
-    """The exception Locust shows for a failed request: "<kind>: <message>"."""
-
-    def __init__(self, kind: ErrorKind, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-
-
 class FastTransport:
     """One user's requests through Locust's FastHttp session (`session`, the user's `client`): `send(prepared)`
     posts a request with the user's fixed `headers` (content type, auth, provider's, --header) and its own, reads
-    its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and reports it.
+    its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and returns its
+    record.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
-    (`Prepared.keep_answer`): a stream's body is kept as it arrives (`StreamText`) and its generated text decoded
+    (`RequestSpec.keep_answer`): a stream's body is kept as it arrives (`StreamText`) and its generated text decoded
     once, at the end — counted (`record.local_output_tokens`, checked against the server's usage), kept
     (`record.answer_text`), or both.
     """
@@ -73,59 +62,60 @@ class FastTransport:
         self.counter = counter
 
     def send(self, prepared: Prepared) -> RequestRecord:
-        """Send `prepared`, read its answer to the end, report it; return its record."""
+        """Send `prepared`, read its answer to the end; return its finished record."""
         if prepared.api.streams:
             return self._stream(prepared)
         return self._post_json(prepared)
 
     def _post(self, prepared: Prepared, streamed: bool) -> Callable[[], Any]:
         """The call that posts `prepared` through the session (to its replica, with its credentials, if any),
-        Locust's `catch_response` context as its result."""
+        Locust's `catch_response` context as its result (never entered: it reports nothing)."""
         headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
         path, replica = prepared.path, prepared.replica
         url, auth = (path, None) if replica is None else (replica.url + path, replica.auth)
-        return partial(self.session.post, url, data=prepared.body, headers=headers, catch_response=True, name=path,
+        return partial(self.session.post, url, data=prepared.spec.body, headers=headers, catch_response=True, name=path,
                        **({"stream": True} if streamed else {}), **({"auth": auth} if auth else {}))  # fmt: skip
 
     def _stream(self, prepared: Prepared) -> RequestRecord:
         """POST a request of a streamed API, read its SSE stream to the end (`prepared.cancel`: closed early when
-        it says), report it; return its record."""
-        watchdog, counter, cancel = self.watchdog, self.counter, prepared.cancel
+        it says); return its finished record."""
+        watchdog, counter, cancel, keep_answer = self.watchdog, self.counter, prepared.cancel, prepared.spec.keep_answer
         post = self._post(prepared, streamed=True)
         record = new_record(prepared)
-        kept = StreamText(prepared.api.event_text) if counter is not None or prepared.keep_answer else None
+        kept = (
+            StreamText(prepared.api.event_text, prepared.api.answer_parts if keep_answer else None)
+            if counter is not None or keep_answer
+            else None
+        )
         watch = watchdog.start(record)
         if cancel is not None:
             cancel.start()
         try:
-            with _post_noting_connection(record, post) as resp:
-                record.status_code = resp.status_code or 0
-                if _check_response(resp, record):
-                    raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
-                    try:
-                        _read_events(raw, record, prepared.api.parser, watch, kept, cancel)  # type: ignore[arg-type]
-                    except StreamCancelled:  # closing the connection below tells the server
-                        record.cancelled = True
-                    except OSError as e:  # RequestTimeout and ssl.SSLError included
-                        record.fail(*_transport_failure(e))
-                    except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
-                        record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
-                    finally:
-                        raw.release()  # closes the connection unless the body was read to its end
-                _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the reporting listeners
-                finish(record, perf_counter())
-                if kept is not None:
-                    keep_text(record, kept.text(), counter, prepared.keep_answer)
-                if prepared.on_finish is not None:
-                    prepared.on_finish(record)
-                _report(resp, record)
+            resp = _post_noting_connection(record, post)
+            record.status_code = resp.status_code or 0
+            if _check_response(resp, record):
+                raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
+                try:
+                    _read_events(raw, record, prepared.api.parser, watch, kept, cancel)  # type: ignore[arg-type]
+                except StreamCancelled:  # closing the connection below tells the server
+                    record.cancelled = True
+                except OSError as e:  # RequestTimeout and ssl.SSLError included
+                    record.fail(*_transport_failure(e))
+                except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
+                    record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
+                finally:
+                    raw.release()  # closes the connection unless the body was read to its end
+            _stop(watchdog, watch, cancel)  # from here on nothing may be thrown into the caller's reporting
+            finish(record, perf_counter())
+            if kept is not None:
+                keep_text(record, kept.text(), counter, keep_answer, kept.answer())
         finally:
             _stop(watchdog, watch, cancel)  # also when the user is stopped mid-request
         return record
 
     def _post_json(self, prepared: Prepared) -> RequestRecord:
-        """POST a request of a non-streamed API (embeddings) carrying `prepared.inputs` inputs, read its JSON
-        response with the API's body reader (`Api.read_body`), report it; return its record.
+        """POST a request of a non-streamed API (embeddings) carrying `RequestSpec.inputs` inputs, read its JSON
+        response with the API's body reader (`Api.read_body`); return its finished record.
 
         Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
         token (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
@@ -136,26 +126,25 @@ class FastTransport:
         record = new_record(prepared)
         watch = watchdog.start(record, first_token=False)
         try:
-            with _post_noting_connection(record, post, streamed=False) as resp:
-                t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
-                record.status_code = resp.status_code or 0
-                if _check_status(resp, record):
-                    prepared.api.read_body(resp.content or b"", record, prepared.inputs)  # type: ignore[misc]
-                watchdog.end(watch)
-                record.t_done = t_body
-                if record.ok:
-                    record.t_last = record.t_done
-                _report(resp, record)
+            resp = _post_noting_connection(record, post, streamed=False)
+            t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
+            record.status_code = resp.status_code or 0
+            if _check_status(resp, record):
+                prepared.api.read_body(resp.content or b"", record, prepared.spec.inputs)  # type: ignore[misc]
+            watchdog.end(watch)
+            record.t_done = t_body
+            if record.ok:
+                record.t_last = record.t_done
         finally:
             watchdog.end(watch)
         return record
 
 
 def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) -> Any:
-    """Send the request: `post()` (through Locust's session, `catch_response`: its response context, reported when
-    the caller's `with` ends). Sent once more, on a new connection, when it went on a reused connection that the
+    """Send the request: `post()` (through Locust's session, `catch_response`: its response context, not entered,
+    so not reported). Sent once more, on a new connection, when it went on a reused connection that the
     server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
-    never once a byte of the response arrived); the first attempt is not reported, its time stays in the request's
+    never once a byte of the response arrived); the first attempt's time stays in the request's
     (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
     handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and
     the server's request id, from its `x-request-id` header."""
@@ -191,14 +180,18 @@ def _closed_before_response(resp: Any) -> bool:
     return isinstance(original if isinstance(original, BaseException) else error, HTTPConnectionClosed)
 
 
-def keep_text(record: RequestRecord, text: str, counter: TokenCounter | None, keep_answer: bool) -> None:
+def keep_text(
+    record: RequestRecord, text: str, counter: TokenCounter | None, keep_answer: bool, parts: tuple[str, str]
+) -> None:
     """Put a finished stream's generated `text` on `record`: its tokens counted by `counter` (--tokenizer) when the
     request succeeded, the text itself as `answer_text` when `keep_answer` (also of a failed or cancelled stream:
-    what arrived)."""
+    what arrived), with its `parts`, (the answer's own text, the reasoning text), as `content_text` and
+    `reasoning_text`."""
     if counter is not None and record.ok:
         record.local_output_tokens = counter.count(text)
     if keep_answer:
         record.answer_text = text
+        record.content_text, record.reasoning_text = parts
 
 
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:
@@ -209,24 +202,25 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
 
 
 def new_record(prepared: Prepared) -> RequestRecord:
-    """The record of `prepared`, being sent now (perf_counter), with what its pacer's ticket says, its shared
-    prompt blocks (whole blocks, of which seen before; it then counts in the "reuse" breakdown too), its replica's
-    breakdown, its model and its own breakdowns (`Prepared.groups`), its session and turn (a multi-turn session's turn
-    counts in the "turn" breakdown too)."""
-    prefix_blocks, ticket = prepared.prefix_blocks, prepared.ticket
+    """The record of `prepared`, being sent now (perf_counter), with its facts (`RequestSpec`: expected prompt
+    tokens, shared prompt blocks — whole, of which seen before; it then counts in the "reuse" breakdown too —, model,
+    own breakdowns, session and turn — a multi-turn session's turn counts in the "turn" breakdown too), what its
+    pacer's ticket says and its replica's breakdown."""
+    spec, ticket = prepared.spec, prepared.ticket
+    prefix_blocks = spec.prefix_blocks
     record = RequestRecord(
-        endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=prepared.expected_prompt_tokens
+        endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=spec.expected_prompt_tokens
     )
     record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
-    record.model = prepared.model
-    record.groups += prepared.groups
+    record.model = spec.model
+    record.groups += spec.groups
     if prefix_blocks[0]:
         record.groups += (reuse_group(*prefix_blocks),)
     if prepared.replica is not None:
         record.groups += prepared.replica.groups
-    if prepared.turn:
-        record.groups += (turn_group(prepared.turn),)
-    record.session, record.turn = prepared.session, prepared.turn
+    if spec.turn:
+        record.groups += (turn_group(spec.turn),)
+    record.session, record.turn = spec.session, spec.turn
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record
@@ -352,25 +346,3 @@ def _error_body(resp: Any) -> str:
     except orjson.JSONDecodeError:
         return error_text(raw) or "(no body)"
     return error_text(data.get("error", data) if isinstance(data, dict) else data)
-
-
-def _report(resp: Any, record: RequestRecord) -> None:
-    """Set what Locust reports for the HTTP request: E2E latency, output tokens, outcome."""
-    meta = resp.request_meta
-    meta["response_time"], meta["response_length"] = report_values(record)
-    meta["context"] = {**meta["context"], RECORD_KEY: record}
-    if record.ok or record.cancelled:  # cancelled: not a failure
-        resp.success()
-    else:
-        resp.failure(RequestFailure(record.error_kind, record.error_message))
-
-
-def report_values(record: RequestRecord) -> tuple[float, int]:
-    """What Locust's HTTP row shows for a finished request: (E2E latency in ms, output tokens — for an API that
-    counts inputs (embeddings), prompt tokens); for a failed one (time to its end, 0), for a cancelled one (time to
-    its end, the tokens it got)."""
-    t_end = record.t_last if record.ok else record.t_done
-    if not (record.ok or record.cancelled):
-        return (t_end - record.t_send) * 1000, 0
-    length = record.output_tokens if api(record.endpoint).counts_outputs else (record.prompt_tokens or 0)
-    return (t_end - record.t_send) * 1000, length

@@ -5,7 +5,8 @@ the settings; the whole-request timeout from the same watchdog as the fast clien
 the SDK yields is timestamped when the SDK hands it over — after its own HTTP reading, SSE
 parsing and pydantic model building, which is the point: fidelity with application code, at a
 CPU cost per event measured in benchmarks/sdk_client_cost.py. The chunk is interpreted by
-`protocol.apply_chunk` like the fast client's, and reported to Locust with the same record.
+`protocol.apply_chunk` like the fast client's, into the same record, which its caller reports like the fast
+client's (`runtime.route.report`).
 
 Paths: the SDK's own — `{host}/v1/...` (openai-compatible, openai), Azure's deployments path,
 and for Databricks `{host}/serving-endpoints/chat/completions` with the endpoint as the model
@@ -24,14 +25,7 @@ import orjson
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
-from llm_locust.transport.client import (
-    RECORD_KEY,
-    RequestFailure,
-    keep_text,
-    new_record,
-    report_values,
-    status_kind,
-)
+from llm_locust.transport.client import keep_text, new_record, status_kind
 from llm_locust.transport.request import Prepared
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -40,12 +34,12 @@ from llm_locust.workload.tokens import TokenCounter
 
 
 class SdkTransport:
-    """One user's openai SDK client: `send(prepared)` sends one request and reports it (`request.Transport`).
+    """One user's openai SDK client: `send(prepared)` sends one request and returns its record (`request.Transport`).
 
     `host`: the user's (with several replicas, the first: the SDK is built for one base URL, so it sends there and
     `prepared.replica` is not used; cancellation is the fast client's, refused with this one); `endpoint`: the API
     key, extra headers, provider, TLS trust; `watchdog`: the whole-request timeout, as for the fast client;
-    `counter` (--tokenizer): counts the streamed text; `events`: Locust's, where the request is reported.
+    `counter` (--tokenizer): counts the streamed text.
     """
 
     def __init__(
@@ -55,7 +49,6 @@ class SdkTransport:
         timeouts: TimeoutSettings,
         watchdog: TimeoutWatchdog,
         counter: TokenCounter | None,
-        events: Any,
     ) -> None:
         host = host.rstrip("/")
         common: dict[str, Any] = {
@@ -78,13 +71,13 @@ class SdkTransport:
         self.host = host
         self.watchdog = watchdog
         self.counter = counter
-        self.events = events
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared` with the SDK (its API's `sdk_method`; its headers as the SDK's extra headers), read its
-        stream to the end, report it under `prepared.path` (the fast client's Locust row); return its record."""
+        stream to the end; return its finished record."""
         sent = prepared.api  # one the SDK sends (`check_api`): its method and the body fields it takes as arguments
-        body = orjson.loads(prepared.body)
+        keep_answer = prepared.spec.keep_answer
+        body = orjson.loads(prepared.spec.body)
         arguments = {key: body.pop(key) for key in sent.sdk_arguments}
         if prepared.headers:
             arguments["extra_headers"] = dict(prepared.headers)
@@ -92,7 +85,10 @@ class SdkTransport:
         watchdog = self.watchdog
         record = new_record(prepared)
         watch = watchdog.start(record)
-        texts: list[str] | None = [] if self.counter is not None or prepared.keep_answer else None
+        texts: list[str] | None = [] if self.counter is not None or keep_answer else None
+        answer_parts = sent.answer_parts if keep_answer else None
+        content: list[str] = []
+        reasoning: list[str] = []
         try:
             try:
                 for chunk in create(**arguments, extra_body=body):
@@ -101,6 +97,10 @@ class SdkTransport:
                     fields = chunk.model_dump(exclude_unset=True)
                     if texts is not None:
                         texts.append(sent.event_text(fields) or "")  # type: ignore[misc]
+                    if answer_parts is not None:
+                        text, thought = answer_parts(fields)
+                        content.append(text or "")
+                        reasoning.append(thought or "")
                     if apply_chunk(record, fields, t):
                         break
             except Exception as e:
@@ -108,27 +108,10 @@ class SdkTransport:
             watchdog.end(watch)
             finish(record, perf_counter())
             if texts is not None:
-                keep_text(record, "".join(texts), self.counter, prepared.keep_answer)
-            if prepared.on_finish is not None:
-                prepared.on_finish(record)
-            self._report(record, prepared.path)
+                keep_text(record, "".join(texts), self.counter, keep_answer, ("".join(content), "".join(reasoning)))
         finally:
             watchdog.end(watch)
         return record
-
-    def _report(self, record: RequestRecord, name: str) -> None:
-        """Fire Locust's request event like the fast client's HTTP row `name` (E2E, output tokens, record)."""
-        response_time_ms, length = report_values(record)
-        self.events.request.fire(
-            request_type="POST",
-            name=name,
-            response_time=response_time_ms,
-            response_length=length,
-            exception=None if record.ok else RequestFailure(record.error_kind, record.error_message),
-            context={RECORD_KEY: record},
-            response=None,
-            url=None,
-        )
 
 
 def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:

@@ -7,7 +7,7 @@ with its calls and a result of `--tool-result-tokens` per call, each in the API'
 chat `tool_calls` + `role: "tool"`, Responses `function_call` + `function_call_output`, Messages `tool_use` +
 `tool_result`). The session ends with an answer without a tool call, at `--max-agent-steps`, or with a failed step.
 
-`AgentSession.finished` sees each finished step before it is reported (`transport.request.Prepared.on_finish`): it
+`AgentSession.finished` sees each finished step before it is reported (`builder.Workload.answered`): it
 puts the step in the "agent_step" breakdown and, on the session's last request, the session's figures
 (`record.AgentSummary`). Pure: no I/O, no clock of its own (the records' times).
 """

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import count
@@ -57,7 +56,8 @@ class RequestSpec:
     shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
     a multi-turn session (0: not one), whether its answer is to be kept (`RequestRecord.answer_text`: a later turn
     sends it back), the model it names and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with
-    `--model-mix`)."""
+    `--model-mix`). The one type of a request's facts from the workload to its record: the transport's
+    `request.Prepared` carries it, `client.new_record` reads it."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
@@ -68,7 +68,6 @@ class RequestSpec:
     keep_answer: bool = False
     model: str = ""  # the model its body names
     groups: tuple[tuple[str, str], ...] = ()
-    on_finish: Callable[[RequestRecord], None] | None = None  # an agent session's step: `AgentSession.finished`
 
 
 @lru_cache(maxsize=2)
@@ -173,8 +172,7 @@ class Workload:
             expected = None  # image tokens are the server's business
         keep = self.agent_mode or (self.conversation is not None and not self.conversation.done)
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
-                           on_finish=None if agent is None else agent.finished)  # fmt: skip
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model)
 
     @property
     def starts_session(self) -> bool:
@@ -182,10 +180,14 @@ class Workload:
         return self.agent_mode and (self.agent is None or not self.agent.ready)
 
     def answered(self, record: RequestRecord) -> None:
-        """The user has the answer to the request last built (`record`): in a synthetic multi-turn session its text
-        as the server returned it (`answer_text`, kept when asked) joins the history; a failed turn ends the
-        session (the next request starts a new one). A cancelled turn's history keeps the text that arrived."""
+        """The user has the answer to the request last built (`record`, finished, before it is reported — what it
+        adds to the record is reported with it): an agent session's step is counted (`AgentSession.finished`: its
+        "agent_step" breakdown, and on the session's last step the session's figures); in a synthetic multi-turn
+        session its text as the server returned it (`answer_text`, kept when asked) joins the history; a failed turn
+        ends the session (the next request starts a new one). A cancelled turn's history keeps the text that
+        arrived."""
         if self.agent is not None:
+            self.agent.finished(record)
             self._agent_answered(self.agent, record)
             return
         conversation = self.conversation

@@ -17,10 +17,10 @@ from llm_locust.metrics.histograms import Counts, WindowMetrics, histogram_names
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.report.build import build_report
 from llm_locust.runtime.plugin import run_state
+from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.web_tabs import step_columns
 from llm_locust.runtime.webui import page_html
 from llm_locust.sim import run_sim
-from llm_locust.transport.client import RECORD_KEY
 
 
 def time_to_done_s(record: RequestRecord) -> float | None:

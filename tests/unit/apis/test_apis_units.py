@@ -199,3 +199,54 @@ def test_tokenizer_text_of_typed_events():
     ):
         kept.add(data)
     assert kept.text() == "think Hihmm there{}"
+
+
+@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+def test_a_scenario_answer_splits_the_text_from_the_reasoning_and_the_tool_input(endpoint):
+    """`Api.answer_parts`: the answer's own text and the reasoning, apart; a tool call's input is neither."""
+    from llm_locust.apis import api
+    from llm_locust.metrics.stream_text import StreamText
+
+    served = api(endpoint)
+    events = {
+        "responses": (
+            typed("response.reasoning_text.delta", delta="think "),
+            typed("response.output_text.delta", delta="Hi"),
+            typed("response.function_call_arguments.delta", delta="{}"),
+            typed("response.output_text.delta", delta=" there"),
+        ),
+        "messages": (
+            typed("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "think "}),
+            typed("content_block_delta", index=1, delta={"type": "text_delta", "text": "Hi"}),
+            typed("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": "{}"}),
+            typed("content_block_delta", index=1, delta={"type": "text_delta", "text": " there"}),
+        ),
+    }[endpoint]
+    kept = StreamText(served.event_text, served.answer_parts)
+    for data in events:
+        kept.add(data)
+    assert kept.text() == "think Hi{} there" and kept.answer() == ("Hi there", "think ")
+
+
+def test_a_chat_answer_splits_the_text_from_the_reasoning_and_the_tool_calls():
+    from llm_locust.apis import api
+    from llm_locust.metrics.stream_text import StreamText, openai_parts
+
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "think "}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+        {
+            "choices": [
+                {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]}}
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"reasoning": "more", "content": " there"}}]},
+        {"choices": [], "usage": {"completion_tokens": 5}},
+    ]
+    kept = StreamText(api("chat").event_text, api("chat").answer_parts)
+    for chunk in chunks:
+        kept.add(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    kept.add(b"data: [DONE]\n\n")
+    assert kept.text() == "think Hif{}more there" and kept.answer() == ("Hi there", "think more")
+    assert openai_parts({"choices": [{"index": 0, "text": "done"}]}) == ("done", None)  # text completions
+    assert StreamText(api("chat").event_text).answer() == ("", "")  # not asked: nothing kept apart

@@ -37,7 +37,9 @@ def finished(t_send: float = 10.0, **fields) -> RequestRecord:
 
 
 def test_line_of_a_successful_request():
-    line = json.loads(line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"),), model="m"), CLOCK))
+    line = json.loads(
+        line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"), ("name", "ask")), model="m"), CLOCK)
+    )
     assert list(line) == [name for name, _ in FIELDS]
     times = {"t_sched": 9.5, "t_send": 10.0, "t_headers": 10.01, "t_first": 10.05, "t_last": 10.2, "t_done": 10.2005}
     assert {name: line.pop(name) for name in times} == pytest.approx(
@@ -46,7 +48,7 @@ def test_line_of_a_successful_request():
     assert line == {
         "request_id": "chatcmpl-7", "endpoint": "chat", "step": 2, "measured": True, "outcome": "ok", "status": 200,
         "error_kind": None, "prompt_tokens": 12, "output_tokens": 4, "token_source": "usage", "replica": "1",
-        "model": "m", "session": None, "turn": None,
+        "model": "m", "session": None, "turn": None, "name": "ask",
     }  # fmt: skip
 
 

@@ -97,9 +97,8 @@ def test_the_workload_sends_the_history_with_the_calls_and_results_then_starts_a
     workload = Workload(s.workload, endpoint, server_family="vllm", agent=True)
     first = workload.next_request("m")
     body = json.loads(first.body)
-    assert first.keep_answer and first.on_finish is not None and first.turn == 0 and len(body["tools"]) == 3
+    assert first.keep_answer and first.turn == 0 and len(body["tools"]) == 3
     record = RequestRecord(endpoint, t_send=1.0, t_done=1.2, answer_text=CALL.arguments, tool_calls=(CALL,))
-    first.on_finish(record)
     workload.answered(record)
     assert workload.think_time_s() == pytest.approx(0.04)  # the tool's latency before the next step
     second = workload.next_request("m")
@@ -109,7 +108,6 @@ def test_the_workload_sends_the_history_with_the_calls_and_results_then_starts_a
     assert "call_1" in history and CALL.name in history
     assert second.expected_prompt_tokens == first.expected_prompt_tokens + 7 + 2  # result, and the call's 2 words
     done = RequestRecord(endpoint, t_send=1.3, t_done=1.4, answer_text="It is sunny.")
-    second.on_finish(done)
     workload.answered(done)
     assert isinstance(done.agent, AgentSummary) and done.agent.steps == 2 and workload.think_time_s() == 0
     assert workload.next_request("m").session != first.session  # a new session

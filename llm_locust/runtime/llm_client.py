@@ -1,0 +1,361 @@
+"""The scenario client (`LLMClient`, a user's `self.llm`): one call per API inside a Locust task, measured like the
+built-in users' requests — it is their route too.
+
+    answer = self.llm.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], name="greet")
+    answer.text, answer.ttft_s, answer.record
+
+Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`) and the anthropic SDK
+(`messages`), so that an application's call moves into a task by changing its receiver: body fields are keyword
+arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path)
+and a `name` breakdown; `headers=` go with this request only; `catch_response=True` returns the answer as a context
+manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`). Streamed APIs
+stream (`stream=False` is refused: the measurements are the stream's).
+
+Every request — a scenario's and a built-in user's (`users.ApiUser`) — takes one route: `send` (the transport
+returns the finished record: TTFT, ITL, E2E, usage, tool calls, the kept text), then the answer is heard once (the
+built-in user's workload; a scenario's code, from the returned `Answer`), then `route.report` reports it to Locust
+with the record in the event's context, where the metrics take it.
+
+Arrivals (`--request-rate`, open loop): one run of a task is one arrival. Its first call waits for the user's ticket
+from the pacer (due time, sweep step); the task's later calls go at once, as a session's later turns do, and count
+in the same step. The run ends when Locust asks the user's `wait_time` for the pause after the task.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from llm_locust.apis import Api, api
+from llm_locust.load.backoff import Backoff
+from llm_locust.load.pacing import Ticket
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.runtime.route import report
+from llm_locust.transport.cancel import Canceller
+from llm_locust.transport.replicas import ReplicaSet
+from llm_locust.transport.request import Prepared, Transport
+from llm_locust.workload.builder import RequestSpec
+from llm_locust.workload.providers import check_api, completion_path
+
+if TYPE_CHECKING:
+    from llm_locust.config.settings import Settings
+    from llm_locust.runtime.state import RunState
+
+NAME_DIMENSION = "name"
+"""The breakdown of a scenario's named requests (`name=`): summary.json `breakdowns.name`, one group per name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The server's token counts of one answer (None: not sent): prompt, completion (output) and, of those,
+    reasoning tokens."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallAnswer:
+    """One tool call of an answer: its id, the function's name and its arguments parsed from the streamed JSON
+    (`{}` when they are not a JSON object: the request failed with `tool_call_json`)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class Answer:
+    """What one call returns: the answer (`text`, `reasoning`, `tool_calls`, `usage`, `finish_reason`, `request_id`)
+    and how it was measured (`record`, the `RequestRecord` the metrics count; `ttft_s`, `itl_s`, `e2e_s` read it).
+
+    A failed request returns an answer too (`ok` False, `error` "kind: message"): the scenario decides what follows.
+    """
+
+    __slots__ = ("name", "record")
+
+    def __init__(self, record: RequestRecord, name: str) -> None:
+        self.record = record
+        self.name = name
+
+    @property
+    def ok(self) -> bool:
+        """True when the request succeeded (a cancelled one did not; a `check` failure makes it False)."""
+        return self.record.ok
+
+    @property
+    def error(self) -> str | None:
+        """ "kind: message" of a failed request, else None."""
+        record = self.record
+        return None if record.error_kind is None else f"{record.error_kind}: {record.error_message}"
+
+    @property
+    def text(self) -> str:
+        """The answer's text (content deltas; no reasoning, no tool call); "" for embeddings."""
+        return self.record.content_text or ""
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text the stream carried ("" without)."""
+        return self.record.reasoning_text or ""
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallAnswer, ...]:
+        """The answer's tool calls in the order they started, arguments parsed."""
+        return tuple(ToolCallAnswer(call.id, call.name, _arguments(call.arguments)) for call in self.record.tool_calls)
+
+    @property
+    def usage(self) -> Usage:
+        """The server's usage counts."""
+        record = self.record
+        return Usage(record.prompt_tokens, record.usage_completion_tokens, record.reasoning_tokens)
+
+    @property
+    def finish_reason(self) -> str | None:
+        """Why generation stopped, as the server said ("stop", "length", "tool_calls", ...), None if not said."""
+        return self.record.finish_reason
+
+    @property
+    def request_id(self) -> str:
+        """The server's id of the request (its `x-request-id` header, else the response's `id`; "" if none)."""
+        return self.record.server_request_id
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token, seconds (None: no token)."""
+        return self.record.ttft_s
+
+    @property
+    def e2e_s(self) -> float | None:
+        """End-to-end latency to the last token, seconds."""
+        return self.record.e2e_s
+
+    @property
+    def itl_s(self) -> tuple[float, ...]:
+        """Every gap between consecutive token events, seconds."""
+        return tuple(gap / 1e6 for gap in self.record.itl_us)
+
+
+class CheckedAnswer(Answer):
+    """An answer to judge (`catch_response=True`), as Locust's response context: inside `with`, `failure(reason)`
+    makes the request fail with kind `check` — counted, shown and gated like any failure, its measurements kept on
+    the record — and `success()` takes a failure back (it cannot make a request that failed on the wire succeed).
+    The request is reported when the `with` block ends; an exception raised inside it is the scenario's own, left to
+    Locust (its error table), after the request was reported as judged so far."""
+
+    __slots__ = ("_client", "_reason")
+
+    def __init__(self, record: RequestRecord, name: str, client: LLMClient) -> None:
+        super().__init__(record, name)
+        self._client = client
+        self._reason: str | None = None
+
+    def __enter__(self) -> CheckedAnswer:
+        return self
+
+    def success(self) -> None:
+        """Take back a `failure` of this block."""
+        self._reason = None
+
+    def failure(self, reason: str | BaseException) -> None:
+        """Fail the request with kind `check` and `reason` (shown as "check: reason")."""
+        self._reason = str(reason)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._reason is not None:
+            self.record.fail(ErrorKind.CHECK, self._reason)
+        self._client.report(self.name, self.record)
+
+
+class _Endpoint:
+    """The calls of one API: `create(**fields)`, as the SDKs name it."""
+
+    def __init__(self, client: LLMClient, endpoint: str) -> None:
+        self._client = client
+        self._endpoint = endpoint
+
+    def create(
+        self,
+        *,
+        name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        catch_response: bool = False,
+        **fields: Any,
+    ) -> Any:
+        """Send one request of this API with the body `fields` (keyword arguments, as the SDK takes them; `model`
+        defaults to the run's; the API's streaming fields are added) and read its answer to the end.
+
+        `name`: its Locust stats row and its label in the `name` breakdown (default: the API's path, no breakdown);
+        `headers`: sent with this request only; `catch_response`: return a `CheckedAnswer` to judge in a `with`
+        block, reported when it ends (else the `Answer`, reported already). ValueError for `stream=False`.
+        """
+        return self._client.create(self._endpoint, fields, name, headers, catch_response)
+
+
+class _Chat:
+    """`chat.completions`, as the openai SDK names it."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self.completions = _Endpoint(client, "chat")
+
+
+class LLMClient:
+    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic) and
+    `embeddings`, each with `create(...)`; `model`, the run's model; `settings`, the run's settings (read-only).
+
+    Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
+    process's `state` and Locust's `events`; `context` is the user's Locust context (`User.context`).
+    """
+
+    def __init__(
+        self,
+        state: RunState,
+        transport: Transport,
+        replicas: ReplicaSet,
+        canceller: Canceller,
+        events: Any,
+        context: Any,
+        first_model: Any,
+    ) -> None:
+        self._state = state
+        self._transport = transport
+        self._replicas = replicas
+        self._canceller = canceller
+        self._events = events
+        self._context = context
+        self._first_model = first_model
+        self._model = ""
+        self._ticket: Ticket | None = None  # the arrival the running task holds (None: the next call takes one)
+        self._backoff = Backoff(state.settings.load.backoff_max_s, random.Random())  # after failures without an answer
+        self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
+        self._paths: dict[str, str] = {}
+        self.chat = _Chat(self)
+        self.completions = _Endpoint(self, "completions")
+        self.responses = _Endpoint(self, "responses")
+        self.messages = _Endpoint(self, "messages")
+        self.embeddings = _Endpoint(self, "embeddings")
+
+    @property
+    def settings(self) -> Settings:
+        """The run's settings (the command-line options)."""
+        return self._state.settings
+
+    @property
+    def model(self) -> str:
+        """The run's model: --model, else the deployment (Azure, Databricks), else the first model the server lists
+        (asked once per process)."""
+        if not self._model:
+            state = self._state
+            self._model = state.model or state.settings.endpoint.deployment or state.resolve_model(self._first_model)
+        return self._model
+
+    def path(self, endpoint: str) -> str:
+        """Where requests of `endpoint` go, for the run's provider; ConfigError when the provider does not serve it
+        or `--client openai-sdk` cannot send it (`providers.check_api`)."""
+        path = self._paths.get(endpoint)
+        if path is None:
+            point = self._state.settings.endpoint
+            # ConfigError naming the fix when the provider or the client cannot send this API
+            check_api(point.provider, point.server_family, endpoint, False, point.client)
+            path = self._paths[endpoint] = completion_path(
+                point.provider, endpoint, point.deployment, point.api_version
+            )
+        return path
+
+    def take_ticket(self, new_session: bool = False) -> Ticket:
+        """Wait until this user may send a request that begins an arrival (`new_session`: one that begins a session,
+        what `--max-sessions` counts); its ticket."""
+        return self._state.pacer.take(new_session=new_session)
+
+    @property
+    def step(self) -> Any:
+        """The load plan's current sweep step (`pacing.Plan.step`: its lengths, if a length sweep)."""
+        return self._state.pacer.plan.step
+
+    def send(
+        self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket
+    ) -> RequestRecord:
+        """Send one request — `spec` of API `sent` to `path`, with its own `headers`, under `ticket` — to a replica,
+        with its cancellation draw; its finished record (not reported yet: `report`)."""
+        with self._replicas.use() as replica:
+            cancel = self._canceller.draw() if sent.streams else None
+            return self._transport.send(Prepared(sent, path, spec, headers, ticket, replica, cancel))
+
+    def request(
+        self,
+        sent: Api,
+        path: str,
+        spec: RequestSpec,
+        headers: Mapping[str, str],
+        ticket: Ticket,
+        answered: Callable[[RequestRecord], None],
+    ) -> RequestRecord:
+        """One request from start to end: `send` it, let `answered` hear of its finished record (once, before the
+        report: what it adds to the record is reported with it), `report` it under `path`; its record."""
+        record = self.send(sent, path, spec, headers, ticket)
+        answered(record)
+        self.report(path, record)
+        return record
+
+    def report(self, name: str, record: RequestRecord) -> None:
+        """Report the finished `record` to Locust under `name` (`route.report`); the pause it asks for, if it failed
+        without an answer (`load.backoff`), is due at the end of the task (`end_arrival`)."""
+        report(self._events, name, record, self._context())
+        self._pause = (self._backoff.after(record, self._state.succeeded), record)
+
+    def end_arrival(self) -> None:
+        """The running task ended (Locust asks for the user's wait time, in its waiting state): the next call begins
+        a new arrival. A user whose last request failed without an answer pauses here first (`load.backoff`; counted
+        by `RunState.back_off`): a stop ends the pause at once."""
+        self._ticket = None
+        (pause_s, record), self._pause = self._pause, (0.0, None)
+        if record is not None:
+            self._state.back_off(pause_s, record)
+
+    def create(
+        self,
+        endpoint: str,
+        fields: dict[str, Any],
+        name: str | None,
+        headers: Mapping[str, str] | None,
+        catch_response: bool,
+    ) -> Answer:
+        """One scenario call of `endpoint` (see `_Endpoint.create`)."""
+        sent = api(endpoint)
+        if sent.streams and fields.get("stream", True) is False:
+            raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")
+        ticket = self._ticket
+        if ticket is None:
+            ticket = self._ticket = self.take_ticket(new_session=True)
+        else:  # a later call of the same task: goes at once, in the arrival's step
+            ticket = ticket._replace(t_sched=None, index=None)
+        body = {"model": self.model, **self._state.settings.workload.extra_body, **fields, **sent.fixed_fields}
+        inputs = body.get("input")
+        count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
+        path = self.path(endpoint)
+        groups = ((NAME_DIMENSION, name),) if name else ()
+        spec = RequestSpec(
+            orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=str(body["model"]), groups=groups
+        )
+        record = self.send(sent, path, spec, headers or {}, ticket)
+        row = name or path
+        if catch_response:
+            return CheckedAnswer(record, row, self)
+        self.report(row, record)
+        return Answer(record, row)
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A tool call's streamed arguments as a dict ({} when empty or not a JSON object)."""
+    try:
+        value = orjson.loads(text) if text else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
