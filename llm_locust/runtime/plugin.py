@@ -4,8 +4,8 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 
 - `init_command_line_parser`: our options (`config.options.add_arguments`); the results folder checked as soon as
   Locust has parsed the command line (`results_folder.check_command_line`: before any file is opened or user started).
-- `init`: a `RunState` for the environment (its parts: `state`); options validated (a bad one: one-line error,
-  exit code 2).
+- `init`: a `RunState` for the environment (the parts of the process's role: `state`); options validated (a bad
+  one: one-line error, exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
 - `request` (processes running users): the HTTP request event carries the finished
   `RequestRecord` in its context; it goes into the `MetricsRecorder`. No extra request events
@@ -167,7 +167,7 @@ def _hide_secret_defaults(web_ui: Any, distributed: bool) -> None:
     who opens the UI. The default is blanked (and the page redacted: the host field shows URL
     credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
     value given at start-up, one started with the host as shown the host of the last test
-    (`RunState._on_test_start`). A master's workers take their secrets from their own environment, never from
+    (`shared.Shared.rebuild`). A master's workers take their secrets from their own environment, never from
     the master (`secret_wire`): a key typed into a master's form could reach no worker, so the field is not there
     and `web_guard` refuses it when posted.
     """
