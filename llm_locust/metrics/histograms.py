@@ -397,6 +397,11 @@ class Delta:
             window.release()
 
 
+def window_start(t_wall_s: float, interval_s: float) -> int:
+    """Start (epoch seconds, whole) of the window of `interval_s` seconds holding wall-clock time `t_wall_s`."""
+    return int(math.floor(t_wall_s / interval_s) * interval_s)
+
+
 class MetricsRecorder:
     """Per-process collector: finished requests into windows keyed by `WindowKey`.
 
@@ -415,7 +420,7 @@ class MetricsRecorder:
 
     def window_start(self, t_wall_s: float) -> int:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
-        return int(math.floor(t_wall_s / self.interval_s) * self.interval_s)
+        return window_start(t_wall_s, self.interval_s)
 
     def record(self, record: RequestRecord, t_wall_s: float) -> None:
         """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""

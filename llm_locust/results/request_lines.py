@@ -9,7 +9,7 @@ null where the moment never happened.
 (`--requests-sample`, drawn from a generator seeded with `--seed` and the process's index: the same run draws the
 same), as one line of bytes, until `take()` empties it. It holds at most `MAX_PENDING_BYTES`; beyond, lines are
 dropped and counted. `RequestsFile` appends taken lines to the results folder's requests.jsonl. Workers ship their
-lines to the master in their reports (`runtime/state.py`); the master, or a local runner, writes them.
+lines to the master in their reports (`runtime/users_part.py`); the master, or a local runner, writes them.
 
 Pure: no Locust, no gevent.
 """

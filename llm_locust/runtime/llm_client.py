@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -44,10 +44,44 @@ from llm_locust.workload.providers import check_api, completion_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
-    from llm_locust.runtime.state import RunState
+    from llm_locust.load.pacing import Plan
+    from llm_locust.transport.timeouts import TimeoutWatchdog
+    from llm_locust.workload.prefix_pool import PrefixPool
+    from llm_locust.workload.traces import Trace
 
 NAME_DIMENSION = "name"
 """The breakdown of a scenario's named requests (`name=`): summary.json `breakdowns.name`, one group per name."""
+
+
+class Pacing(Protocol):
+    """What a user reaches of its process's pacer (`pacer.Pacer`): its tickets and its current plan."""
+
+    plan: Plan
+
+    def take(self, new_session: bool = False) -> Ticket: ...
+
+
+class UserContext(Protocol):
+    """All a user reaches of its process's state (`users_part.UsersPart`, from `plugin.user_context`): the test's
+    settings and trace, the pacer, the shared prefix pool, replicas and model, the timeout watchdog, whether a request
+    of the test succeeded, and the back-off's accounting. Nothing of the lead's part (control, results, merging)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def trace(self) -> Trace | None: ...
+    @property
+    def worker_index(self) -> int: ...
+
+    pacer: Pacing
+    prefix_pool: PrefixPool | None
+    watchdog: TimeoutWatchdog | None
+    model: str
+    succeeded: bool
+
+    def replicas(self, host: str) -> ReplicaSet: ...
+    def resolve_model(self, fetch: Callable[[], str]) -> str: ...
+    def back_off(self, pause_s: float, record: RequestRecord) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,12 +245,13 @@ class LLMClient:
     `embeddings`, each with `create(...)`; `model`, the run's model; `settings`, the run's settings (read-only).
 
     Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
-    process's `state` and Locust's `events`; `context` is the user's Locust context (`User.context`).
+    process's users part (`state`, a `UserContext`) and Locust's `events`; `context` is the user's Locust context
+    (`User.context`).
     """
 
     def __init__(
         self,
-        state: RunState,
+        state: UserContext,
         transport: Transport,
         replicas: ReplicaSet,
         canceller: Canceller,
@@ -313,7 +348,7 @@ class LLMClient:
     def end_arrival(self) -> None:
         """The running task ended (Locust asks for the user's wait time, in its waiting state): the next call begins
         a new arrival. A user whose last request failed without an answer pauses here first (`load.backoff`; counted
-        by `RunState.back_off`): a stop ends the pause at once."""
+        by `UserContext.back_off`): a stop ends the pause at once."""
         self._ticket = None
         (pause_s, record), self._pause = self._pause, (0.0, None)
         if record is not None:

@@ -4,8 +4,8 @@ A locustfile calls `install(events)` once. Then, in every Locust process:
 
 - `init_command_line_parser`: our options (`config.options.add_arguments`); the results folder checked as soon as
   Locust has parsed the command line (`results_folder.check_command_line`: before any file is opened or user started).
-- `init`: a `RunState` for the environment; options validated (a bad one: one-line error,
-  exit code 2).
+- `init`: a `RunState` for the environment (the parts of the process's role: `state`); options validated (a bad
+  one: one-line error, exit code 2).
 - `test_start`: settings rebuilt (workers receive the master's options only now), metrics reset.
 - `request` (processes running users): the HTTP request event carries the finished
   `RequestRecord` in its context; it goes into the `MetricsRecorder`. No extra request events
@@ -47,6 +47,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
+from llm_locust.runtime.users_part import UsersPart
 from llm_locust.transport import patches
 from llm_locust.workload.providers import check_api
 
@@ -85,6 +86,14 @@ def run_state(environment: Environment) -> RunState:
     return state
 
 
+def user_context(environment: Environment) -> UsersPart:
+    """What a user of `environment` reaches of its process's state: the users part (`llm_client.UserContext`), never
+    the lead's; ConfigError if the locustfile did not install llm-locust."""
+    users = run_state(environment).users
+    assert users is not None, "a master runs no user"
+    return users
+
+
 def _check_agents(settings: Any, user_classes: Any) -> None:
     """ConfigError when agent users (`ApiUser.agent`) have no tools to call, or are asked for multi-turn sessions."""
     if not any(getattr(user, "agent", False) for user in user_classes or ()):
@@ -102,7 +111,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
     one-line error (exit 2)."""
     try:
         state = _states.get(environment) or RunState(environment)
-        if not state.is_worker:
+        lead = state.lead
+        if lead is not None:
             _check_shape(state.settings, environment.shape_class)
         settings = state.settings
         for endpoint in endpoints_of(environment.user_classes):
@@ -116,20 +126,20 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
             )
         _check_agents(settings, environment.user_classes)
         _states[environment] = state
-        if state.is_worker:
+        if lead is None:  # a worker
             parse_locust_defaults_once()
-        if not state.is_worker and getattr(environment.parsed_options, "csv_prefix", None):
+        elif getattr(environment.parsed_options, "csv_prefix", None):
             environment.events.quit.add_listener(keep_csv_files_open)
     except ConfigError as e:
         for line in str(e).splitlines():  # one error line per problem (e.g. each bad --host URL)
             logger.error("%s", line)
         sys.exit(2)
-    if web_ui is not None:
+    if web_ui is not None and lead is not None:  # a worker has no web UI
         from llm_locust.runtime import web_guard  # Flask and the page only where a web UI runs
         from llm_locust.runtime.webui import attach
 
-        attach(web_ui, state.live)
-        _hide_secret_defaults(web_ui, distributed=state.is_master)
+        attach(web_ui, lead.live)
+        _hide_secret_defaults(web_ui, distributed=lead.is_master)
         web_guard.install(web_ui, state.settings.endpoint.allow_host)
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
@@ -157,7 +167,7 @@ def _hide_secret_defaults(web_ui: Any, distributed: bool) -> None:
     who opens the UI. The default is blanked (and the page redacted: the host field shows URL
     credentials as [REDACTED], `webui`); a test started with a secret field left empty uses the
     value given at start-up, one started with the host as shown the host of the last test
-    (`RunState._on_test_start`). A master's workers take their secrets from their own environment, never from
+    (`shared.Shared.rebuild`). A master's workers take their secrets from their own environment, never from
     the master (`secret_wire`): a key typed into a master's form could reach no worker, so the field is not there
     and `web_guard` refuses it when posted.
     """

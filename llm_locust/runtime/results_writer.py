@@ -55,7 +55,7 @@ SNAPSHOT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class WriterInputs:
-    """What the writer reads of one test, handed over by the process's `RunState` when the test starts (the writer
+    """What the writer reads of one test, handed over by the process's `lead.Lead` when the test starts (the writer
     never reaches back into it): the Locust environment, the settings, the role, the run's merged metrics and its
     window clock, the load controller, the client's saturation samples, the requests each worker reported, and the
     calls that give the requests the test's end cut, merge this process's own delta and sample its users and workers;

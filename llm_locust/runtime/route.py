@@ -5,7 +5,7 @@ scenario client (`runtime.llm_client`), which every user's request goes through 
 answer and then calls `report`: Locust's request event, fired as Locust's own `ResponseContextManager` fires it
 (locust/contrib/fasthttp.py), with the E2E latency as its response time, the output tokens as its length, the
 failure in its exception and the record in its context under `RECORD_KEY`, where the plugin's request listener
-(`state.RunState`) takes it into the metrics.
+(`users_part.UsersPart`) takes it into the metrics.
 """
 
 from __future__ import annotations

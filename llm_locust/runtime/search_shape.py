@@ -22,8 +22,8 @@ from llm_locust.load.search import Trial
 from llm_locust.metrics.step_check import check_step
 from llm_locust.results.files import step_summary
 from llm_locust.runtime.control import DRAIN_MIN_S, LoadController
+from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.plugin import run_state
-from llm_locust.runtime.state import RunState
 
 logger = logging.getLogger("llm_locust")
 
@@ -43,36 +43,35 @@ class SearchShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         """(users, spawn rate) while the search runs, all users at once; None once it is over."""
-        state = run_state(self.runner.environment)
-        users = state.settings.load.max_concurrency
-        control = state.control
+        lead = run_state(self.runner.environment).lead
+        assert lead is not None  # the shape runs where the run is led
+        users = lead.settings.load.max_concurrency
+        control = lead.control
         if control is None or control.search is None:  # before the test starts
             return users, float(users)
         now_s = time.monotonic()
         if control is not self._control:  # a new test: the search begins
             self._control, self._start_s, self._drain_from_s = control, now_s, now_s
-            return self._next_trial(state, control, now_s, judge=False)
+            return self._next_trial(lead, control, now_s, judge=False)
         if self._drain_from_s is None:
             if now_s < self._trial_end_s:
                 return users, float(users)
             control.pause()
             self._drain_from_s = now_s
         elapsed_s = now_s - self._drain_from_s
-        if not drain_over(elapsed_s, state.in_flight, DRAIN_MIN_S[state.is_master], self._drain_max_s(state)):
+        if not drain_over(elapsed_s, lead.in_flight, DRAIN_MIN_S[lead.is_master], self._drain_max_s(lead)):
             return users, float(users)
-        return self._next_trial(state, control, now_s, judge=True)
+        return self._next_trial(lead, control, now_s, judge=True)
 
-    def _next_trial(
-        self, state: RunState, control: LoadController, now_s: float, judge: bool
-    ) -> tuple[int, float] | None:
+    def _next_trial(self, lead: Lead, control: LoadController, now_s: float, judge: bool) -> tuple[int, float] | None:
         """Judge the trial just over (`judge`), then start the next one; None when the search is over."""
         search = control.search
         assert search is not None
-        settings = state.settings
+        settings = lead.settings
         if judge:
-            if state.in_flight:
-                logger.warning("judging the trial with %d requests still in flight", state.in_flight)
-            search.trials.append(self._judge(state, control))
+            if lead.in_flight:
+                logger.warning("judging the trial with %d requests still in flight", lead.in_flight)
+            search.trials.append(self._judge(lead, control))
         rate = search.next_rate(now_s - self._start_s, settings.load.step_duration_s)
         if rate is None:
             logger.info("capacity search over: %s", search.stopped)
@@ -89,13 +88,13 @@ class SearchShape(LoadTestShape):
         return step.users, float(step.users)
 
     @staticmethod
-    def _judge(state: RunState, control: LoadController) -> Trial:
+    def _judge(lead: Lead, control: LoadController) -> Trial:
         """The trial of the last step, checked on its summary.json step object."""
-        state.merge_local()
+        lead.merge_local()
         span = control.spans[-1]
         index = span.step.index
-        source = step_summary(span, state.run.steps.get(index), state.run.warmup_requests[index])
-        check = check_step(source, state.settings.objectives.slo, state.settings.objectives.max_error_rate)
+        source = step_summary(span, lead.run.steps.get(index), lead.run.warmup_requests[index])
+        check = check_step(source, lead.settings.objectives.slo, lead.settings.objectives.max_error_rate)
         throughput = source["throughput"]
         trial = Trial(
             step=index,
@@ -112,7 +111,7 @@ class SearchShape(LoadTestShape):
         return trial
 
     @staticmethod
-    def _drain_max_s(state: RunState) -> float:
+    def _drain_max_s(lead: Lead) -> float:
         """The longest pause after a trial: its own length, at least 10 s (requests still in flight then are left
         out of its judgement)."""
-        return max(10.0, state.settings.load.step_duration_s)
+        return max(10.0, lead.settings.load.step_duration_s)

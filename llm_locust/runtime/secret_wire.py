@@ -3,7 +3,7 @@
 Master: every spawn message — Locust puts the master's options and host in it — leaves with the options and host of
 `config.wire.wire_options` / `wire_host` instead (no API key, no header value, no URL credentials; the secrets' names),
 whichever socket Locust uses then; a worker's refusal (`REFUSED_MESSAGE`) is logged and makes the run exit 2.
-Worker: at each test's start (its settings rebuilt from the master's options and its own secrets, `RunState`), the
+Worker: at each test's start (its settings rebuilt from the master's options and its own secrets, `shared.Shared`), the
 host's credentials are put back from its own --host, and a worker lacking a secret of the master's refuses the test
 in one line naming it: its users never start, and it quits with exit code 2.
 """
@@ -27,7 +27,7 @@ EXIT_REFUSED = 2
 
 
 def master_sends_no_secret(state: Any, runner: Any) -> None:
-    """Master: spawn messages without secrets (see the module docstring); `state`: the process's `RunState`."""
+    """Master: spawn messages without secrets (see the module docstring); `state`: the process's `shared.Shared`."""
     _guard(runner, state)
     reset = runner.reset_connection
 

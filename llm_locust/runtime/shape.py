@@ -33,11 +33,12 @@ class SweepShape(LoadTestShape):
         """(users, spawn rate) of the current step, all users at once — up or down (a grid goes from its highest load
         back to its lowest: Locust stops users at the spawn rate too, and holds the shape meanwhile); after the last
         step its users, idle, while its requests finish; then None."""
-        state = run_state(self.runner.environment)
-        steps = state.settings.load.steps
+        lead = run_state(self.runner.environment).lead
+        assert lead is not None  # the shape runs where the run is led
+        steps = lead.settings.load.steps
         spawn_rate = float(max(s.users for s in steps))
         step = step_at(steps, self.get_run_time())
-        control = state.control
+        control = lead.control
         if step is not None:
             if control is not None:  # None before the test starts (its start enters step 0)
                 control.enter_step(step)
@@ -49,6 +50,6 @@ class SweepShape(LoadTestShape):
             self._drained, self._drain_from_s = control, now_s
             control.pause()
         max_s = max(10.0, steps[-1].duration_s)
-        if drain_over(now_s - self._drain_from_s, state.in_flight, DRAIN_MIN_S[state.is_master], max_s):
+        if drain_over(now_s - self._drain_from_s, lead.in_flight, DRAIN_MIN_S[lead.is_master], max_s):
             return None
         return steps[-1].users, spawn_rate

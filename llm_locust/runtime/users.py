@@ -31,7 +31,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.load.pacing import NO_STEP, Ticket
 from llm_locust.redact import redact
 from llm_locust.runtime.llm_client import LLMClient
-from llm_locust.runtime.plugin import run_state
+from llm_locust.runtime.plugin import user_context
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import FastTransport
 from llm_locust.transport.proxy import env_proxy
@@ -56,7 +56,7 @@ class LLMUser(FastHttpUser):
     wait_time = constant(0)
 
     def __init__(self, environment: Any) -> None:
-        state = run_state(environment)
+        state = user_context(environment)
         settings = state.settings
         # FastHttpUser reads these when it builds its client in __init__; read and request
         # timeouts are the watchdog's (a socket timeout would cost a timer per read)
@@ -109,8 +109,8 @@ class LLMUser(FastHttpUser):
 
     def _cancel_seed(self) -> int:
         """The seed of this user's cancellation draws: one per user, repeated by --seed."""
-        settings = run_state(self.environment).settings.workload
-        worker = getattr(self.environment.runner, "worker_index", 0)
+        context = user_context(self.environment)
+        settings, worker = context.settings.workload, context.worker_index
         seed = settings.seed
         return random.Random(None if seed is None else f"{seed}/{worker}/cancel/{next(_user_numbers)}").getrandbits(64)
 
@@ -156,10 +156,10 @@ class ApiUser(LLMUser):
     agent: ClassVar[bool] = False  # plays agent sessions (workload.agent): each task sends one step
 
     def __init__(self, environment: Any) -> None:
-        state = run_state(environment)
+        state = user_context(environment)
         settings = state.settings
         self.workload = Workload(
-            settings.workload, self.endpoint, getattr(environment.runner, "worker_index", 0), state.trace,
+            settings.workload, self.endpoint, state.worker_index, state.trace,
             state.prefix_pool, server_family=settings.endpoint.server_family, agent=self.agent,
         )  # fmt: skip
         super().__init__(environment)

@@ -56,7 +56,7 @@ from llm_locust.runtime.web_tabs import TAB_COLUMNS, step_columns, step_rows, ta
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from llm_locust.runtime.state import LiveSnapshot
+    from llm_locust.runtime.lead import LiveSnapshot
 
 POLL_S = 2.0
 """How often the /llm page asks for new data (Locust's own tabs poll every 2 s too)."""
@@ -76,7 +76,7 @@ STEPS_TAB_KEY = "llm-steps"
 
 def attach(web_ui: Any, live: Callable[[], LiveSnapshot]) -> None:
     """Add the LLM view's routes, tabs and links to Locust's `web_ui` (see the module docstring); `live()`
-    returns a read-only snapshot of the run (`RunState.live`), all the view reads of it."""
+    returns a read-only snapshot of the run (`Lead.live`), all the view reads of it."""
     environment = web_ui.environment
     view = LiveViewData(live, environment)
     blueprint = Blueprint("llm_locust", __name__)

@@ -207,38 +207,46 @@ def master_and_worker() -> Iterator[tuple[Environment, Environment]]:
 
 
 def test_each_role_registers_only_its_own_listeners():
-    """A local runner, a master and a worker (real runners, ZeroMQ over loopback): each process's `RunState` has its
-    role, and Locust's events call only that role's listeners of it."""
+    """A local runner, a master and a worker (real runners, ZeroMQ over loopback): each process's `RunState` has the
+    parts of its role — a local runner the lead and the users part, a master only the lead, a worker only the users
+    part — and Locust's events call only those parts' listeners."""
     from llm_locust.runtime.plugin import run_state
 
     def listeners(env):
         state = run_state(env)
-        return state.role.name, {
-            name: [
-                h.__func__.__name__
-                for h in getattr(env.events, name)._handlers
-                if getattr(h, "__self__", None) is state
-            ]
-            for name in ("test_start", "request", "test_stop", "quitting", "report_to_master", "worker_report")
-        }
+        named = {"state": state, "lead": state.lead, "users": state.users}
+        parts = {id(part): name for name, part in named.items() if part is not None}
+        return (
+            state.role.name,
+            (state.lead is not None, state.users is not None),
+            {
+                name: [
+                    f"{parts[id(h.__self__)]}.{h.__func__.__name__}"
+                    for h in getattr(env.events, name)._handlers
+                    if id(getattr(h, "__self__", None)) in parts
+                ]
+                for name in ("test_start", "request", "test_stop", "quitting", "report_to_master", "worker_report")
+            },
+        )
 
     local_env = new_env(options())
     local_env.create_local_runner()
     local_env.events.init.fire(environment=local_env, runner=local_env.runner, web_ui=None)
     try:
         with master_and_worker() as (master_env, worker_env):
-            assert listeners(local_env) == ("local", {
-                "test_start": ["_on_test_start"], "request": ["_on_request"],
-                "test_stop": ["_on_users_stopped", "_on_test_stop"], "quitting": ["_on_quitting"],
+            assert listeners(local_env) == ("local", (True, True), {
+                "test_start": ["state._on_test_start"], "request": ["users._on_request"],
+                "test_stop": ["users._on_users_stopped", "lead._on_test_stop"], "quitting": ["lead._on_quitting"],
                 "report_to_master": [], "worker_report": [],
             })  # fmt: skip
-            assert listeners(master_env) == ("master", {
-                "test_start": ["_on_test_start"], "request": [], "test_stop": ["_on_test_stop"],
-                "quitting": ["_on_quitting"], "report_to_master": [], "worker_report": ["_on_worker_report"],
+            assert listeners(master_env) == ("master", (True, False), {
+                "test_start": ["state._on_test_start"], "request": [], "test_stop": ["lead._on_test_stop"],
+                "quitting": ["lead._on_quitting"], "report_to_master": [], "worker_report": ["lead._on_worker_report"],
             })  # fmt: skip
-            assert listeners(worker_env) == ("worker", {
-                "test_start": ["_on_test_start"], "request": ["_on_request"], "test_stop": ["_on_users_stopped"],
-                "quitting": ["_on_worker_quitting"], "report_to_master": ["_on_report_to_master"], "worker_report": [],
+            assert listeners(worker_env) == ("worker", (False, True), {
+                "test_start": ["state._on_test_start"], "request": ["users._on_request"],
+                "test_stop": ["users._on_users_stopped"], "quitting": ["users._on_worker_quitting"],
+                "report_to_master": ["users._on_report_to_master"], "worker_report": [],
             })  # fmt: skip
     finally:
         local_env.runner.quit()

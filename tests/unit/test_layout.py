@@ -178,7 +178,8 @@ def test_chosen_metric_subsets_name_only_declared_metrics() -> None:
 
 
 def test_results_writer_never_reaches_back_into_run_state() -> None:
-    """`RunState` owns the `ResultsWriter` and hands it `WriterInputs`; the writer does not import the state."""
+    """The `RunState`'s lead (`lead.Lead`) owns the `ResultsWriter` and hands it `WriterInputs`; the writer imports
+    neither the lead nor the state."""
     import ast
     from pathlib import Path
 
@@ -186,7 +187,29 @@ def test_results_writer_never_reaches_back_into_run_state() -> None:
 
     tree = ast.parse(Path(results_writer.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "llm_locust.runtime.state" not in imported
+    assert not imported & {"llm_locust.runtime.state", "llm_locust.runtime.lead"}
+
+
+def test_a_user_reaches_only_the_users_part_of_the_state() -> None:
+    """The state is split by role (`runtime/state.py`); what a user runs on — the scenario client, the users part
+    and the shared part — imports nothing of the lead's (its module, the load controller, the results writer) nor the
+    whole state, even indirectly; the users module itself reaches its part through `plugin.user_context` only."""
+    graph = _module_imports()
+    lead_side = {f"llm_locust.runtime.{m}" for m in ("state", "lead", "control", "results_writer", "live_export")}
+
+    def reached(module: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [module]
+        while todo:
+            for imported in graph.get(todo.pop(), ()):
+                if imported not in seen:
+                    seen.add(imported)
+                    todo.append(imported)
+        return seen
+
+    for module in ("llm_client", "users_part", "shared"):
+        assert not reached(f"llm_locust.runtime.{module}") & lead_side, module
+    assert not graph["llm_locust.runtime.users"] & lead_side
 
 
 def _module_imports(package: str = "llm_locust") -> dict[str, set[str]]:

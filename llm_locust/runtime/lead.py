@@ -1,0 +1,245 @@
+"""The part of llm-locust's state in the process that leads the run (`Lead`: master, local runner).
+
+It controls the load (`LoadController`), merges the run's metrics (`RunMetrics`: a master from its workers' reports,
+a local runner from its own `users_part.UsersPart`), writes the results (`ResultsWriter`, which runs the scraper),
+watches the signals, serves the live export and the live view's snapshot (`LiveSnapshot`). No user reaches it.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL
+
+from llm_locust import redact
+from llm_locust.config.settings import Settings
+from llm_locust.export.live import LiveGauges
+from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.histograms import RunMetrics, delta_from_wire, window_start
+from llm_locust.metrics.unfinished import Unfinished
+from llm_locust.runtime.control import LoadController
+from llm_locust.runtime.gc_policy import freeze_heap
+from llm_locust.runtime.interrupt import SignalWatch
+from llm_locust.runtime.live_export import LiveExport
+from llm_locust.runtime.results_folder import folder_for
+from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
+from llm_locust.runtime.runner_ops import (
+    IN_FLIGHT_KEY,
+    LOW_WATER_KEY,
+    REQUEST_LINES_DROPPED_KEY,
+    REQUEST_LINES_KEY,
+    SATURATION_KEY,
+    UNFINISHED_KEY,
+    WIRE_KEY,
+    collect_last_reports,
+    redact_exceptions,
+)
+from llm_locust.runtime.saturation import SaturationTracker
+from llm_locust.runtime.shared import Shared
+from llm_locust.runtime.users_part import UsersPart
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    """What the web UI's live view reads of a run (`Lead.live`): a snapshot, never the state itself."""
+
+    results_dir: Path | None  # None before the first test
+    summary: dict[str, Any] | None  # summary.json once written (`final`), else the summary so far
+    final: bool
+    history: tuple[dict[str, Any], ...]  # the time series' last rows, then the open windows ("partial")
+    in_flight: int
+    interval_s: float
+    settings: dict[str, Any]  # `Settings.public()`
+    spans: tuple[StepSpan, ...]  # sweep steps so far
+
+
+class Lead:
+    """llm-locust's state in the process that leads the run (see the module docstring). `users`: the process's own
+    users part on a local runner; None on a master (its users run on the workers, whose reports it merges)."""
+
+    def __init__(self, shared: Shared, users: UsersPart | None) -> None:
+        self._shared = shared
+        self.users = users
+        self.is_master = users is None
+        self.signals = SignalWatch()
+        self.signals.start()
+        runner = shared.environment.runner
+        if runner is not None:
+            redact_exceptions(runner)
+        self.control: LoadController | None = None  # steps, plans, limits
+        self._results: ResultsWriter | None = None
+        self._in_flight_by_worker: dict[str, int] = {}
+        self._reset()
+        export, otel = self.settings.export, bool(getattr(shared.environment.parsed_options, "otel", False))
+        self.export = LiveExport(export, otel) if export.prometheus_port or otel else None
+
+    @property
+    def settings(self) -> Settings:
+        """The test's settings (rebuilt at each test's start)."""
+        return self._shared.settings
+
+    def _reset(self) -> None:
+        """Fresh per-test metrics."""
+        self.run = RunMetrics()
+        self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
+        self._workers_unfinished = Unfinished()  # master: requests the test's end cut, as its workers reported them
+        self.saturation = SaturationTracker()  # every process's samples
+
+    def close_previous(self) -> None:
+        """A new test starts: close the results of this process's previous test (web UI) if still open."""
+        if self._results is not None:
+            self._results.close()
+
+    def start_test(self) -> None:
+        """A test starts (settings rebuilt, a local runner's users part reset): fresh metrics, the load controller
+        and the `ResultsWriter` of the test, and the live export's run."""
+        self._reset()
+        users = self.users
+        if users is None:  # a master runs no user: its heap stays out of the collector's way
+            freeze_heap()
+        environment, settings = self._shared.environment, self.settings
+        self.control = LoadController(environment, settings, None if users is None else users.pacer, self._shared.trace)
+        steps = settings.load.steps
+        if steps and environment.shape_class is not None:  # the sweep starts now
+            self.control.enter_step(steps[0])
+        self.control.update()
+        sources = WriterInputs(
+            environment=environment,
+            settings=settings,
+            is_master=self.is_master,
+            run=self.run,
+            window_start=functools.partial(window_start, interval_s=settings.output.interval_s),
+            control=self.control,
+            saturation=self.saturation,
+            requests_by_worker=self.requests_by_worker,
+            unfinished=self.unfinished_requests,
+            merge_local=self.merge_local,
+            sample_local=self.sample_local,
+            local_lines=None if users is None else users.request_lines,
+        )
+        folder = folder_for(environment, Path(settings.output.results_dir))
+        self._results = ResultsWriter(sources, folder)
+        if self.export is not None:
+            run = folder.name
+            self.export.start_test(run, functools.partial(self._live_gauges, run, self._results))
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight now: this process's users', or on a master the sum of its workers' last reports."""
+        if self.users is not None:
+            return self.users.in_flight
+        live = {w.id for w in self._shared.environment.runner.clients.values() if w.state != STATE_MISSING}
+        return sum(n for worker, n in self._in_flight_by_worker.items() if worker in live)
+
+    def live(self) -> LiveSnapshot:
+        """A read-only snapshot of the current (or last) test for the web UI's live view."""
+        writer = self._results
+        control = self.control
+        summary = None
+        if writer is not None:  # while running: the summary so far, which is not a complete run yet
+            summary = writer.final_summary or writer.summary(self.run, final=False)
+        return LiveSnapshot(
+            results_dir=None if writer is None else writer.results_dir,
+            summary=summary,
+            final=writer is not None and writer.final_summary is not None,
+            history=() if writer is None else tuple(writer.recent_rows()),
+            in_flight=self.in_flight,
+            interval_s=self.settings.output.interval_s,
+            settings=self.settings.public(),
+            spans=tuple(control.spans) if control is not None else (),
+        )
+
+    def _live_gauges(self, run: str, writer: ResultsWriter) -> LiveGauges:
+        """The live export's sample of test `run`, whose results `writer` writes (closed, too: the last scrape after
+        the end reads its last row) (`export.live.LiveGauges`)."""
+        runner = self._shared.environment.runner
+        return LiveGauges(
+            run=run,
+            in_flight=self.in_flight,
+            users=runner.user_count if runner is not None else 0,
+            last_window=writer.history[-1] if writer.history else None,
+            total=self.run.total,
+        )
+
+    def unfinished_requests(self) -> Unfinished:
+        """The requests the test's end cut: this process's users', or on a master those its workers reported."""
+        return self.users.unfinished if self.users is not None else self._workers_unfinished
+
+    def merge_local(self) -> None:
+        """Local runner: move this process's own delta into the run metrics (a master: nothing to merge)."""
+        if self.users is not None:
+            delta = self.users.recorder.take_delta()
+            if delta:
+                self.run.merge_delta(delta)
+                if self.export is not None:
+                    self.export.add(delta)
+
+    def sample_local(self) -> None:
+        """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
+        over intervals as long as a worker's (one late wake-up alone is no saturation)."""
+        users = self.users
+        if users is not None and users.monitor.elapsed_s >= WORKER_REPORT_INTERVAL:
+            self.saturation.add("local", users.monitor.take(), time.time())
+
+    # -- listeners (registered by the role: `state.LocalRole`, `state.MasterRole`) ----------------------------
+    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        """Master: merge a worker's delta; note its requests in flight; add up the requests the test's end cut."""
+        wire = data.get(WIRE_KEY)
+        if wire:
+            delta = delta_from_wire(wire)
+            self.requests_by_worker[str(client_id)] += delta.requests
+            self.run.merge_delta(delta)
+            if self.export is not None:
+                self.export.add(delta)
+        self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
+        if UNFINISHED_KEY in data:
+            self._workers_unfinished = self._workers_unfinished.merge(Unfinished.from_dict(data[UNFINISHED_KEY]))
+        if LOW_WATER_KEY in data and self.control is not None:
+            self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
+        self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
+        if REQUEST_LINES_KEY in data and self._results is not None:
+            self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
+
+    def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Master: a worker quit in the middle of the test; the run is incomplete."""
+        if self._results is not None and self._results.t_stop is None:
+            self._results.worker_goodbyes.setdefault(str(msg.node_id), time.time())
+
+    def _on_test_stop(self, environment: Environment, **_: Any) -> None:
+        """Mark the end of the measurement; finalize once the workers' last reports are in.
+
+        The environment's host is redacted until the next test (which puts it back): between
+        tests it is only shown — Locust's --html report, its web UI — never used.
+        """
+        if environment.host:
+            environment.host = redact.redact(environment.host)
+        if self.control is not None:
+            self.control.end_step()
+        if self._results is not None:
+            self._results.stop()
+
+    def _on_quitting(self, environment: Environment, **_: Any) -> None:
+        """Final results (the workers' last reports have arrived by now, unless interrupted).
+
+        Quitting before the test stopped (SIGTERM, Ctrl-C during the test) marks the results
+        incomplete. A run in which no request succeeded ends with a one-line diagnosis and a
+        non-zero exit code (2 when the cause is in the command: host, key, model).
+        """
+        if self._results is not None:
+            if self._results.t_stop is None:
+                self._results.interrupt(self.signals.name)
+                if self.users is None:  # a master: its workers' last reports
+                    collect_last_reports(environment.runner)
+            self._results.close()
+            self._results = None
+        if self.export is not None:
+            if self.signals.name is None:  # interrupted: quit now, the orchestrator's grace period is short
+                self.export.final_scrape()
+            self.export.close()
+        self.signals.stop()

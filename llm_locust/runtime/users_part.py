@@ -1,0 +1,237 @@
+"""The part of llm-locust's state in a process that runs users (`UsersPart`: local runner, worker) — all a user
+reaches (`llm_client.UserContext`), never the lead's part (`lead.Lead`).
+
+Its users' pacer, the model they request, the replicas they share, the shared prefix pool, the timeout watchdog (their
+requests in flight), back-off accounting; its listeners take each finished request's record into the
+`MetricsRecorder` (and --requests-jsonl's lines) and count the requests the test's end cut (`metrics.unfinished`).
+Worker: its delta, requests in flight, requests cut, low-water mark, saturation sample and request lines ride on
+Locust's stats report (`runner_ops` keys); it follows the master's plans and sends a last report when it quits
+mid-test. A local runner's `lead.Lead` reads the same figures in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+import gevent.lock
+from locust.env import Environment
+from locust.exception import StopUser
+from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+from llm_locust.config.settings import Settings
+from llm_locust.errors import ConfigError
+from llm_locust.load.pacing import Plan
+from llm_locust.metrics.histograms import MetricsRecorder, delta_to_wire
+from llm_locust.metrics.length_buckets import add_prompt_group
+from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.unfinished import Unfinished, unfinished_of
+from llm_locust.results.request_lines import RequestLines
+from llm_locust.runtime.gc_policy import RunCollector
+from llm_locust.runtime.pacer import Pacer
+from llm_locust.runtime.route import RECORD_KEY
+from llm_locust.runtime.runner_ops import (
+    IN_FLIGHT_KEY,
+    INTERRUPTED_MESSAGE,
+    LOW_WATER_KEY,
+    REQUEST_LINES_DROPPED_KEY,
+    REQUEST_LINES_KEY,
+    SATURATION_KEY,
+    UNFINISHED_KEY,
+    WIRE_KEY,
+    stop_test,
+)
+from llm_locust.runtime.saturation import LoopMonitor
+from llm_locust.runtime.shared import Shared
+from llm_locust.transport.replicas import ReplicaSet
+from llm_locust.transport.timeouts import TimeoutWatchdog
+from llm_locust.workload.builder import prefix_pool
+from llm_locust.workload.prefix_pool import PrefixPool
+from llm_locust.workload.traces import Trace
+
+logger = logging.getLogger("llm_locust")
+
+STOP_WAIT_S = 10.0
+"""After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+
+
+class UsersPart:
+    """llm-locust's state for the users of one process (see the module docstring); fresh per test (`start_test`)."""
+
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+        self._model_lock = gevent.lock.Semaphore()
+        self.pacer = Pacer()
+        self.watchdog: TimeoutWatchdog | None = None
+        self.monitor = LoopMonitor()
+        self.collector = RunCollector()
+        self._reset()
+
+    @property
+    def settings(self) -> Settings:
+        """The test's settings (rebuilt at each test's start)."""
+        return self._shared.settings
+
+    @property
+    def trace(self) -> Trace | None:
+        """The `--trace` replayed, else None."""
+        return self._shared.trace
+
+    @property
+    def worker_index(self) -> int:
+        """This process's index among the workers (0 on a local runner)."""
+        return self._shared.worker_index
+
+    def start_test(self) -> None:
+        """A test starts (its settings rebuilt): fresh per-test state; the loop monitor and the run's garbage
+        collector start."""
+        self._reset()
+        self.monitor.start()
+        self.collector.start()
+
+    def _reset(self) -> None:
+        """Fresh per-test state from the current settings (a worker may create its state after the test started:
+        the pacer learns of an open loop here, before any user asks it for a ticket)."""
+        settings = self.settings
+        open_loop = bool(settings.load.trace or settings.load.request_rate or settings.load.sweep_rates)
+        trace = self.trace
+        self.pacer.use_trace(trace.due_s if trace is not None else (), open_loop)
+        self.model = settings.endpoint.model
+        self._model_error: str | None = None
+        self.succeeded = False  # some request of this process succeeded in this test (`load.backoff`)
+        self.recorder = MetricsRecorder(settings.output.interval_s, settings.objectives.slo)
+        self.prefix_pool: PrefixPool | None = prefix_pool(settings.workload)  # shared by this test's users
+        self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
+        self.unfinished = Unfinished()  # requests the test's end cut
+        self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight as the stop began, and when
+        self._unfinished_unsent = False  # not yet reported (to the master, on a worker)
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        self.watchdog = TimeoutWatchdog(
+            settings.timeouts.read_timeout_s,
+            settings.timeouts.request_timeout_s,
+            settings.timeouts.first_token_timeout_s,
+        )
+        self._replica_sets: dict[str, ReplicaSet] = {}
+        output = settings.output
+        self.request_lines = (  # --requests-jsonl: this process's requests' lines
+            RequestLines(output.requests_sample, settings.workload.seed, self.worker_index)
+            if output.requests_jsonl
+            else None
+        )
+
+    @property
+    def in_flight(self) -> int:
+        """This process's requests in flight now."""
+        return self.watchdog.in_flight if self.watchdog is not None else 0
+
+    def replicas(self, host: str) -> ReplicaSet:
+        """The replicas of `host` (a user's --host) and this process's pick among them, shared by its users."""
+        replica_set = self._replica_sets.get(host)
+        if replica_set is None:
+            replica_set = self._replica_sets[host] = ReplicaSet(host, self.settings.endpoint.balance, self.worker_index)
+        return replica_set
+
+    def resolve_model(self, fetch: Callable[[], str]) -> str:
+        """The model to request: `fetch()` it once per process; on failure stop the user (and, in a process that
+        leads the run, the test)."""
+        leads = self._shared.leads
+        with self._model_lock:
+            if not self.model and self._model_error is None:
+                try:
+                    self.model = fetch()
+                    logger.info("model: %s (first of /v1/models)", self.model)
+                except ConfigError as e:
+                    self._model_error = str(e)
+                    logger.error("%s", e)
+                    environment = self._shared.environment
+                    environment.process_exit_code = 2
+                    if leads:  # nothing can run without a model: end the test now
+                        gevent.spawn(stop_test, environment)
+        if self._model_error is not None:
+            if leads:  # `stop_test` is stopping the test: let the runner stop this user
+                gevent.sleep(STOP_WAIT_S)  # (a user that ends itself meanwhile makes Locust log an error)
+            raise StopUser()
+        return self.model
+
+    def back_off(self, pause_s: float, record: RequestRecord) -> None:
+        """Pause the calling user `pause_s` seconds after its failed request `record` (`load.backoff`), and count the
+        time it paused — the part it did when the runner stops it meanwhile — in the metrics."""
+        if pause_s <= 0:
+            return
+        t0_s = time.perf_counter()
+        try:
+            gevent.sleep(pause_s)
+        finally:
+            self.recorder.paused(time.perf_counter() - t0_s, time.time(), record.step, record.measured)
+
+    # -- listeners (registered by the role: `state.LocalRole`, `state.WorkerRole`) ----------------------------
+    def _on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        """Take the record of a finished LLM request into the metrics."""
+        record: RequestRecord | None = (context or {}).get(RECORD_KEY)
+        if record is not None:
+            if record.ok:
+                self.succeeded = True
+            if self.settings.prompt_buckets:
+                add_prompt_group(record)
+            self.recorder.record(record, time.time())
+            if self.request_lines is not None:
+                self.request_lines.add(record)
+
+    def _on_users_stopping(self, **_: Any) -> None:
+        """The test begins to stop its users; note the requests in flight now."""
+        if self.watchdog is not None:
+            self._stopping = (self.watchdog.records(), time.perf_counter())
+
+    def _on_users_stopped(self, **_: Any) -> None:
+        """The test is over, the garbage collector back to automatic; count the requests its end cut (in flight when
+        it began to stop, never finished; a worker reports them next)."""
+        self.collector.stop()
+        if self._stopping is not None:
+            self.unfinished = unfinished_of(*self._stopping)
+            self._stopping = None
+            self._unfinished_unsent = True
+
+    # -- worker --------------------------------------------------------------------------
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        """Worker: attach the windows filled since the last report, the requests in flight, and once after the test
+        stopped its users, the requests its end cut."""
+        delta = self.recorder.take_delta()
+        if delta:
+            data[WIRE_KEY] = delta_to_wire(delta)
+            delta.release()
+        if self.watchdog is not None:
+            data[IN_FLIGHT_KEY] = self.watchdog.in_flight
+        if self._unfinished_unsent:
+            data[UNFINISHED_KEY] = self.unfinished.as_dict()
+            self._unfinished_unsent = False
+        if self.pacer.plan.open_loop:
+            data[LOW_WATER_KEY] = self.pacer.low_water
+        data[SATURATION_KEY] = self.monitor.take()
+        if self.request_lines is not None:
+            lines, dropped = self.request_lines.take()
+            if lines or dropped:
+                data[REQUEST_LINES_KEY] = lines
+                data[REQUEST_LINES_DROPPED_KEY] = dropped
+
+    def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
+        """Worker: the master's plan for this process (step, rate share, quota)."""
+        self.pacer.apply(Plan.from_wire(msg.data))
+
+    def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
+        """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.
+
+        Locust's own "quit" message to the master is sent by a listener registered before this
+        one; `quitting` fires in reverse order, so this final report goes out first.
+        """
+        runner = environment.runner
+        if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
+            self.pacer.close()  # its low-water mark is final: the master hands the rest of its share over
+            try:
+                runner._send_stats()  # fires report_to_master: our delta rides along
+                runner.send_message(INTERRUPTED_MESSAGE)
+            except Exception as e:  # the master may be gone already: nothing more to save
+                logger.warning("could not send the last measurements to the master: %s", e)
