@@ -31,8 +31,9 @@ from llm_locust.metrics.histograms import (
 )
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 
-DIMENSIONS = ("replica", "model")
-"""The breakdown dimensions exported as labels (when the run has them): few labels, few series."""
+DIMENSIONS = ("replica", "model", "name")
+"""The breakdown dimensions exported as labels (when the run has them): the replicas of --host, the models of
+--model-mix, a scenario's request names (`name=`, as many as the scenario uses: no cap, as in summary.json)."""
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
 """Upper bounds of the token-count histogram's buckets (the OpenTelemetry GenAI convention's, to 65,536)."""
 TOKEN_METRIC = "output_tokens"

@@ -6,9 +6,9 @@ SDK's exporters chosen by the same settings as Locust's own (`OTEL_METRICS_EXPOR
 
 The data points are built from `live.LiveMetrics`, not recorded value by value through the OTel API (which has no
 way to add bucket counts, and costs µs per call — one per token event for the ITL): counts exact, as in Prometheus.
-Attributes: `run`, `step` (sweep runs), `replica` / `model` on a breakdown's points, `outcome` and `error.type` on
-`llm_locust.requests`, `gen_ai.token.type` on `gen_ai.client.token.usage`. Imported only with `--otel` (the SDK is
-an optional dependency: `pip install 'llm-locust[otel]'`). No Locust, no gevent.
+Attributes: `run`, `step` (sweep runs), `replica` / `model` / `name` on a breakdown's points, `outcome` and
+`error.type` on `llm_locust.requests`, `gen_ai.token.type` on `gen_ai.client.token.usage`. Imported only with
+`--otel` (the SDK is an optional dependency: `pip install 'llm-locust[otel]'`). No Locust, no gevent.
 """
 
 from __future__ import annotations

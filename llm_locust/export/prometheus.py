@@ -7,9 +7,9 @@ A convention's instrument where one exists — `gen_ai.server.time_to_first_toke
 "_", the unit "s" the suffix `_seconds`, a counter ends in `_total` (docs/live-export.md lists every name).
 
 Labels: `run` (the results folder's name), `step` (the sweep step's index; empty outside sweeps) and, for a
-breakdown's series, one of `live.DIMENSIONS` (`replica`, `model`; empty on the run's totals). A step's series count
-every request sent in it, its warm-up included (summary.json's steps leave warm-up out); a breakdown's series leave
-it out, as summary.json's breakdowns do.
+breakdown's series, one of `live.DIMENSIONS` (`replica`, `model`, `name`; empty on the run's totals). A step's series
+count every request sent in it, its warm-up included (summary.json's steps leave warm-up out); a breakdown's series
+leave it out, as summary.json's breakdowns do.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from conftest import LOCUSTFILE, ROOT, read_summary
 from harness.browser import browser_tools, chromium_page
-from harness.report_figures import array, figures, trace
+from harness.report_figures import array, figures, table_after, trace
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.slo import parse_slos
@@ -242,6 +242,39 @@ def test_cli_writes_report_and_pngs(two_runs, tmp_path):
     pngs = sorted((tmp_path / "out" / "light_png").glob("*.png"))
     assert {p.stem for p in pngs} >= {"llm_timeline", "capacity", "distributions"}  # one step: no curve
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
+
+
+def test_a_scenarios_names_are_a_breakdown_table_of_the_report(tmp_path):
+    """locustfiles/scenarios/support_chat.py run by the CLI (its named requests: "refund", "refund follow-up",
+    "outage"), then `llm-locust report`: the "by name" table has one row per name, its counts summary.json's
+    `breakdowns.name` and Locust's own row of that name."""
+    results = tmp_path / "chat"
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "12") as sim:
+        # the check fails most refund answers (by design): no error-rate gate, no exit code for failures
+        command = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "scenarios" / "support_chat.py"),
+                   "--headless", "--only-summary", "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url,
+                   "--results-dir", str(results), "--csv", str(results / "locust"),
+                   "--max-error-rate", "1", "--exit-code-on-error", "0"]  # fmt: skip
+        wait(subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    out = tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "-o", str(out), "--no-png"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["label"]: row for row in table_after(out.read_text(), "by name")}
+    entries = {entry["label"]: entry for entry in read_summary(results)["breakdowns"]["name"]}
+    with (results / "locust_stats.csv").open() as f:
+        locust_rows = {row["Name"]: row for row in csv.DictReader(f) if row["Type"] == "POST"}
+    assert set(rows) == set(entries) == set(locust_rows) == {"refund", "refund follow-up", "outage"}
+    for name, entry in entries.items():
+        row = rows[name]
+        assert int(row["ok"].replace(",", "")) == entry["requests_ok"] > 0, name
+        assert int(row["failed"].replace(",", "")) == entry["requests_failed"], name
+        assert int(row["cancelled"]) == entry["requests_cancelled"] == 0, name
+        assert row["TTFT p50 ms"] == f"{entry['metrics']['ttft_ms']['p50']:,.4g}", name
+        sent = entry["requests_ok"] + entry["requests_failed"]
+        assert int(locust_rows[name]["Request Count"]) == sent, name
+        assert int(locust_rows[name]["Failure Count"]) == entry["requests_failed"], name
+    assert rows["refund"]["failures"] == f"check {entries['refund']['requests_failed']}"  # the answer check's kind
 
 
 def test_mbu_follows_databricks_definition(two_runs, tmp_path):

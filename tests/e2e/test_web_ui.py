@@ -265,3 +265,43 @@ def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypa
     assert any(w.startswith("client saturated: local") for w in snap["warnings"]), snap.get("warnings")
     assert snap["final"] is False  # seen while the run was going on
     assert snap["summary"]["client"]["processes"]["local"]["lag_max_ms"] >= 30
+
+
+def test_a_scenarios_names_are_a_live_breakdown(fast_sim, tmp_path):
+    """locustfiles/scenarios/support_chat.py through master + 2 workers with the web UI: while the run goes the LLM
+    view's JSON has a `name` breakdown, one entry per name; once final, its entries are summary.json's and each
+    counts what Locust's own row of that name counts."""
+    scenario = ROOT / "locustfiles" / "scenarios" / "support_chat.py"
+    # the check fails most refund answers (by design): no error-rate gate
+    command = ["-f", str(scenario), "--processes", "2", "--host", fast_sim.url, "--results-dir", str(tmp_path),
+               "--autostart", "-u", "4", "-r", "4", "--run-time", "6s", "--autoquit", "30",
+               "--max-error-rate", "1"]  # fmt: skip
+    names = {"refund", "refund follow-up", "outage"}
+    with locust_web_ui(*command) as web:
+        ui = web.url
+
+        def snapshot() -> dict | None:
+            try:
+                return json.loads(http(f"{ui}/llm/stats.json"))
+            except OSError:
+                return None
+
+        def named_live() -> dict | None:
+            snap = snapshot()
+            entries = ((snap or {}).get("summary") or {}).get("breakdowns", {}).get("name", [])
+            running = snap is not None and snap["state"] == "running"
+            return snap if running and {entry["label"] for entry in entries} == names else None
+
+        live = wait_for(named_live, 30, "the name breakdown in the live view while the run goes")
+        final = wait_for(lambda: (s := snapshot()) is not None and s["final"] and s, 30, "the final summary")
+        stats = json.loads(http(f"{ui}/stats/requests"))
+        page = http(f"{ui}/llm").decode()
+    assert not live["final"] and final["summary"] == read_summary(tmp_path)
+    entries = {entry["label"]: entry for entry in final["summary"]["breakdowns"]["name"]}
+    rows = {s["name"]: s for s in stats["stats"] if s["method"] == "POST"}
+    assert set(entries) == set(rows) == names
+    for name, entry in entries.items():
+        assert rows[name]["num_requests"] == entry["requests_ok"] + entry["requests_failed"] > 0, name
+        assert rows[name]["num_failures"] == entry["requests_failed"], name
+    assert 'id="breakdowns"' in page  # where the page draws each dimension's table (the browser test reads it)
+    assert "Traceback" not in web.output, web.output[-3000:]

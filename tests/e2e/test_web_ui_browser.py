@@ -262,3 +262,39 @@ def test_live_knee_chart_gains_points_during_a_spawn_rate_ramp(tmp_path):
     colors = image_module.open(shot).convert("RGB").getcolors(maxcolors=1 << 20) or []
     assert len(colors) > 20, "blank screenshot"
     assert "Traceback" not in output, output[-3000:]
+
+
+def test_a_scenarios_names_are_a_table_of_the_llm_page(fast_sim, tmp_path):
+    """locustfiles/scenarios/support_chat.py with the web UI: once final, the /llm page draws the "by name" table,
+    one row per name with summary.json's counts of it."""
+    browser_tools()  # skips the test, saying why, without Chromium
+    results = tmp_path / "results"
+    # the check fails most refund answers (by design): no error-rate gate
+    command = ["-f", str(ROOT / "locustfiles" / "scenarios" / "support_chat.py"), "--host", fast_sim.url,
+               "--results-dir", str(results), "--autostart", "-u", "3", "-r", "3", "--run-time", "3s",
+               "--autoquit", "30", "--max-error-rate", "1"]  # fmt: skip
+    problems: list[str] = []
+    with locust_web_ui(*command) as web, chromium_page(viewport={"width": 1400, "height": 1000}) as page:
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+        def final() -> bool:
+            try:
+                return page.request.get(web.url + "/llm/stats.json").json()["final"]
+            except Exception:
+                return False
+
+        wait_for(final, 30, "the run's final summary")
+        page.goto(web.url + "/llm")
+        page.wait_for_selector("body[data-final='1']", timeout=15_000)
+        table = page.locator("table[data-dimension='name']")
+        field = lambda name: table.locator(f"[data-field='{name}']").inner_text()  # noqa: E731
+        entries = read_summary(results)["breakdowns"]["name"]
+        assert {entry["label"] for entry in entries} == {"refund", "refund follow-up", "outage"}
+        for entry in entries:
+            prefix = f"name.run.{entry['label']}"
+            assert field(f"{prefix}.label") == entry["label"]
+            assert field(f"{prefix}.requests_ok") == str(entry["requests_ok"]), entry["label"]
+            assert field(f"{prefix}.requests_failed") == str(entry["requests_failed"]), entry["label"]
+        assert page.inner_text("#breakdowns h3") == "by name"
+    assert problems == [], problems
+    assert "Traceback" not in web.output, web.output[-3000:]

@@ -1,8 +1,10 @@
-"""The report's charts as the browser gets them: the plotly figure JSON embedded in the HTML, read back."""
+"""The report's charts as the browser gets them: the plotly figure JSON embedded in the HTML, read back; and its
+tables, as text."""
 
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from typing import Any
@@ -28,3 +30,13 @@ def trace(figure: dict[str, Any], **meta: Any) -> dict[str, Any]:
     matches = [t for t in figure["data"] if all((t.get("meta") or {}).get(k) == v for k, v in meta.items())]
     assert len(matches) == 1, (meta, [t.get("meta") for t in figure["data"]])
     return matches[0]
+
+
+def table_after(html_text: str, heading: str) -> list[dict[str, str]]:
+    """The rows of the first table after the sub-heading `<h3>heading</h3>`, each {column header: cell text}."""
+    start = html_text.index(f"<h3>{html.escape(heading)}</h3>")
+    table = html_text[start : html_text.index("</table>", start)]
+    headers = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("</thead>", 1)[1], re.S)
+    cells = [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)] for row in rows]
+    return [dict(zip(headers, row, strict=True)) for row in cells]

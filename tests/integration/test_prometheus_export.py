@@ -1,8 +1,8 @@
 """The live export (`--prometheus-port`) scraped by a real Prometheus (Debian's `prometheus`, installed by `make
 prometheus`) during a master + 2 workers run against the simulator, whose vLLM-style /metrics and DCGM page it scrapes
 too: after the run its answers agree with summary.json — counters and histogram counts exactly, the quantile gauges
-within HdrHistogram precision — and every PromQL query of the Grafana dashboard (deploy/grafana/llm-locust.json)
-returns data.
+within HdrHistogram precision, the run's totals and each scenario name's series (`breakdowns.name`) — and every PromQL
+query of the Grafana dashboard (deploy/grafana/llm-locust.json) returns data.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import gevent
 import pytest
-from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust, wait_for
+from conftest import LOCUSTFILE, ROOT, options, read_summary, run_local, run_locust, wait_for
 from harness.dashboard import dashboard_queries
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,6 +28,8 @@ from llm_locust.metrics import declarations
 from llm_locust.sim import run_sim
 
 PROMETHEUS = shutil.which("prometheus")
+SCENARIO = ROOT / "locustfiles" / "scenarios" / "support_chat.py"
+"""Named requests (`name=`: "refund", "refund follow-up", "outage"), run beside the built-in chat user."""
 RUN_S = 20
 HDR_REL = 1e-3  # HdrHistogram's 3 significant digits
 
@@ -103,10 +105,10 @@ def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_q
         try:
             wait_for(prometheus.ready, 30, "Prometheus to be ready")
             t_start = time.time()
-            proc = run_locust(
-                LOCUSTFILE, "--processes", "2", "-u", "6", "-r", "6", "--run-time", f"{RUN_S}s", "--host", sim.url,
-                "--max-tokens", "16", "--results-dir", str(results), "--prometheus-port", str(export_port),
-                "--stop-timeout", "10", timeout_s=RUN_S + 60,
+            proc = run_locust(  # the built-in chat user and a scenario's named requests, 3 users each
+                f"{LOCUSTFILE},{SCENARIO}", "--processes", "2", "-u", "6", "-r", "6", "--run-time", f"{RUN_S}s",
+                "--host", sim.url, "--max-tokens", "16", "--results-dir", str(results),
+                "--prometheus-port", str(export_port), "--stop-timeout", "10", timeout_s=RUN_S + 60,
             )  # fmt: skip
             t_end = time.time() + 1
             output = proc.stdout + proc.stderr
@@ -115,7 +117,7 @@ def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_q
             run = results.name
             assert summary["run"]["workers_max"] == 2
             last = lambda expr: prometheus.last(f"last_over_time(({expr})[5m:1s])", t_start, t_end)  # noqa: E731
-            totals = f'run="{run}",replica="",model=""'
+            totals = f'run="{run}",replica="",model="",name=""'
 
             # counters: exactly summary.json's
             throughput = summary["throughput"]
@@ -140,6 +142,22 @@ def test_a_real_prometheus_agrees_with_summary_json_and_serves_every_dashboard_q
                     gauge = last(f'llm_locust_latency_quantile_seconds{{run="{run}",metric="{metric.name}",'
                                  f'quantile="{quantile}",window="run"}}') * 1e3  # fmt: skip
                     assert gauge == pytest.approx(stats[stat], rel=HDR_REL, abs=1e-3), (metric.name, stat)
+            # each name's series: exactly its `breakdowns.name` entry (the built-in user's requests are in none)
+            named = {entry["label"]: entry for entry in summary["breakdowns"]["name"]}
+            assert set(named) == {"refund", "refund follow-up", "outage"}, named
+            sent = throughput["requests_ok"] + throughput["requests_failed"]
+            assert 0 < sum(e["requests_ok"] + e["requests_failed"] for e in named.values()) < sent  # the chat user's
+            ttft = "gen_ai_server_time_to_first_token_seconds"
+            for name, entry in named.items():
+                selector = f'run="{run}",name="{name}"'
+                assert last(f'sum(llm_locust_requests_total{{{selector},outcome="ok"}})') == entry["requests_ok"], name
+                failed = entry["requests_failed"]
+                assert last(f'sum(llm_locust_requests_total{{{selector},outcome="failed"}})') == failed, name
+                assert last(f"sum({ttft}_count{{{selector}}})") == entry["metrics"]["ttft_ms"]["count"], name
+                assert (
+                    last(f"sum(llm_locust_output_tokens_total{{{selector}}})") == entry["throughput"]["output_tokens"]
+                )
+
             # the last window's quantiles: the time series' last row (the last closed window when it was scraped)
             with (results / "llm_timeseries.csv").open() as rows:
                 last_row = list(csv.DictReader(rows))[-1]

@@ -15,7 +15,7 @@ from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics, delta_fro
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 
-def _record(rng: random.Random, ok: bool = True, replica: str = "") -> RequestRecord:
+def _record(rng: random.Random, ok: bool = True, replica: str = "", name: str = "") -> RequestRecord:
     r = RequestRecord("chat", t_send=0.0)
     r.t_first = r.t_first_content = rng.uniform(0.001, 3.0)
     t = r.t_first
@@ -24,8 +24,7 @@ def _record(rng: random.Random, ok: bool = True, replica: str = "") -> RequestRe
         r.itl_us.append(round(gap * 1e6))
         t += gap
     r.t_last, r.events, r.usage_completion_tokens, r.prompt_tokens = t, len(r.itl_us) + 1, len(r.itl_us) + 1, 7
-    if replica:
-        r.groups = (("replica", replica),)
+    r.groups = (*((("replica", replica),) if replica else ()), *((("name", name),) if name else ()))
     if not ok:
         r.fail(ErrorKind.HTTP_5XX, "HTTP 500")
     return r
@@ -44,14 +43,15 @@ def _scrape(live: LiveMetrics, run: RunMetrics) -> dict[tuple[str, frozenset], f
 
 
 def _merged(seed: int = 7) -> tuple[LiveMetrics, RunMetrics, list[RequestRecord]]:
-    """Four processes' deltas of 50 requests each (one in ten failed, two replicas), merged and exported."""
+    """Four processes' deltas of 50 requests each (one in ten failed, two replicas, a scenario's names on two in
+    three), merged and exported."""
     rng = random.Random(seed)
     live, run = LiveMetrics(), RunMetrics()
     records = []
     for _ in range(4):  # four processes' deltas, each counted once
         recorder = MetricsRecorder(5.0)
         for i in range(50):
-            record = _record(rng, ok=i % 10 != 0, replica=str(i % 2))
+            record = _record(rng, ok=i % 10 != 0, replica=str(i % 2), name=("", "ask", "follow-up")[i % 3])
             records.append(record)
             recorder.record(record, 1_000.0)
         delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
@@ -65,8 +65,8 @@ def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_la
     ok = [r for r in records if r.ok]
     samples = _scrape(live, run)
 
-    def value(name: str, **labels: str) -> float:
-        return samples[(name, frozenset({"run": "r1", **labels}.items()))]
+    def value(sample: str, **labels: str) -> float:
+        return samples[(sample, frozenset({"run": "r1", **labels}.items()))]
 
     assert value("llm_locust_requests_total", outcome="ok") == len(ok)
     assert value("llm_locust_requests_total", outcome="failed", error_type="http_5xx") == len(records) - len(ok)
@@ -82,7 +82,15 @@ def test_deltas_become_exact_counts_and_buckets_with_one_series_per_breakdown_la
     assert value("llm_locust_itl_seconds_count") == sum(len(r.itl_us) for r in ok)
     assert value("llm_locust_itl_seconds_bucket", le="0.001") == sum(g <= 1000 for r in ok for g in r.itl_us)
     for replica in ("0", "1"):
-        assert value(f"{ttft}_count", replica=replica) == sum(r.groups == (("replica", replica),) for r in ok)
+        assert value(f"{ttft}_count", replica=replica) == sum(("replica", replica) in r.groups for r in ok)
+    for name in ("ask", "follow-up"):  # a scenario's names: one series each, beside the totals (counted once there)
+        named = [r for r in records if ("name", name) in r.groups]
+        assert value("llm_locust_requests_total", name=name, outcome="ok") == sum(r.ok for r in named) > 0
+        assert value("llm_locust_requests_total", name=name, outcome="failed", error_type="http_5xx") == sum(
+            not r.ok for r in named
+        )
+        assert value(f"{ttft}_count", name=name) == sum(r.ok for r in named)
+    assert not any(dict(labels).keys() >= {"name", "replica"} for _, labels in samples)  # one dimension a series
     quantile = "llm_locust_latency_quantile_seconds"
     assert value(quantile, metric="ttft", quantile="0.99", window="last") == 0.0125
     p50_ms = run.total.distribution("ttft", scale=1e3)["p50"]  # summary.json's
@@ -131,6 +139,8 @@ def test_otlp_data_points_are_the_same_series_with_per_bucket_counts() -> None:
     assert points[(("replica", "0"), ("run", "r1"))].count + points[(("replica", "1"), ("run", "r1"))].count == len(ok)
     requests = {tuple(sorted(p.attributes.items())): p.value for p in metrics["llm_locust.requests"]}
     assert requests[(("error.type", "http_5xx"), ("outcome", "failed"), ("run", "r1"))] == len(records) - len(ok)
-    (tokens,) = [p for p in metrics["gen_ai.client.token.usage"] if "replica" not in p.attributes]
+    named = [r for r in ok if ("name", "ask") in r.groups]
+    assert points[(("name", "ask"), ("run", "r1"))].count == len(named) > 0  # a scenario's name: an attribute
+    (tokens,) = [p for p in metrics["gen_ai.client.token.usage"] if not p.attributes.keys() & {"replica", "name"}]
     assert tokens.attributes["gen_ai.token.type"] == "output" and tokens.count == len(ok)
     assert [p.value for p in metrics["llm_locust.users"]] == [5]
