@@ -1,6 +1,6 @@
 """Master/local: the live export's wiring — the Prometheus endpoint (`--prometheus-port`) served by a gevent WSGI
 server in this process, and the OTel push (`--otel`: the SDK's exporters, in gevent's thread pool) — fed with every
-delta the process merges (`RunState`), sampled when scraped or pushed.
+delta the process merges (`lead.Lead`), sampled when scraped or pushed.
 
 The metrics themselves are `export/` (pure). At the end of a run the process waits for one more scrape, so that
 the scraper's last sample holds the final numbers (`final_scrape`), and pushes them once more (`close`).
