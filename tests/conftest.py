@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.util
+import greenlet
 import locust  # noqa: F401  (gevent monkey-patching must come first)
 import pytest
 import trustme
@@ -34,6 +37,33 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
 
 install(global_events)  # our options on Locust's parser (parse_options fires the global event)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool:
+    """pytest-timeout's SIGALRM, made to fail the test itself: the signal lands in whichever greenlet is running,
+    often a server's handler spinning in the hub, where pytest-timeout's own raise would only kill that greenlet
+    and let the test pass. Every greenlet's stack goes to stderr, then the test's (root) greenlet gets the failure."""
+
+    def on_timeout(_signum: int, _frame: Any) -> None:
+        sys.stderr.write(f"\n{item.nodeid}: over {settings.timeout:g} s, every greenlet's stack:\n")
+        sys.stderr.write("\n".join(gevent.util.format_run_info()) + "\n")
+        failure = pytest.fail.Exception(f"Timeout: the test ran over {settings.timeout:g} s (stacks on stderr)")
+        root = greenlet.getcurrent()
+        while root.parent is not None:
+            root = root.parent
+        if greenlet.getcurrent() is root:
+            raise failure
+        root.throw(failure)
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # pytest-timeout's own cancel hook calls it
+    signal.signal(signal.SIGALRM, on_timeout)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
 
 
 class ChatUser(ChatCompletionsUser):

@@ -210,8 +210,20 @@ class ServerTLS:
                 break
             except ssl.SSLWantReadError:
                 self.sock.sendall(self.outgoing.read())
-                self.incoming.write(self.sock.recv(65536) or b"")
+                data = self.sock.recv(65536)
+                if not data:  # the client left mid-handshake (a user stopped): reading on would spin the hub
+                    raise ConnectionResetError("the client closed during the TLS handshake") from None
+                self.incoming.write(data)
         self.sock.sendall(self.outgoing.read())
+
+    @classmethod
+    def accept(cls, sock, context: ssl.SSLContext) -> ServerTLS | None:
+        """The server's side of a new connection, or None if the client closed before the handshake ended."""
+        try:
+            return cls(sock, context)
+        except ConnectionResetError:
+            sock.close()
+            return None
 
     def recv(self, size: int) -> bytes:
         while True:
@@ -243,8 +255,8 @@ def tls_handler(ending):
     """A StreamServer handler: TLS in memory, one request's head and two tokens, then `ending(tls)`."""
 
     def handle(sock, _address):
-        tls = ServerTLS(sock, TLS_CONTEXT[0])
-        if read_request(tls):
+        tls = ServerTLS.accept(sock, TLS_CONTEXT[0])
+        if tls and read_request(tls):
             tls.sendall(HEADERS + chunk(EVENTS[0]) + chunk(EVENTS[1]))
             ending(tls)
             gevent.sleep(0.05)
@@ -275,8 +287,8 @@ def close_notify(tls: ServerTLS) -> None:
 
 def tls_token_then_busy(sock, _address):
     """`token_then_busy` over TLS (its reads by the pump: true gaps 0.25 s, then ~0)."""
-    tls = ServerTLS(sock, TLS_CONTEXT[0])
-    while read_request(tls):
+    tls = ServerTLS.accept(sock, TLS_CONTEXT[0])
+    while tls and read_request(tls):
         tls.sendall(HEADERS)
         gevent.sleep(0.05)
         tls.sendall(chunk(EVENTS[0]))
@@ -287,7 +299,9 @@ def tls_token_then_busy(sock, _address):
 
 def tls_close_delimited(sock, _address):
     """`close_delimited` over TLS, the body ended by close_notify."""
-    tls = ServerTLS(sock, TLS_CONTEXT[0])
+    tls = ServerTLS.accept(sock, TLS_CONTEXT[0])
+    if tls is None:
+        return
     read_request(tls)
     tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
     for event in [*EVENTS, DONE]:
