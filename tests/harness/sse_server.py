@@ -35,7 +35,10 @@ def read_request(sock: Any) -> bool:
     head, _, body = data.partition(b"\r\n\r\n")
     length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
     while len(body) < length:
-        body += sock.recv(65536)
+        more = sock.recv(65536)
+        if not more:  # the client left mid-body: reading on would spin the hub (recv returns b"" at once)
+            return False
+        body += more
     return True
 
 
