@@ -124,6 +124,9 @@ def test_text_and_answer_parts_for_the_tokenizer_and_a_scenario_answer():
         kept.add(data)
     assert kept.text() == 'Let me thinkHello there!f{"x":1}'
     assert kept.answer() == ("Hello there!", "Let me think")
+    by_default = StreamText()  # any built-in API's events: Gemini's recognised by their candidates
+    by_default.add(THINKING[1][0])
+    assert by_default.text() == "Hello"
 
 
 @given(st.lists(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
