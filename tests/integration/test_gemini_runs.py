@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
@@ -125,3 +126,18 @@ def test_a_wrong_or_missing_key_exits_2_with_one_line(tmp_path):
     assert "the API key was rejected" in bad.stderr + bad.stdout
     outputs = [bad.stdout, bad.stderr, *(p.read_text() for p in (tmp_path / "bad").rglob("*") if p.is_file())]
     assert not [text for text in outputs if wrong in text]
+
+
+def test_a_model_mix_names_each_request_s_model_in_its_path(tmp_path):
+    """--model-mix with Gemini: each request's drawn model goes in its own path (the simulator serves it as that
+    model, taken from the path); the model breakdown counts what it served."""
+    with run_sim("--models", "gemini-a,gemini-b", "--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4") as sim:
+        proc = run_locust(LOCUSTFILE, "--host", sim.url, "--provider", "gemini", "--model-mix", "gemini-a=1,gemini-b=1",
+                          "-u", "4", "-r", "4", "-t", "30s", "--max-requests", "60", "--seed", "5",
+                          "--results-dir", str(tmp_path), env=environment(GEMINI_API_KEY=KEY))  # fmt: skip
+        served = Counter(record["model"] for record in sim.trace())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(tmp_path)
+    counted = {e["label"]: e["requests_ok"] for e in summary["breakdowns"]["model"]}
+    assert summary["failures"] == {} and counted == dict(served) and set(served) == {"gemini-a", "gemini-b"}
+    assert sum(served.values()) == 60
