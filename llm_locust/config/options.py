@@ -217,7 +217,7 @@ def add_workload_arguments(group: Any) -> None:
         type=int,
         default=0,
         help="Agent sessions (locustfiles/agent.py): N synthetic function schemas in every request's tools (seeded "
-        "by --seed; chat, Responses, Messages)",
+        "by --seed; chat, Responses, Messages, Gemini)",
     )
     group.add_argument(
         "--tools-file",

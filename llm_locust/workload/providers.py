@@ -88,7 +88,9 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             "outputs will stop at end-of-sequence or max_tokens"
         )
     if tools and served.tools is None:
-        raise ConfigError(f"--tools / --tools-file: {name} takes no tools; use chat, the Responses or Messages API")
+        raise ConfigError(
+            f"--tools / --tools-file: {name} takes no tools; use chat, the Responses, Messages or Gemini API"
+        )
     if client != "fast" and not served.sdk_method:
         raise ConfigError(f"--client {client} measures chat and text completions only, not {name}: use --client fast")
 
