@@ -17,7 +17,7 @@ from llm_locust.transport.replicas import allowed_hosts, shown_url
 from llm_locust.workload.providers import (
     API_KEY_ENV,
     KEY_ENV_FIRST,
-    MODEL_IN_PATH,
+    NO_MODEL_LIST,
     check_length_control,
     parse_header,
     server_family,
@@ -58,8 +58,10 @@ class EndpointSettings:
         if provider in ("azure", "databricks") and not options.deployment:
             what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
-        if provider in MODEL_IN_PATH and not (options.model or options.model_mix):
-            raise ConfigError(f"--provider {provider} needs --model NAME (e.g. gemini-2.5-flash): its path names it")
+        if provider in NO_MODEL_LIST and not (options.model or options.model_mix):
+            raise ConfigError(
+                f"--provider {provider} needs --model NAME (e.g. gemini-2.5-flash): no model list gives a default"
+            )
         project, location = vertex_place(options) if provider == "vertex" else ("", "")
         family = server_family(options.server_family, provider)
         check_length_control(family, options.ignore_eos)

@@ -43,8 +43,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
                    "anthropic": "anthropic", "gemini": "openai", "vertex": "openai"}  # fmt: skip
-MODEL_IN_PATH = ("gemini", "vertex")
-"""Providers whose paths name the model: `--model` (or `--model-mix`) is needed, no model list is asked for."""
+NO_MODEL_LIST = ("gemini", "vertex")
+"""Providers with no `/v1/models` list to take a default model from (Google's): `--model` (or `--model-mix`) is
+needed."""
 _NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks, Google)", "anthropic": "Anthropic"}
 
 
