@@ -141,3 +141,19 @@ def test_a_model_mix_names_each_request_s_model_in_its_path(tmp_path):
     counted = {e["label"]: e["requests_ok"] for e in summary["breakdowns"]["model"]}
     assert summary["failures"] == {} and counted == dict(served) and set(served) == {"gemini-a", "gemini-b"}
     assert sum(served.values()) == 60
+
+
+def test_fault_kinds_counted_exactly(tmp_path):
+    """The simulator fails Gemini streams mid-way with an `error` object of status UNAVAILABLE (`overloaded`) and
+    some requests with HTTP 500; the client counts each kind exactly as injected."""
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--model", MODEL, "--fault",
+                 "stream_error=0.3", "--fault", "http_500=0.1", "--fault-seed", "3") as sim:  # fmt: skip
+        proc = run_locust(LOCUSTFILE, "--host", sim.url, "--provider", "gemini", "--model", MODEL, "-u", "4", "-r",
+                          "4", "-t", "30s", "--max-requests", "80", "--results-dir", str(tmp_path),
+                          env=environment(GEMINI_API_KEY=KEY))  # fmt: skip
+        trace = sim.trace()
+    summary = read_summary(tmp_path)
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert injected["stream_error"] >= 10 and injected["http_500"] >= 2, (injected, proc.stderr[-2000:])
+    assert summary["failures"] == {"overloaded": injected["stream_error"], "http_5xx": injected["http_500"]}
+    assert summary["throughput"]["requests_ok"] == len(trace) - sum(injected.values())
