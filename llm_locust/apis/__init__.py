@@ -9,8 +9,9 @@ tokens, or inputs) with the words the console, live view and report show for it.
 the report read it; nothing else branches on an endpoint's name.
 
 Built in: `chat` and `completions` (OpenAI chunks, `protocol.apply_event`), `responses` (OpenAI Responses API
-events, `responses_stream`), `messages` (Anthropic Messages events, `messages_stream`) stream over SSE;
-`embeddings` (one JSON response, `metrics.embeddings`) does not. Another API is one `register(Api(...))` (see
+events, `responses_stream`), `messages` (Anthropic Messages events, `messages_stream`) and `gemini` (Gemini's
+`streamGenerateContent` events, `gemini_stream`: the Gemini API and Vertex AI, its model named in its path) stream
+over SSE; `embeddings` (one JSON response, `metrics.embeddings`) does not. Another API is one `register(Api(...))` (see
 ARCHITECTURE.md "How to add an API"). Imports only `metrics` below it.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from llm_locust.apis import shapes
 from llm_locust.errors import ConfigError
-from llm_locust.metrics import messages_stream, responses_stream
+from llm_locust.metrics import gemini_stream, messages_stream, responses_stream
 from llm_locust.metrics.embeddings import read_embeddings
 from llm_locust.metrics.protocol import EventApplier, apply_event
 from llm_locust.metrics.record import RequestRecord
@@ -74,9 +75,11 @@ class Api:
     """One API: what differs in building its requests, sending them and reading their responses.
 
     `paths`: provider (`--provider`) → the path (and query) to POST to, `{deployment}` and `{api_version}` filled in
-    URL-quoted (`openai_paths` makes the usual ones); a provider missing here does not serve the API (`check_api`
-    refuses it). `shape` makes the body's prompt fields (`shapes.py`); `fixed_fields` go into every body (after the
-    model); the output length goes in `max_tokens_field` (per server family: `family_max_tokens_fields`; "" for an
+    URL-quoted (`openai_paths` makes the usual ones), `{project}` and `{location}` (Vertex AI), `{model}` per request
+    with the request's model; a provider missing here does not serve the API (`check_api` refuses it). `shape` makes
+    the body's prompt fields (`shapes.py`); the model goes in the body's `model_field` ("": only in the path);
+    `fixed_fields` go into every body (after the model); the output length goes in `max_tokens_field` (per server
+    family: `family_max_tokens_fields`; a dotted name is a nested field, "generationConfig.maxOutputTokens"; "" for an
     API without one); `forces_length` False: no field forces the output length, `--ignore-eos` is refused.
     Streamed: `parser` (SSE event → record), `event_text` and `answer_parts` (the answer's own text and reasoning, for
     a scenario's answer); else `read_body`. `counting`: what its summary counts
@@ -95,6 +98,7 @@ class Api:
     family_max_tokens_fields: Mapping[str, str] = field(default_factory=dict)
     forces_length: bool = True
     parser: EventApplier | None = None
+    model_field: str = "model"
     event_text: EventText | None = None
     answer_parts: AnswerParts | None = None
     read_body: BodyReader | None = None
@@ -169,6 +173,13 @@ def summary_counting(summary: Mapping[str, Any]) -> Counting:
     return COUNTINGS.get((summary.get("run") or {}).get("counts", ""), OUTPUTS)
 
 
+GEMINI_PATHS = {
+    "gemini": "/v1beta/models/{model}:streamGenerateContent?alt=sse",
+    "vertex": "/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
+    ":streamGenerateContent?alt=sse",
+}
+"""Where Gemini's streamed generation is: the Gemini API's (`generativelanguage.googleapis.com`) and Vertex AI's
+(`{location}-aiplatform.googleapis.com`, or `aiplatform.googleapis.com` for the `global` location)."""
 _CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 BUILT_IN = (
     Api("chat", "chat completions", openai_paths("/v1/chat/completions", azure="chat/completions"), shapes.chat,
@@ -187,6 +198,10 @@ BUILT_IN = (
         shapes.messages, {"stream": True}, forces_length=False, parser=messages_stream.apply_event,
         event_text=messages_stream.event_text, answer_parts=messages_stream.event_parts,
         tools=shapes.MESSAGES_TOOLS),
+    Api("gemini", "Gemini's streamGenerateContent", GEMINI_PATHS, shapes.gemini,
+        max_tokens_field="generationConfig.maxOutputTokens", forces_length=False, parser=gemini_stream.apply_event,
+        model_field="", event_text=gemini_stream.event_text, answer_parts=gemini_stream.event_parts,
+        tools=shapes.GEMINI_TOOLS),
     Api("embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shapes.embeddings,
         max_tokens_field="", read_body=read_embeddings, counting=INPUTS),
 )  # fmt: skip

@@ -3,10 +3,12 @@
 A streamed API's shape gets the prompt fields — `prompt` (a text) or `messages` (chat messages, from a dataset),
 maybe more fields of a dataset entry — and leaves the API's own: chat `messages`, text completions `prompt`,
 Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with the system messages moved
-to its `system` field. An API that counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its
+to its `system` field, Gemini `contents` (roles `user` and `model`, text parts) with the system messages' texts in
+its `systemInstruction`. An API that counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its
 `--embedding-batch` prompt texts: embeddings send them as `input`.
 
-An API that takes tools has its `ToolForms` (`apis.Api.tools`: `CHAT_TOOLS`, `RESPONSES_TOOLS`, `MESSAGES_TOOLS`): the
+An API that takes tools has its `ToolForms` (`apis.Api.tools`: `CHAT_TOOLS`, `RESPONSES_TOOLS`, `MESSAGES_TOOLS`,
+`GEMINI_TOOLS`): the
 neutral function schemas of `workload/tools.py` in its own `tools` field, and an agent step's tool calls and results
 in its own history messages.
 """
@@ -47,6 +49,33 @@ def messages(body: dict[str, Any]) -> None:
     body["messages"] = [m for m in listed if m.get("role") != "system"]
     if system:
         body["system"] = "\n".join(system)
+
+
+def gemini(body: dict[str, Any]) -> None:
+    """Gemini (`streamGenerateContent`): the messages as `contents` — role `user`, or `model` for the assistant's,
+    each text as a `{"text"}` part; an entry already in Gemini's form (with `parts`: an agent step's) kept as it is —
+    and the system messages' texts as `systemInstruction`."""
+    chat(body)
+    contents, system = [], []
+    for message in body.pop("messages"):
+        role = message.get("role")
+        if "parts" in message:
+            contents.append(message)
+        elif role == "system":
+            system += _texts(message.get("content"))
+        else:
+            parts = [{"text": text} for text in _texts(message.get("content"))]
+            contents.append({"role": "model" if role == "assistant" else "user", "parts": parts})
+    body["contents"] = contents
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n".join(system)}]}
+
+
+def _texts(content: Any) -> list[str]:
+    """The texts of a chat message's content: the string, or its text parts."""
+    if isinstance(content, str):
+        return [content]
+    return [part["text"] for part in content or () if isinstance(part, dict) and isinstance(part.get("text"), str)]
 
 
 @dataclass(frozen=True)
@@ -108,9 +137,32 @@ def _messages_step(content: str, calls: Sequence[ToolCall], results: Sequence[st
     return [{"role": "assistant", "content": blocks}, {"role": "user", "content": answers}]
 
 
+def _gemini_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Gemini's `tools`: one tool of `functionDeclarations` (name, description, parameters' schema)."""
+    return [{"functionDeclarations": [dict(tool) for tool in tools]}]
+
+
+def _gemini_step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Gemini: a `model` content of a text part (if any) and a `functionCall` part per call (its arguments as the
+    `args` object, its `id` if the server gave one), then a `user` content of a `functionResponse` part per result
+    (the call's name and id, the result text as `response.result`)."""
+    parts: list[dict[str, Any]] = [{"text": content}] if content else []
+    parts += [{"functionCall": {"name": c.name, "args": orjson.loads(c.arguments or "{}"), **_call_id(c)}}
+              for c in calls]  # fmt: skip
+    answers = [{"functionResponse": {"name": c.name, "response": {"result": r}, **_call_id(c)}}
+               for c, r in zip(calls, results, strict=True)]  # fmt: skip
+    return [{"role": "model", "parts": parts}, {"role": "user", "parts": answers}]
+
+
+def _call_id(call: ToolCall) -> dict[str, str]:
+    """A Gemini function call's or response's `id` field: the call's id, if the server gave one."""
+    return {"id": call.id} if call.id else {}
+
+
 CHAT_TOOLS = ToolForms(_chat_tools, _chat_step)
 RESPONSES_TOOLS = ToolForms(_responses_tools, _responses_step)
 MESSAGES_TOOLS = ToolForms(_messages_tools, _messages_step)
+GEMINI_TOOLS = ToolForms(_gemini_tools, _gemini_step)
 
 
 def embeddings(body: dict[str, Any]) -> None:

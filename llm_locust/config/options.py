@@ -47,7 +47,8 @@ def add_arguments(parser: Any) -> None:
         default="",
         startup_only=True,  # which variable of the process's environment is sent
         help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
-        "--provider azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic); "
+        "--provider azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic; "
+        "GOOGLE_API_KEY, else GEMINI_API_KEY with --provider gemini); "
         "never printed",
     )
     group.add_argument(
@@ -216,7 +217,7 @@ def add_workload_arguments(group: Any) -> None:
         type=int,
         default=0,
         help="Agent sessions (locustfiles/agent.py): N synthetic function schemas in every request's tools (seeded "
-        "by --seed; chat, Responses, Messages)",
+        "by --seed; chat, Responses, Messages, Gemini)",
     )
     group.add_argument(
         "--tools-file",
@@ -251,6 +252,16 @@ def add_provider_arguments(group: Any) -> None:
     )
     group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
     group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
+    group.add_argument(
+        "--vertex-project",
+        default="",
+        help="Vertex AI: the Google Cloud project in the path (default: $GOOGLE_CLOUD_PROJECT)",
+    )
+    group.add_argument(
+        "--vertex-location",
+        default="",
+        help="Vertex AI: the location in the path, e.g. us-central1 or global (default: $GOOGLE_CLOUD_LOCATION)",
+    )
     group.add_argument(
         "--server-family",
         default="",

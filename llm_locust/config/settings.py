@@ -25,7 +25,7 @@ from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.proxy import proxy_urls
 from llm_locust.transport.replicas import split_hosts
 from llm_locust.transport.settings import CancelSettings, EndpointSettings, TimeoutSettings, header_texts
-from llm_locust.workload.providers import API_KEY_ENV, PROVIDERS
+from llm_locust.workload.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS
 from llm_locust.workload.settings import WorkloadSettings
 
 
@@ -80,6 +80,7 @@ def register_secrets(options: Any) -> None:
     provider = options.provider if options.provider in API_KEY_ENV else PROVIDERS[0]
     redact.register(options.api_key)
     redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
+    redact.register(os.environ.get(KEY_ENV_FIRST.get(provider, "")))
     for text in header_texts(options):
         redact.register(text.partition(":")[2].strip())
     hosts = split_hosts(getattr(options, "host", None))

@@ -5,7 +5,8 @@ so the client's hot path (`protocol.EventStream`) stays as it is; the text is co
 is what the API's parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`): for OpenAI
 chunks (`openai_text`) chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool calls' function
 names and arguments, and text-completion `text`; the deltas of the Responses and Messages APIs' token-bearing
-events (`responses_stream.event_text`, `messages_stream.event_text`). Pure; never raises.
+events (`responses_stream.event_text`, `messages_stream.event_text`); the parts of Gemini's responses
+(`gemini_stream.event_text`). Pure; never raises.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 import orjson
 
-from llm_locust.metrics import messages_stream, responses_stream
+from llm_locust.metrics import gemini_stream, messages_stream, responses_stream
 from llm_locust.metrics.sse import SSEDecoder
 
 _DONE = b"[DONE]"
@@ -101,11 +102,13 @@ class StreamText:
 
 
 def chunk_text(chunk: dict) -> str | None:
-    """The generated text of a decoded event of any built-in API: a typed Responses or Messages event, else an OpenAI
-    chunk (`openai_text`)."""
+    """The generated text of a decoded event of any built-in API: a typed Responses or Messages event, a Gemini
+    response (`candidates`), else an OpenAI chunk (`openai_text`)."""
     kind = chunk.get("type")
     if type(kind) is str:  # a Responses or Messages event
         return (responses_stream if kind.startswith("response.") else messages_stream).event_text(chunk)
+    if "candidates" in chunk:
+        return gemini_stream.event_text(chunk)
     return openai_text(chunk)
 
 

@@ -247,7 +247,7 @@ _FIXES = {
     "connect": "check --host (scheme, address, port) and that the server is running",
     "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
-    "(default OPENAI_API_KEY) or pass --api-key",
+    "(default OPENAI_API_KEY; the provider's, e.g. GEMINI_API_KEY, with --provider) or pass --api-key",
     "http_404": "check --model (GET /v1/models lists the served names) and the path in --host",
     "tls_scheme": "give --host the scheme the server speaks",
     "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
@@ -258,6 +258,8 @@ _FIXES = {
     "(check its logs)",
 }
 _FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
+_GOOGLE_BAD_KEY = "API key not valid"
+"""What Google answers (HTTP 400, INVALID_ARGUMENT) to a wrong API key."""
 USER_ERROR_CAUSES = ("connect", "tls", "tls_scheme", "http_401", "http_404", "http_4xx")
 """Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
 
@@ -278,7 +280,7 @@ def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | 
         cause = "server_lost"
     elif kind == "tls" and ("use http://" in text or "use https://" in text):
         cause = "tls_scheme"
-    elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text):
+    elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text or _GOOGLE_BAD_KEY in text):
         cause = "http_401"
     elif kind == "http_4xx" and "HTTP 404" in text:
         cause = "http_404"

@@ -4,8 +4,9 @@ built-in users' requests — it is their route too.
     answer = self.llm.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], name="greet")
     answer.text, answer.ttft_s, answer.record
 
-Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`) and the anthropic SDK
-(`messages`), so that an application's call moves into a task by changing its receiver: body fields are keyword
+Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`), the anthropic SDK
+(`messages`) and Google's genai SDK (`models.generate_content_stream`: Gemini, its body fields as the REST API spells
+them), so that an application's call moves into a task by changing its receiver: body fields are keyword
 arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path)
 and a `name` breakdown; `headers=` go with this request only; `catch_response=True` returns the answer as a context
 manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`). Streamed APIs
@@ -40,7 +41,7 @@ from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
 from llm_locust.workload.builder import RequestSpec
-from llm_locust.workload.providers import check_api, completion_path
+from llm_locust.workload.providers import check_api, completion_path, model_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
@@ -240,9 +241,30 @@ class _Chat:
         self.completions = _Endpoint(client, "chat")
 
 
+class _Models:
+    """`models.generate_content_stream`, as Google's genai SDK names Gemini's streamed generation."""
+
+    def __init__(self, client: LLMClient) -> None:
+        self._gemini = _Endpoint(client, "gemini")
+
+    def generate_content_stream(
+        self,
+        *,
+        name: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        catch_response: bool = False,
+        **fields: Any,
+    ) -> Any:
+        """Send one Gemini `streamGenerateContent` request with the body `fields` as the REST API spells them
+        (`contents`, `systemInstruction`, `generationConfig`, `tools`; `model` defaults to the run's and goes in the
+        path), as `_Endpoint.create` does."""
+        return self._gemini.create(name=name, headers=headers, catch_response=catch_response, **fields)
+
+
 class LLMClient:
     """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic) and
-    `embeddings`, each with `create(...)`; `model`, the run's model; `settings`, the run's settings (read-only).
+    `embeddings`, each with `create(...)`, and `models.generate_content_stream(...)` (Gemini); `model`, the run's
+    model; `settings`, the run's settings (read-only).
 
     Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
     process's users part (`state`, a `UserContext`) and Locust's `events`; `context` is the user's Locust context
@@ -276,6 +298,7 @@ class LLMClient:
         self.responses = _Endpoint(self, "responses")
         self.messages = _Endpoint(self, "messages")
         self.embeddings = _Endpoint(self, "embeddings")
+        self.models = _Models(self)
 
     @property
     def settings(self) -> Settings:
@@ -300,7 +323,12 @@ class LLMClient:
             # ConfigError naming the fix when the provider or the client cannot send this API
             check_api(point.provider, point.server_family, endpoint, False, point.client)
             path = self._paths[endpoint] = completion_path(
-                point.provider, endpoint, point.deployment, point.api_version
+                point.provider,
+                endpoint,
+                point.deployment,
+                point.api_version,
+                point.vertex_project,
+                point.vertex_location,
             )
         return path
 
@@ -317,11 +345,13 @@ class LLMClient:
     def send(
         self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket
     ) -> RequestRecord:
-        """Send one request — `spec` of API `sent` to `path`, with its own `headers`, under `ticket` — to a replica,
-        with its cancellation draw; its finished record (not reported yet: `report`)."""
+        """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
+        `headers`, under `ticket` — to a replica, with its cancellation draw; its finished record (not reported yet:
+        `report`)."""
         with self._replicas.use() as replica:
             cancel = self._canceller.draw() if sent.streams else None
-            return self._transport.send(Prepared(sent, path, spec, headers, ticket, replica, cancel))
+            sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini)
+            return self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
 
     def request(
         self,
@@ -372,13 +402,12 @@ class LLMClient:
         else:  # a later call of the same task: goes at once, in the arrival's step
             ticket = ticket._replace(t_sched=None, index=None)
         body = {"model": self.model, **self._state.settings.workload.extra_body, **fields, **sent.fixed_fields}
+        model = str(body["model"] if sent.model_field else body.pop("model"))  # else the path names it
         inputs = body.get("input")
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
-        spec = RequestSpec(
-            orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=str(body["model"]), groups=groups
-        )
+        spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=model, groups=groups)
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
         if catch_response:

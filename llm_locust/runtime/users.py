@@ -227,6 +227,14 @@ class MessagesUser(ApiUser):
     endpoint = "messages"
 
 
+class GeminiUser(ApiUser):
+    """Streams Gemini's `models/{model}:streamGenerateContent?alt=sse` (`--provider gemini`: the Gemini API;
+    `--provider vertex`: Vertex AI) with the prompt as `contents`."""
+
+    abstract = True
+    endpoint = "gemini"
+
+
 class ChatAgentUser(ApiUser):
     """Plays agent sessions over POST /v1/chat/completions: a user prompt, then a step per answer with tool calls,
     the calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."""

@@ -118,7 +118,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--api-key",
         default=d.api_key,
-        help="require 'Authorization: Bearer API_KEY' on /v1/* (else HTTP 401, like a real endpoint)",
+        help="require 'Authorization: Bearer API_KEY' (or 'x-api-key', Google's 'x-goog-api-key') on /v1/* and "
+        "/v1beta/* (else HTTP 401, like a real endpoint; a wrong x-goog-api-key: HTTP 400, as Google answers)",
     )
     parser.add_argument("--tls-cert", default=d.tls_cert, help="serve HTTPS with this PEM certificate (chain)")
     parser.add_argument("--tls-key", default=d.tls_key, help="PEM private key of --tls-cert")

@@ -43,7 +43,8 @@ class SimConfig:
     gpus: int = 1
     """Simulated GPUs on GET /gpu-metrics (DCGM-exporter format)."""
     api_key: str = ""
-    """When set, /v1/* requests without `Authorization: Bearer <api_key>` get HTTP 401."""
+    """When set, /v1/* and /v1beta/* requests without `Authorization: Bearer <api_key>` (or its `x-api-key` or
+    `x-goog-api-key` header) get HTTP 401 (a wrong `x-goog-api-key`: HTTP 400, as Google answers)."""
     tls_cert: str = ""
     """PEM certificate (chain) to serve HTTPS with, together with `tls_key`; empty: plain HTTP."""
     tls_key: str = ""

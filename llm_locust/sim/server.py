@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from llm_locust.sim import exporters, faults, http
-from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion
+from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.config import SimConfig
@@ -78,16 +78,17 @@ class SimApp:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
         path, method = request.path, request.method
         try:
-            if self.config.api_key and path.startswith("/v1/"):
+            if self.config.api_key and path.startswith(("/v1/", "/v1beta/")):
                 self._authorize(request)
-            if path in BY_PATH and method == "POST":
-                self._start_generation(request, conn, BY_PATH[path], t_recv_s)
+            api, path_model = route(path, request.query)
+            if api is not None and method == "POST":
+                self._start_generation(request, conn, api, t_recv_s, path_model)
             elif method == "GET" and path in _GET_ROUTES:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
                 conn.respond(request, 200, b"{}")
-            elif path in _GET_ROUTES or path in _POST_ROUTES:
+            elif api is not None or path in _GET_ROUTES or path in _POST_ROUTES:
                 raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
             else:
                 raise ApiError(404, "NotFoundError", f"no route {method} {path}")
@@ -105,12 +106,19 @@ class SimApp:
     def _authorize(self, request: http.Request) -> None:
         """Raise a 401 unless `request` carries the configured API key (the message echoes the
         key received, as some providers do: a client must not print it)."""
+        google_key = request.headers.get("x-goog-api-key")
+        if google_key is not None:  # Google's header (the Gemini API), refused as Google does
+            if google_key != self.config.api_key:
+                raise ApiError(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.")
+            return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         if "x-api-key" in request.headers:  # Anthropic's header
             scheme, key = "bearer", request.headers["x-api-key"]
         if scheme.lower() != "bearer" or not key:
             raise ApiError(
-                401, "AuthenticationError", "Missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY')"
+                401,
+                "AuthenticationError",
+                "Missing API key: send 'Authorization: Bearer KEY' (or 'x-api-key: KEY', 'x-goog-api-key: KEY')",
             )
         if key != self.config.api_key:
             raise ApiError(401, "AuthenticationError", f"Incorrect API key provided: {key}")
@@ -155,8 +163,11 @@ class SimApp:
             raise ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
         return body
 
-    def _start_generation(self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float) -> None:
-        spec = parse_completion(request.body, api.endpoint, self.config.served, self.config.output_tokens)
+    def _start_generation(
+        self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float, path_model: str | None = None
+    ) -> None:
+        """Start generating for `request` of `api` (its model named by its path: `path_model`)."""
+        spec = parse_completion(request.body, api.endpoint, self.config.served, self.config.output_tokens, path_model)
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         number = next(self._request_numbers)

@@ -14,7 +14,14 @@ from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.replicas import allowed_hosts, shown_url
-from llm_locust.workload.providers import API_KEY_ENV, check_length_control, parse_header, server_family
+from llm_locust.workload.providers import (
+    API_KEY_ENV,
+    KEY_ENV_FIRST,
+    NO_MODEL_LIST,
+    check_length_control,
+    parse_header,
+    server_family,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class EndpointSettings:
     provider: str
     deployment: str
     api_version: str
+    vertex_project: str
+    vertex_location: str
     server_family: str
     header: tuple[tuple[str, str], ...] = field(
         repr=False,
@@ -49,6 +58,11 @@ class EndpointSettings:
         if provider in ("azure", "databricks") and not options.deployment:
             what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
+        if provider in NO_MODEL_LIST and not (options.model or options.model_mix):
+            raise ConfigError(
+                f"--provider {provider} needs --model NAME (e.g. gemini-2.5-flash): no model list gives a default"
+            )
+        project, location = vertex_place(options) if provider == "vertex" else ("", "")
         family = server_family(options.server_family, provider)
         check_length_control(family, options.ignore_eos)
         headers = tuple(header_lines(options))
@@ -56,12 +70,20 @@ class EndpointSettings:
             check_ca_file(options.ca_bundle, "--ca-bundle")
         if options.client == "openai-sdk":
             _import_openai()
-        api_key_env = options.api_key_env or API_KEY_ENV[provider]
+        api_key_env = options.api_key_env or key_env(provider)
+        api_key = options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env))
+        if provider == "gemini" and not api_key:
+            raise ConfigError(
+                f"--provider gemini needs an API key: set {KEY_ENV_FIRST[provider]} or {API_KEY_ENV[provider]} "
+                "(or name the variable with --api-key-env)"
+            )
         return build(
             cls,
             options,
-            api_key=options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env)),
+            api_key=api_key,
             api_key_env=api_key_env,
+            vertex_project=project,
+            vertex_location=location,
             server_family=family,
             header=headers,
             allow_host=allowed_hosts(as_list(options.allow_host)),
@@ -92,6 +114,26 @@ def header_lines(options: Any) -> list[tuple[str, str]]:
                 raise
             raise ConfigError(str(e).replace("--header:", f"{HEADERS_ENV}: one per line,", 1)) from None
     return headers
+
+
+def key_env(provider: str) -> str:
+    """The environment variable holding `provider`'s API key when --api-key-env names none: its `KEY_ENV_FIRST` one
+    when that is set here, else its `API_KEY_ENV` one."""
+    first = KEY_ENV_FIRST.get(provider)
+    return first if first and os.environ.get(first) else API_KEY_ENV[provider]
+
+
+def vertex_place(options: Any) -> tuple[str, str]:
+    """(project, location) of Vertex AI's paths: --vertex-project / --vertex-location, else $GOOGLE_CLOUD_PROJECT /
+    $GOOGLE_CLOUD_LOCATION; ConfigError naming both when one is missing."""
+    place = []
+    for option, variable in (("vertex_project", "GOOGLE_CLOUD_PROJECT"), ("vertex_location", "GOOGLE_CLOUD_LOCATION")):
+        value = getattr(options, option) or os.environ.get(variable, "")
+        if not value:
+            flag = "--" + option.replace("_", "-")
+            raise ConfigError(f"--provider vertex needs {flag} (or ${variable}): it goes in the request path")
+        place.append(value)
+    return place[0], place[1]
 
 
 def api_key_from_env(name: str, named: bool) -> str:

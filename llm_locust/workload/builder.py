@@ -306,20 +306,24 @@ class Workload:
 
     def _body(self, fields: dict[str, Any], model: str, max_tokens: int | None) -> dict[str, Any]:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`
-        (a length sweep's) wins over the dataset entry's, which wins over --max-tokens."""
+        (a length sweep's) wins over the dataset entry's, which wins over --max-tokens; --extra-body last, an object of
+        it merging into the body's object of that name."""
         settings = self.settings
         body = dict(fields)
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
         self.api.shape(body)
+        if self.api.model_field:  # else the path names it (`providers.model_path`)
+            body[self.api.model_field] = model
         body.update(
-            model=model,
             **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
         if self.tool_sets:
             body["tools"] = self._session_tools()
-        body.update(settings.extra_body)
+        for name, value in settings.extra_body.items():  # an object merges into the body's (generationConfig)
+            given = body.get(name)
+            body[name] = {**given, **value} if isinstance(given, dict) and isinstance(value, dict) else value
         return body
 
     def _session_tools(self) -> list[dict[str, Any]]:

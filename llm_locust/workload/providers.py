@@ -2,8 +2,10 @@
 
 Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, llama.cpp, ...),
 `openai`, `azure` (deployment + api-version in the path, `api-key` header), `databricks`
-(serving endpoint invocations, bearer token) and `anthropic` (the Messages API only: `x-api-key`
-and `anthropic-version` headers).
+(serving endpoint invocations, bearer token), `anthropic` (the Messages API only: `x-api-key`
+and `anthropic-version` headers), `gemini` (the Gemini API's `streamGenerateContent` only: the `x-goog-api-key`
+header, from GOOGLE_API_KEY or GEMINI_API_KEY as Google's SDK reads them) and `vertex` (Vertex AI: the project and
+location in the path, `--vertex-project`, `--vertex-location`).
 
 APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
 length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is
@@ -30,15 +32,21 @@ from urllib.parse import quote
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 
-PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic")
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic", "gemini", "vertex")
 FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai", "anthropic")
 API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
-               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY"}  # fmt: skip
+               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
+               "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN"}  # fmt: skip
+KEY_ENV_FIRST = {"gemini": "GOOGLE_API_KEY"}
+"""A provider's variable read before its `API_KEY_ENV` one when it is set (Google's SDK prefers GOOGLE_API_KEY)."""
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
-                   "anthropic": "anthropic"}  # fmt: skip
-_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)", "anthropic": "Anthropic"}
+                   "anthropic": "anthropic", "gemini": "openai", "vertex": "openai"}  # fmt: skip
+NO_MODEL_LIST = ("gemini", "vertex")
+"""Providers with no `/v1/models` list to take a default model from (Google's): `--model` (or `--model-mix`) is
+needed."""
+_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks, Google)", "anthropic": "Anthropic"}
 
 
 def server_family(family: str, provider: str) -> str:
@@ -65,6 +73,12 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             raise ConfigError(
                 f"--provider anthropic serves the Messages API only, not {name}: run -f locustfiles/messages.py"
             )
+        if provider == "gemini":
+            raise ConfigError(
+                f"--provider gemini serves {api('gemini').title} only, not {name}: run -f locustfiles/gemini.py"
+            )
+        if endpoint == "gemini":
+            raise ConfigError(f"{name} needs --provider gemini (the Gemini API) or --provider vertex (Vertex AI)")
         raise ConfigError(
             f"--provider {provider} does not serve {name} under a deployment: use --provider openai-compatible with "
             "the base URL that serves it"
@@ -75,7 +89,9 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             "outputs will stop at end-of-sequence or max_tokens"
         )
     if tools and served.tools is None:
-        raise ConfigError(f"--tools / --tools-file: {name} takes no tools; use chat, the Responses or Messages API")
+        raise ConfigError(
+            f"--tools / --tools-file: {name} takes no tools; use chat, the Responses, Messages or Gemini API"
+        )
     if client != "fast" and not served.sdk_method:
         raise ConfigError(f"--client {client} measures chat and text completions only, not {name}: use --client fast")
 
@@ -86,7 +102,9 @@ def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool)
     served = api(endpoint)
     if not served.max_tokens_field:
         return {}
-    fields: dict[str, Any] = {served.family_max_tokens_fields.get(family, served.max_tokens_field): max_tokens}
+    name = served.family_max_tokens_fields.get(family, served.max_tokens_field)
+    outer, dot, inner = name.partition(".")  # a nested field: {"generationConfig": {"maxOutputTokens": N}}
+    fields: dict[str, Any] = {outer: {inner: max_tokens} if dot else max_tokens}
     if ignore_eos and served.forces_length:
         if family in ("vllm", "sglang"):
             fields.update(ignore_eos=True, min_tokens=max_tokens)
@@ -100,10 +118,19 @@ def provider_headers(provider: str) -> dict[str, str]:
     return {"anthropic-version": ANTHROPIC_VERSION} if provider == "anthropic" else {}
 
 
-def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
-    """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones)."""
+def completion_path(
+    provider: str, endpoint: str, deployment: str = "", api_version: str = "", project: str = "", location: str = ""
+) -> str:
+    """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones); a `{model}`
+    in it stays, filled per request (`model_path`)."""
     path = api(endpoint).paths[provider]
-    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""))
+    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""),
+                       project=quote(project, safe=""), location=quote(location, safe=""), model="{model}")  # fmt: skip
+
+
+def model_path(path: str, model: str) -> str:
+    """`path` (`completion_path`'s) with its `{model}`, if any, filled in with `model`, URL-quoted."""
+    return path.replace("{model}", quote(model, safe="")) if "{model}" in path else path
 
 
 def auth_headers(provider: str, api_key: str) -> dict[str, str]:
@@ -114,6 +141,8 @@ def auth_headers(provider: str, api_key: str) -> dict[str, str]:
         return {"api-key": api_key}
     if provider == "anthropic":
         return {"x-api-key": api_key}
+    if provider == "gemini":
+        return {"x-goog-api-key": api_key}
     return {"Authorization": f"Bearer {api_key}"}
 
 

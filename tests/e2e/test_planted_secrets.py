@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -175,3 +176,40 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
     for name, path in (("report.html", "/llm/report"), ("locust_stats.csv", "/stats/requests/csv")):
         (tmp_path / name).write_text(pages[path])  # as downloaded
     assert_no_secret(tmp_path, output, *ALL)
+
+
+GEMINI_KEY = f"AIza{password()}"
+
+
+def test_planted_gemini_key_through_master_and_workers(tmp_path):
+    """--provider gemini: the key from GEMINI_API_KEY, in each process's environment and sent as `x-goog-api-key`
+    (the simulator refuses a request without it: every success proves it went), with failures of every kind whose
+    echoes of the request headers are cut before it (it sorts last): in no output, at DEBUG level too."""
+    results = tmp_path / "results"
+    with run_sim(*SIM_ARGS, "--api-key", GEMINI_KEY) as sim:
+        command = [
+            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "gemini.py"), "--headless",
+            "--processes", "2", "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--provider", "gemini",
+            "--model", "llm-locust-sim", "--max-tokens", "8", "--results-dir", str(results),
+            "--csv", str(results / "locust"), "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG",
+            *master_port_args(),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
+        run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=90,
+                             env={**env, "GEMINI_API_KEY": GEMINI_KEY})  # fmt: skip
+    report_command = [
+        sys.executable,
+        "-m",
+        "llm_locust.cli",
+        "report",
+        str(results),
+        "-o",
+        str(results / "report.html"),
+    ]
+    report = subprocess.run([*report_command, "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    output = run.stdout + run.stderr + report.stdout + report.stderr
+    assert report.returncode == 0, output[-3000:]
+    summary = read_summary(results)
+    assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
+    assert set(summary["failures"]) >= {"http_5xx", "overloaded"}, summary["failures"]  # Gemini's UNAVAILABLE
+    assert_no_secret(results, output, GEMINI_KEY)

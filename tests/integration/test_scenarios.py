@@ -240,3 +240,38 @@ def test_an_answer_reads_its_record():
     assert answer.ok and answer.error is None and answer.record is record
     record.fail(ErrorKind.CHECK, "no amount")
     assert not answer.ok and answer.error == "check: no amount"
+
+
+class ScriptedGemini(LLMUser):
+    """A scenario of Gemini calls, as Google's SDK names them, judged on the answer's text."""
+
+    @task
+    def ask(self):
+        with self.llm.models.generate_content_stream(
+            contents=[{"role": "user", "parts": [{"text": "one two three"}]}],
+            systemInstruction={"parts": [{"text": "be brief"}]},
+            generationConfig={"maxOutputTokens": 6},
+            name="gemini-ask",
+            catch_response=True,
+        ) as answer:
+            if (
+                answer.usage.completion_tokens != 6
+                or len(answer.text.split()) != 6
+                or answer.finish_reason != "MAX_TOKENS"
+            ):
+                answer.failure(f"unexpected answer: {answer.text!r} {answer.usage} {answer.finish_reason}")
+
+
+def test_a_gemini_scenario_names_the_model_in_the_path(sim, tmp_path, monkeypatch):
+    """`self.llm.models.generate_content_stream(...)` with --provider gemini: the run's model in the path (none in
+    the body: the simulator refuses one there), the key in x-goog-api-key, the answer's text, usage and finish
+    reason as Gemini streamed them; every request served once and counted under its name."""
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-scenario-key")
+    sim.reset()
+    master_env, summary, lines, served = run_distributed(
+        sim, tmp_path, [ScriptedGemini], 2, 2.0, "--provider", "gemini", "--model", "llm-locust-sim"
+    )
+    per_name = check_names(master_env, summary, lines, served, {"gemini-ask"})
+    assert per_name["gemini-ask"] >= 10 and summary["failures"] == {}
+    assert {line["endpoint"] for line in lines} == {"gemini"} and {r["model"] for r in served} == {"llm-locust-sim"}
+    assert {r["prompt_tokens"] for r in served} == {5} and {line["prompt_tokens"] for line in lines} == {5}

@@ -5,21 +5,43 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
+from urllib.parse import unquote
 
-from llm_locust.sim.apis import chat, completions, embeddings, messages, responses
-from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, decode_request
+from llm_locust.sim.apis import chat, completions, embeddings, gemini, messages, responses
+from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, bad_request, decode_request
 
-APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, embeddings.API)
-BY_PATH: dict[str, Api] = {api.path: api for api in APIS}
+APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, gemini.API, embeddings.API)
+MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = ((gemini.PATH, gemini.API),)
+"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches; they
+stream whatever the body says, and need `alt=sse` in the query."""
+BY_PATH: dict[str, Api] = {api.path: api for api in APIS if all(api is not other for _, other in MODEL_PATHS)}
 BY_ENDPOINT: dict[Endpoint, Api] = {api.endpoint: api for api in APIS}
 
 
-def parse_completion(body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int) -> CompletionSpec:
-    """Validate a request body for `endpoint` served as one of `models` (the first when it names none); raise
-    ApiError (400 / 404) if it is unacceptable."""
-    data = decode_request(body, models)
+def route(path: str, query: str) -> tuple[Api | None, str | None]:
+    """The API served at `path` (None: none) and the model the path names (None: the body names it); ApiError (400)
+    for a path naming the model without `alt=sse` in its `query`."""
+    api = BY_PATH.get(path)
+    if api is not None:
+        return api, None
+    for pattern, api in MODEL_PATHS:
+        found = pattern.fullmatch(path)
+        if found is not None:
+            if "alt=sse" not in query.split("&"):
+                raise bad_request(f"{path}: this simulator streams with ?alt=sse only")
+            return api, unquote(found["model"])
+    return None, None
+
+
+def parse_completion(
+    body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+) -> CompletionSpec:
+    """Validate a request body for `endpoint` served as one of `models` — the path's `path_model` (the body may not
+    name one then), else the body's, else the first; raise ApiError (400 / 404) if it is unacceptable."""
+    data = decode_request(body, models, path_model)
     return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=data["model"])
 
 

@@ -21,7 +21,7 @@ import orjson
 
 from llm_locust.sim.words import WORDS
 
-Endpoint = Literal["chat", "completions", "responses", "messages", "embeddings"]
+Endpoint = Literal["chat", "completions", "responses", "messages", "gemini", "embeddings"]
 ToolChoice = Literal["auto", "none", "required"]
 
 
@@ -151,15 +151,19 @@ class Api:
     tool_call_prefix: str = "call_"
 
 
-def decode_request(body: bytes, models: tuple[str, ...]) -> dict[str, Any]:
-    """The request's JSON object, its "model" set (the first of `models` when it names none); ApiError unless it is an
-    object naming one of `models`."""
+def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
+    """The request's JSON object, its "model" set (the path's `path_model`, else the first of `models` when it names
+    none); ApiError unless it is an object naming one of `models` (and none when the path names it)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad_request("request body must be a JSON object")
+    if path_model is not None:
+        if "model" in data:  # Google refuses a field it does not know
+            raise bad_request('Invalid JSON payload received. Unknown name "model": Cannot find field.')
+        data["model"] = path_model
     requested = data.setdefault("model", models[0])
     if requested not in models:
         raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")

@@ -34,6 +34,16 @@ def test_settings_register_every_secret_of_the_options(monkeypatch):
     assert redact.redact(text) == "[REDACTED] [REDACTED] Bearer [REDACTED] [REDACTED]:[REDACTED] [REDACTED]"
 
 
+def test_both_of_google_s_key_variables_are_registered(monkeypatch):
+    """--provider gemini: GOOGLE_API_KEY (the one sent) and GEMINI_API_KEY (set too, not sent) are both hidden."""
+    google, gemini = token(), token()
+    monkeypatch.setenv("GOOGLE_API_KEY", google)
+    monkeypatch.setenv("GEMINI_API_KEY", gemini)
+    point = Settings.from_options(options("--host", "http://127.0.0.1:9", "--provider", "gemini", "--model", "m"))
+    assert point.endpoint.api_key == google
+    assert redact.redact(f"{google} {gemini}") == "[REDACTED] [REDACTED]"
+
+
 def test_url_credentials_are_registered_as_written_decoded_and_as_basic_auth():
     user, password = f"u{token()}", f"p%40{token()}"
     redact.register_url(f"https://{user}:{password}@example.com/v1")

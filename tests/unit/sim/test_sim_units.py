@@ -136,14 +136,15 @@ def test_event_encoder_builds_valid_json() -> None:
 
 def test_the_simulators_own_constants_equal_the_clients() -> None:
     """The simulator keeps its own copies of what it shares with the client (it imports no client module): the
-    prefix block size, the kernel receive-time socket option and its decoding, and each API's path."""
+    prefix block size, the kernel receive-time socket option and its decoding, and each API's path (Gemini's, with
+    the model in it, routed to it)."""
     import socket
     import struct
     import time
 
     from llm_locust.apis import APIS as ENDPOINTS
     from llm_locust.sim import prefix_cache, receive_time
-    from llm_locust.sim.apis import BY_ENDPOINT
+    from llm_locust.sim.apis import BY_ENDPOINT, route
     from llm_locust.transport import kernel_time
     from llm_locust.workload import prefix_blocks, providers
 
@@ -153,7 +154,12 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
     assert receive_time.PLAUSIBLE_AGE_S == kernel_time._PLAUSIBLE_AGE_S
     assert sorted(BY_ENDPOINT) == sorted(ENDPOINTS)
     for endpoint, api in BY_ENDPOINT.items():
-        assert api.path == providers.completion_path("openai", endpoint), endpoint
+        if "openai" in ENDPOINTS[endpoint].paths:
+            assert api.path == providers.completion_path("openai", endpoint), endpoint
+    for provider in ("gemini", "vertex"):  # paths naming the model: routed to the API, the model taken from them
+        path, _, query = providers.model_path(providers.completion_path(provider, "gemini", "", "", "p", "l"),
+                                              "gemini-2.5-flash").partition("?")  # fmt: skip
+        assert route(path, query) == (BY_ENDPOINT["gemini"], "gemini-2.5-flash"), provider
     now = time.perf_counter()
     wall = time.time()
     for age_s in (0.25, 0.0, -1.0, 120.0):  # plausible, now, in the future, too old
