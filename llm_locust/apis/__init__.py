@@ -74,17 +74,16 @@ class Api:
     """One API: what differs in building its requests, sending them and reading their responses.
 
     `paths`: provider (`--provider`) → the path (and query) to POST to, `{deployment}` and `{api_version}` filled in
-    URL-quoted (`openai_paths` makes the usual ones); a provider missing here does not serve the API (`check_api`
-    refuses it). `shape` makes the body's prompt fields (`shapes.py`); `fixed_fields` go into every body (after the
-    model); the output length goes in `max_tokens_field` (per server family: `family_max_tokens_fields`; "" for an
-    API without one); `forces_length` False: no field forces the output length, `--ignore-eos` is refused.
-    Streamed: `parser` (SSE event → record), `event_text` and `answer_parts` (the answer's own text and reasoning, for
-    a scenario's answer); else `read_body`. `counting`: what its summary counts
-    (`OUTPUTS`, or `INPUTS`: a request carries `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
-    with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
-    `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
-    `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none).
-    """
+    URL-quoted, `{project}` and `{location}` (Vertex AI) too (`openai_paths` makes the usual ones); a provider missing
+    here does not serve the API (`check_api` refuses it). `shape` makes the body's prompt fields (`shapes.py`);
+    `fixed_fields` go into every body (after the model); the output length goes in `max_tokens_field` (per server
+    family: `family_max_tokens_fields`; "" for an API without one); `forces_length` False: no field forces the output
+    length, `--ignore-eos` is refused. Streamed: `parser` (SSE event → record), `event_text` and `answer_parts` (the
+    answer's own text and reasoning, for a scenario's answer); else `read_body`. `counting`: what its summary counts
+    (`OUTPUTS`, or `INPUTS`: a request carries `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"), with
+    the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`: `--image` /
+    `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`, `--tools-file`,
+    `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none)."""
 
     endpoint: str
     title: str  # how a refusal names it: "chat completions", "the Messages API"
@@ -169,9 +168,13 @@ def summary_counting(summary: Mapping[str, Any]) -> Counting:
     return COUNTINGS.get((summary.get("run") or {}).get("counts", ""), OUTPUTS)
 
 
+VERTEX_CHAT_PATH = "/v1/projects/{project}/locations/{location}/endpoints/openapi/chat/completions"
+"""Vertex AI's OpenAI-compatible chat completions (REST: projects.locations.endpoints.chat.completions, the endpoint
+`openapi`), at `{location}-aiplatform.googleapis.com` (`aiplatform.googleapis.com` for the `global` location)."""
 _CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 BUILT_IN = (
-    Api("chat", "chat completions", openai_paths("/v1/chat/completions", azure="chat/completions"), shapes.chat,
+    Api("chat", "chat completions", {**openai_paths("/v1/chat/completions", azure="chat/completions"),
+                                     "vertex": VERTEX_CHAT_PATH}, shapes.chat,
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
         event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
         sdk_arguments=("model", "messages", "stream"),

@@ -300,7 +300,12 @@ class LLMClient:
             # ConfigError naming the fix when the provider or the client cannot send this API
             check_api(point.provider, point.server_family, endpoint, False, point.client)
             path = self._paths[endpoint] = completion_path(
-                point.provider, endpoint, point.deployment, point.api_version
+                point.provider,
+                endpoint,
+                point.deployment,
+                point.api_version,
+                point.vertex_project,
+                point.vertex_location,
             )
         return path
 

@@ -125,6 +125,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 tools=bool(settings.workload.tool_sets),
             )
         _check_agents(settings, environment.user_classes)
+        if state.users is not None:  # this process's own bearer token, before any request (`UsersPart.start_auth`)
+            state.users.start_auth()
         _states[environment] = state
         if lead is None:  # a worker
             parse_locust_defaults_once()

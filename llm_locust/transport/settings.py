@@ -14,15 +14,17 @@ from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.replicas import allowed_hosts, shown_url
+from llm_locust.transport.tokens import token_flow
 from llm_locust.workload.providers import API_KEY_ENV, check_length_control, parse_header, server_family
 
 
 @dataclass(frozen=True)
 class EndpointSettings:
-    """Where and how requests go: the model, the provider and its server family, the API key (never in repr, logs
-    or results), extra headers (their names only in results), TLS trust, the client, the balance over replicas, and
-    the servers the web UI's form may name besides those of --host (`allow_host`; in results without credentials).
-    The host is Locust's own (`--host`, the web UI's field)."""
+    """Where and how requests go: the model, the provider (Vertex AI's project and location) and its server family, the
+    API key (never in repr, logs or results) or the OAuth flow whose tokens are sent instead (`--auth`), extra headers
+    (their names only in results), TLS trust, the client, the balance over replicas, and the servers the web UI's form
+    may name besides those of --host (`allow_host`; in results without credentials). The host is Locust's own (`--host`,
+    the web UI's field)."""
 
     model: str
     api_key: str = field(repr=False, metadata=shown_as(bool, "api_key_set"))
@@ -30,6 +32,12 @@ class EndpointSettings:
     provider: str
     deployment: str
     api_version: str
+    vertex_project: str
+    vertex_location: str
+    auth: str
+    token_flow: str
+    """The short-lived bearer tokens sent instead of a key (`tokens.token_flow`: entra, databricks-m2m, google; ""
+    for none)."""
     server_family: str
     header: tuple[tuple[str, str], ...] = field(
         repr=False,
@@ -49,6 +57,9 @@ class EndpointSettings:
         if provider in ("azure", "databricks") and not options.deployment:
             what = "the Azure deployment" if provider == "azure" else "the Databricks serving-endpoint name"
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
+        if provider == "vertex" and not (options.model or options.model_mix):
+            raise ConfigError("--provider vertex needs --model NAME, e.g. google/gemini-2.0-flash-001")
+        project, location = vertex_place(options) if provider == "vertex" else ("", "")
         family = server_family(options.server_family, provider)
         check_length_control(family, options.ignore_eos)
         headers = tuple(header_lines(options))
@@ -57,11 +68,18 @@ class EndpointSettings:
         if options.client == "openai-sdk":
             _import_openai()
         api_key_env = options.api_key_env or API_KEY_ENV[provider]
+        api_key = options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env))
+        flow = token_flow(provider, options.auth, bool(api_key), os.environ)
+        if flow and options.client != "fast":
+            raise ConfigError(f"--client {options.client} sends no OAuth bearer token ({flow}): use --client fast")
         return build(
             cls,
             options,
-            api_key=options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env)),
+            api_key="" if flow else api_key,
             api_key_env=api_key_env,
+            vertex_project=project,
+            vertex_location=location,
+            token_flow=flow,
             server_family=family,
             header=headers,
             allow_host=allowed_hosts(as_list(options.allow_host)),
@@ -92,6 +110,19 @@ def header_lines(options: Any) -> list[tuple[str, str]]:
                 raise
             raise ConfigError(str(e).replace("--header:", f"{HEADERS_ENV}: one per line,", 1)) from None
     return headers
+
+
+def vertex_place(options: Any) -> tuple[str, str]:
+    """(project, location) of Vertex AI's paths: --vertex-project / --vertex-location, else $GOOGLE_CLOUD_PROJECT /
+    $GOOGLE_CLOUD_LOCATION; ConfigError naming both when one is missing."""
+    place = []
+    for option, variable in (("vertex_project", "GOOGLE_CLOUD_PROJECT"), ("vertex_location", "GOOGLE_CLOUD_LOCATION")):
+        value = getattr(options, option) or os.environ.get(variable, "")
+        if not value:
+            flag = "--" + option.replace("_", "-")
+            raise ConfigError(f"--provider vertex needs {flag} (or ${variable}): it goes in the request path")
+        place.append(value)
+    return place[0], place[1]
 
 
 def api_key_from_env(name: str, named: bool) -> str:

@@ -2,8 +2,10 @@
 
 Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, llama.cpp, ...),
 `openai`, `azure` (deployment + api-version in the path, `api-key` header), `databricks`
-(serving endpoint invocations, bearer token) and `anthropic` (the Messages API only: `x-api-key`
-and `anthropic-version` headers).
+(serving endpoint invocations, bearer token), `anthropic` (the Messages API only: `x-api-key`
+and `anthropic-version` headers) and `vertex` (Vertex AI's OpenAI-compatible chat completions: the project and
+location in the path, `--vertex-project`, `--vertex-location`). The short-lived bearer tokens of azure (Entra ID),
+databricks (OAuth M2M) and vertex (Google OAuth) are `transport.tokens`'.
 
 APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
 length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is
@@ -30,15 +32,16 @@ from urllib.parse import quote
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 
-PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic")
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic", "vertex")
 FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai", "anthropic")
 API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
-               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY"}  # fmt: skip
+               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY",
+               "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN"}  # fmt: skip
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
-                   "anthropic": "anthropic"}  # fmt: skip
-_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)", "anthropic": "Anthropic"}
+                   "anthropic": "anthropic", "vertex": "openai"}  # fmt: skip
+_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks, Google)", "anthropic": "Anthropic"}
 
 
 def server_family(family: str, provider: str) -> str:
@@ -100,10 +103,13 @@ def provider_headers(provider: str) -> dict[str, str]:
     return {"anthropic-version": ANTHROPIC_VERSION} if provider == "anthropic" else {}
 
 
-def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
+def completion_path(
+    provider: str, endpoint: str, deployment: str = "", api_version: str = "", project: str = "", location: str = ""
+) -> str:
     """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones)."""
     path = api(endpoint).paths[provider]
-    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""))
+    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""),
+                       project=quote(project, safe=""), location=quote(location, safe=""))  # fmt: skip
 
 
 def auth_headers(provider: str, api_key: str) -> dict[str, str]:
