@@ -147,15 +147,19 @@ class UsersPart:
         point = self.settings.endpoint
         if self.tokens is not None and self.tokens.flow == point.token_flow:
             return
-        if self.tokens is not None:
-            self.tokens.stop()
-            self.tokens = None
+        self.stop_auth()
         if point.token_flow:
             workspace = self._shared.environment.host or ""
             fetch = token_source(point.token_flow, workspace, point.ca_bundle or not point.insecure)
             keeper = TokenKeeper(point.token_flow, fetch)
             keeper.start()
             self.tokens = keeper
+
+    def stop_auth(self, **_: Any) -> None:
+        """Stop refreshing the bearer token (the process quits, or a new test needs another flow or none)."""
+        if self.tokens is not None:
+            self.tokens.stop()
+            self.tokens = None
 
     def token_counts(self) -> dict[str, object]:
         """This process's OAuth flow, its token refreshes and failed refresh attempts (summary.json `auth`)."""

@@ -11,11 +11,13 @@ credentials, scope `GOOGLE_SCOPE`). The refreshing greenlet is wiring in `runtim
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from llm_locust.errors import ConfigError
@@ -107,6 +109,27 @@ def token_source(flow: str, workspace: str, verify: bool | str) -> Callable[[], 
     if flow == "entra":
         return _entra()
     return _google()
+
+
+SECRET_VARIABLES = ("AZURE_CLIENT_SECRET", "DATABRICKS_CLIENT_SECRET")
+"""The variables holding the flows' client secrets."""
+
+
+def credential_secrets(environ: Mapping[str, str]) -> list[str]:
+    """The secrets of the flows' credentials in `environ`, to keep out of every output: the client secrets, and the
+    private key of the service-account key file GOOGLE_APPLICATION_CREDENTIALS names (whole, and each line of its
+    PEM body: a printed piece stays hidden too); a key file that cannot be read holds none here."""
+    found = [environ[name] for name in SECRET_VARIABLES if environ.get(name)]
+    key_file = environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if key_file:
+        try:
+            private_key = json.loads(Path(key_file).read_text(encoding="utf-8")).get("private_key") or ""
+        except (OSError, ValueError, AttributeError):
+            private_key = ""
+        if isinstance(private_key, str) and private_key:
+            lines = [line.strip() for line in private_key.splitlines() if not line.startswith("-----")]
+            found += [private_key, *(line for line in lines if len(line) >= 16)]
+    return found
 
 
 def _missing_library(flow: str, module: str) -> ConfigError:

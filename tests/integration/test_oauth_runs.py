@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 import urllib.request
 from pathlib import Path
 
 import gevent
 import pytest
 from conftest import LOCUSTFILE, options, quit_master, read_summary, run_locust, start_master_and_workers
+from harness.sse_server import read_request, serve
 
 from llm_locust.runtime.plugin import run_state
+from llm_locust.runtime.token_keeper import TokenKeeper
 from llm_locust.sim import run_sim
+from llm_locust.transport.tokens import token_source
 
 CLIENT_ID, CLIENT_SECRET = "llm-locust-test-client", "planted-client-secret-7f3a9c"
 TENANT = "0b1c2d3e-tenant"
@@ -121,3 +125,48 @@ def test_a_wrong_secret_exits_2_in_one_line_before_any_load(provider, tmp_path, 
             "vertex": "GOOGLE_APPLICATION_CREDENTIALS"}[provider] in errors[0]  # fmt: skip
     assert "wrong-secret-e81d" not in proc.stdout + proc.stderr
     assert counts["verified"] == counts["refused"] == 0 and sum(counts["issued"].values()) == 0
+
+
+def test_a_slow_token_endpoint_blocks_neither_the_hub_nor_the_requests(monkeypatch):
+    """The token library's HTTP (requests over urllib3) yields to gevent's hub: a token endpoint answering after
+    0.4 s, in this very process, is waited for by the refreshing greenlet alone — a greenlet ticking every 10 ms
+    meanwhile never waits long — and the token in use is replaced, never missing."""
+    tokens = iter(range(1000))
+
+    def slow_token(sock, _address):
+        while read_request(sock):
+            gevent.sleep(0.4)
+            body = json.dumps({"access_token": f"token-{next(tokens)}", "expires_in": 1}).encode()
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                         % (len(body), body))  # fmt: skip
+
+    monkeypatch.setenv("DATABRICKS_CLIENT_ID", CLIENT_ID)
+    monkeypatch.setenv("DATABRICKS_CLIENT_SECRET", CLIENT_SECRET)
+    server = serve(slow_token)
+    gaps_s: list[float] = []
+    seen: set[str] = set()
+
+    def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            gevent.sleep(0.01)
+            now = time.perf_counter()
+            gaps_s.append(now - last)
+            last = now
+            if keeper.auth.token:
+                seen.add(keeper.auth.headers("POST", "", b"")["Authorization"])
+
+    keeper = TokenKeeper(
+        "databricks-m2m", token_source("databricks-m2m", f"http://127.0.0.1:{server.server_port}", True)
+    )
+    ticker = gevent.spawn(tick)
+    try:
+        keeper.start()  # the first token: 0.4 s, the ticker running meanwhile
+        gevent.sleep(3)
+    finally:
+        keeper.stop()
+        ticker.kill()
+        server.stop()
+    assert keeper.refreshes >= 2 and keeper.refresh_failures == 0
+    assert len(seen) == keeper.refreshes + 1  # every token was in use, one after the other
+    assert max(gaps_s) < 0.2, max(gaps_s)  # 0.4 s waits for the endpoint never held the hub
