@@ -160,6 +160,8 @@ def _databricks(workspace: str, verify: bool | str) -> Token:
                              "scope": "all-apis"}, timeout=30, verify=verify)  # fmt: skip
     except requests.RequestException as e:
         raise ConfigError(f"Databricks OAuth M2M: could not reach {url} ({_first_line(e)})") from None
+    if resp.status_code != 200 and resp.status_code not in (400, 401, 403):
+        raise ConfigError(f"Databricks OAuth M2M: {url} answered HTTP {resp.status_code}")
     if resp.status_code != 200:
         raise ConfigError(
             f"Databricks OAuth M2M: {url} refused DATABRICKS_CLIENT_ID / DATABRICKS_CLIENT_SECRET (HTTP "

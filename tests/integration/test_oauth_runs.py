@@ -127,24 +127,40 @@ def test_a_wrong_secret_exits_2_in_one_line_before_any_load(provider, tmp_path, 
     assert counts["verified"] == counts["refused"] == 0 and sum(counts["issued"].values()) == 0
 
 
-def test_a_slow_token_endpoint_blocks_neither_the_hub_nor_the_requests(monkeypatch):
-    """The token library's HTTP (requests over urllib3) yields to gevent's hub: a token endpoint answering after
-    0.4 s, in this very process, is waited for by the refreshing greenlet alone — a greenlet ticking every 10 ms
-    meanwhile never waits long — and the token in use is replaced, never missing."""
-    tokens = iter(range(1000))
+class TokenEndpoint:
+    """A Databricks-like token endpoint in this process (`url`): each answer after `delay_s`, every `fail_every`-th
+    request (0: none) refused with HTTP 500, tokens living `lifetime_s`; `issued` maps each token to when it expires
+    (time.perf_counter)."""
 
-    def slow_token(sock, _address):
+    def __init__(self, delay_s: float, lifetime_s: float, fail_every: int = 0) -> None:
+        self.delay_s, self.lifetime_s, self.fail_every = delay_s, lifetime_s, fail_every
+        self.requests = 0
+        self.issued: dict[str, float] = {}
+        self.server = serve(self._answer)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+
+    def _answer(self, sock, _address) -> None:
         while read_request(sock):
-            gevent.sleep(0.4)
-            body = json.dumps({"access_token": f"token-{next(tokens)}", "expires_in": 1}).encode()
+            gevent.sleep(self.delay_s)
+            self.requests += 1
+            if self.fail_every and self.requests % self.fail_every == 0:
+                sock.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+                continue
+            token = f"token-{self.requests}"
+            self.issued[token] = time.perf_counter() + self.lifetime_s
+            body = json.dumps({"access_token": token, "expires_in": self.lifetime_s}).encode()
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))  # fmt: skip
 
+
+def keep_tokens(endpoint: TokenEndpoint, seconds: float, monkeypatch) -> tuple[TokenKeeper, list[float], list[float]]:
+    """A `TokenKeeper` of `endpoint`'s tokens for `seconds`, a greenlet ticking every 10 ms meanwhile: (the keeper,
+    the gaps between ticks, how long the token in use at each tick had still to live), seconds."""
     monkeypatch.setenv("DATABRICKS_CLIENT_ID", CLIENT_ID)
     monkeypatch.setenv("DATABRICKS_CLIENT_SECRET", CLIENT_SECRET)
-    server = serve(slow_token)
+    keeper = TokenKeeper("databricks-m2m", token_source("databricks-m2m", endpoint.url, True))
     gaps_s: list[float] = []
-    seen: set[str] = set()
+    left_s: list[float] = []
 
     def tick() -> None:
         last = time.perf_counter()
@@ -154,19 +170,35 @@ def test_a_slow_token_endpoint_blocks_neither_the_hub_nor_the_requests(monkeypat
             gaps_s.append(now - last)
             last = now
             if keeper.auth.token:
-                seen.add(keeper.auth.headers("POST", "", b"")["Authorization"])
+                token = keeper.auth.headers("POST", "", b"")["Authorization"].removeprefix("Bearer ")
+                left_s.append(endpoint.issued[token] - now)
 
-    keeper = TokenKeeper(
-        "databricks-m2m", token_source("databricks-m2m", f"http://127.0.0.1:{server.server_port}", True)
-    )
     ticker = gevent.spawn(tick)
     try:
-        keeper.start()  # the first token: 0.4 s, the ticker running meanwhile
-        gevent.sleep(3)
+        keeper.start()  # the first token: the ticker runs meanwhile
+        gevent.sleep(seconds)
     finally:
         keeper.stop()
         ticker.kill()
-        server.stop()
+        endpoint.server.stop()
+    return keeper, gaps_s, left_s
+
+
+def test_a_slow_token_endpoint_blocks_neither_the_hub_nor_the_requests(monkeypatch):
+    """The token library's HTTP (requests over urllib3) yields to gevent's hub: a token endpoint answering after
+    0.4 s, in this very process, is waited for by the refreshing greenlet alone — a greenlet ticking every 10 ms
+    meanwhile never waits long — and the token in use is replaced before it expires."""
+    endpoint = TokenEndpoint(delay_s=0.4, lifetime_s=1.0)
+    keeper, gaps_s, left_s = keep_tokens(endpoint, 3.0, monkeypatch)
     assert keeper.refreshes >= 2 and keeper.refresh_failures == 0
-    assert len(seen) == keeper.refreshes + 1  # every token was in use, one after the other
     assert max(gaps_s) < 0.2, max(gaps_s)  # 0.4 s waits for the endpoint never held the hub
+    assert min(left_s) > 0, min(left_s)
+
+
+def test_a_failed_refresh_keeps_the_token_and_retries_before_it_expires(monkeypatch):
+    """Every second token request refused: the keeper keeps the token in use, tries again within half its remaining
+    life, and no tick ever sees an expired token."""
+    endpoint = TokenEndpoint(delay_s=0.0, lifetime_s=2.0, fail_every=2)
+    keeper, _, left_s = keep_tokens(endpoint, 5.0, monkeypatch)
+    assert keeper.refresh_failures >= 2 and keeper.refreshes >= 2, (keeper.refreshes, keeper.refresh_failures)
+    assert min(left_s) > 0, min(left_s)
