@@ -34,7 +34,9 @@ REFRESH_SHARE = 0.8
 REFRESH_MARGIN_S = 300.0
 """... or this long before it expires, whichever is earlier, ..."""
 MIN_SHARE = 0.5
-"""... but never before half its lifetime (a token living less than 10 minutes)."""
+"""... but never before half its lifetime (a token living less than 10 minutes), ..."""
+MIN_REFRESH_S = 0.1
+"""... nor sooner than this, seconds (a token issued already expired, by a skewed clock, is not asked for in a loop)."""
 RETRY_MAX_S = 30.0
 """The longest pause between two attempts after a failed refresh, seconds."""
 
@@ -57,8 +59,9 @@ def token_flow(provider: str, auth: str, has_key: bool, environ: Mapping[str, st
 
 def refresh_after_s(lifetime_s: float) -> float:
     """How long after it was issued a token living `lifetime_s` seconds is replaced, seconds: at `REFRESH_SHARE` of
-    its lifetime or `REFRESH_MARGIN_S` before it expires, whichever is earlier, never before `MIN_SHARE` of it."""
-    return max(min(REFRESH_SHARE * lifetime_s, lifetime_s - REFRESH_MARGIN_S), MIN_SHARE * lifetime_s)
+    its lifetime or `REFRESH_MARGIN_S` before it expires, whichever is earlier, never before `MIN_SHARE` of it nor
+    sooner than `MIN_REFRESH_S`."""
+    return max(min(REFRESH_SHARE * lifetime_s, lifetime_s - REFRESH_MARGIN_S), MIN_SHARE * lifetime_s, MIN_REFRESH_S)
 
 
 def after_failure(remaining_s: float, failures: int) -> tuple[float, bool]:

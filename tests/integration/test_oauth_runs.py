@@ -1,7 +1,8 @@
 """Short-lived bearer tokens against the simulator's token endpoints and verifier (`--require-token`): Azure OpenAI
 with Entra ID (azure-identity, over HTTPS with the discovery document msal reads), Databricks OAuth M2M, Vertex AI
 with Google's application-default credentials (a service-account key file whose signature the simulator checks) —
-master + 2 workers, every worker fetching and refreshing its own token; and a wrong secret refused before any load."""
+master + 2 workers, every worker fetching and refreshing its own token; a wrong secret refused before any load; and
+the refreshing greenlet against a token endpoint in this process that answers slowly, or refuses every second time."""
 
 from __future__ import annotations
 
