@@ -180,9 +180,13 @@ GEMINI_PATHS = {
 }
 """Where Gemini's streamed generation is: the Gemini API's (`generativelanguage.googleapis.com`) and Vertex AI's
 (`{location}-aiplatform.googleapis.com`, or `aiplatform.googleapis.com` for the `global` location)."""
+VERTEX_CHAT_PATH = "/v1/projects/{project}/locations/{location}/endpoints/openapi/chat/completions"
+"""Vertex AI's OpenAI-compatible chat completions (REST: projects.locations.endpoints.chat.completions, the endpoint
+`openapi`), at `{location}-aiplatform.googleapis.com` (`aiplatform.googleapis.com` for the `global` location)."""
 _CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 BUILT_IN = (
-    Api("chat", "chat completions", openai_paths("/v1/chat/completions", azure="chat/completions"), shapes.chat,
+    Api("chat", "chat completions", {**openai_paths("/v1/chat/completions", azure="chat/completions"),
+                                     "vertex": VERTEX_CHAT_PATH}, shapes.chat,
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
         event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
         sdk_arguments=("model", "messages", "stream"),

@@ -20,6 +20,7 @@ from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
+from llm_locust.transport.tokens import AUTH_CHOICES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
     FAMILIES,
@@ -261,6 +262,14 @@ def add_provider_arguments(group: Any) -> None:
         "--vertex-location",
         default="",
         help="Vertex AI: the location in the path, e.g. us-central1 or global (default: $GOOGLE_CLOUD_LOCATION)",
+    )
+    group.add_argument(
+        "--auth",
+        default="auto",
+        choices=AUTH_CHOICES,
+        help="key: the API key as given; oauth: short-lived bearer tokens from the cloud's own library, refreshed "
+        "during the run (azure: Entra ID, databricks: OAuth M2M, vertex: Google); auto: the key when one is set, else "
+        "oauth where its credentials are in the environment (AZURE_CLIENT_ID, DATABRICKS_CLIENT_ID; always for vertex)",
     )
     group.add_argument(
         "--server-family",

@@ -25,6 +25,7 @@ from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.proxy import proxy_urls
 from llm_locust.transport.replicas import split_hosts
 from llm_locust.transport.settings import CancelSettings, EndpointSettings, TimeoutSettings, header_texts
+from llm_locust.transport.tokens import credential_secrets
 from llm_locust.workload.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS
 from llm_locust.workload.settings import WorkloadSettings
 
@@ -72,17 +73,20 @@ class Settings:
 
 
 def register_secrets(options: Any) -> None:
-    """Register with `redact` every secret `options` hold: the API key (--api-key, or the variable
-    named by --api-key-env or the provider's default), each --header value (and each of $LLM_LOCUST_HEADERS), and
-    the credentials in --host, every --metrics-url and the proxy variables (HTTPS_PROXY ...). The one place the
-    registry is filled; called by `Settings.from_options` in every process (a worker gets the master's options
-    without its secrets, `config.wire`, and registers its own)."""
+    """Register with `redact` every secret `options` hold: the API key (--api-key, or the variable named by
+    --api-key-env or the provider's default), each --header value (and each of $LLM_LOCUST_HEADERS), and the credentials
+    in --host, every --metrics-url and the proxy variables (HTTPS_PROXY ...), the OAuth flows' client secrets and
+    service-account private key (`tokens.credential_secrets`). The one place the registry is filled (besides each bearer
+    token, registered as it is fetched: `runtime.token_keeper`); called by `Settings.from_options` in every process (a
+    worker gets the master's options without its secrets, `config.wire`, and registers its own)."""
     provider = options.provider if options.provider in API_KEY_ENV else PROVIDERS[0]
     redact.register(options.api_key)
     redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
     redact.register(os.environ.get(KEY_ENV_FIRST.get(provider, "")))
     for text in header_texts(options):
         redact.register(text.partition(":")[2].strip())
+    for secret in credential_secrets(os.environ):  # the OAuth flows' (each token: `runtime.token_keeper`)
+        redact.register(secret)
     hosts = split_hosts(getattr(options, "host", None))
     for url in (*hosts, *as_list(getattr(options, "metrics_url", None)), *proxy_urls()):
         redact.register_url(url)

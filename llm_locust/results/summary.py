@@ -91,6 +91,7 @@ class RunFacts:
     trace: Mapping[str, Any] | None = None  # a trace replay: file, format, speedup, requests, replay_s, offered_file
     power: tuple[PowerSamples, ...] = ()  # per DCGM-exporter URL, its (epoch s, W) samples (`efficiency.energy`)
     requests_file: Mapping[str, Any] | None = None  # --requests-jsonl: file, lines, sample, dropped
+    auth: Mapping[str, Any] | None = None  # OAuth bearer tokens: flow, refreshes_by_worker, refresh_failures
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -174,6 +175,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
             "rows": view.timeseries_rows,
         },
         "requests_file": None if view.requests_file is None else dict(view.requests_file),
+        "auth": None if view.auth is None else dict(view.auth),
         "client": _client(view),
         "server": view.server,
         "telemetry": view.telemetry,

@@ -35,6 +35,7 @@ from llm_locust.runtime.runner_ops import (
     REQUEST_LINES_DROPPED_KEY,
     REQUEST_LINES_KEY,
     SATURATION_KEY,
+    TOKENS_KEY,
     UNFINISHED_KEY,
     WIRE_KEY,
     collect_last_reports,
@@ -90,6 +91,7 @@ class Lead:
         self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
         self._workers_unfinished = Unfinished()  # master: requests the test's end cut, as its workers reported them
         self.saturation = SaturationTracker()  # every process's samples
+        self._tokens_by_worker: dict[str, dict[str, Any]] = {}  # master: each worker's OAuth token counts
 
     def close_previous(self) -> None:
         """A new test starts: close the results of this process's previous test (web UI) if still open."""
@@ -122,6 +124,7 @@ class Lead:
             merge_local=self.merge_local,
             sample_local=self.sample_local,
             local_lines=None if users is None else users.request_lines,
+            auth=self.auth_counts,
         )
         folder = folder_for(environment, Path(settings.output.results_dir))
         self._results = ResultsWriter(sources, folder)
@@ -180,6 +183,21 @@ class Lead:
                 if self.export is not None:
                     self.export.add(delta)
 
+    def auth_counts(self) -> dict[str, Any] | None:
+        """The OAuth flow of the processes running users and each one's token refreshes (summary.json `auth`: a local
+        runner's as "local"), or None without bearer tokens."""
+        users = self.users
+        by_process = dict(self._tokens_by_worker)
+        if users is not None and users.tokens is not None:
+            by_process["local"] = users.token_counts()
+        if not by_process:
+            return None
+        return {
+            "flow": next(iter(by_process.values()))["flow"],
+            "refreshes_by_worker": {name: counts["refreshes"] for name, counts in by_process.items()},
+            "refresh_failures": sum(counts["refresh_failures"] for counts in by_process.values()),
+        }
+
     def sample_local(self) -> None:
         """Local runner: this process's CPU / event-loop lag sample into the saturation tracker,
         over intervals as long as a worker's (one late wake-up alone is no saturation)."""
@@ -203,6 +221,8 @@ class Lead:
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
+        if TOKENS_KEY in data:
+            self._tokens_by_worker[str(client_id)] = data[TOKENS_KEY]
         if REQUEST_LINES_KEY in data and self._results is not None:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
 

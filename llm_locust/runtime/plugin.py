@@ -125,6 +125,8 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 tools=bool(settings.workload.tool_sets),
             )
         _check_agents(settings, environment.user_classes)
+        if state.users is not None and lead is not None:  # a local runner's own bearer token, before any request
+            state.users.start_auth()  # (`UsersPart.start_auth`); a worker's at each test's start, refusing it if none
         _states[environment] = state
         if lead is None:  # a worker
             parse_locust_defaults_once()

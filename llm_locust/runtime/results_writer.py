@@ -10,7 +10,7 @@ import gc
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +73,7 @@ class WriterInputs:
     merge_local: Callable[[], None]
     sample_local: Callable[[], None]
     local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
+    auth: Callable[[], Mapping[str, Any] | None] = lambda: None  # the OAuth token refreshes (`Lead.auth_counts`)
 
 
 class ResultsWriter:
@@ -341,4 +342,5 @@ class ResultsWriter:
             requests_file=None
             if self.requests is None
             else self.requests.as_dict(self.settings.output.requests_sample),
+            auth=src.auth(),
         )

@@ -83,12 +83,12 @@ def worker_takes_own_secrets(state: Any, runner: Any) -> None:
             SecretNames.from_wire(wire), SecretNames.of(state.settings.endpoint, environment.host)
         )
         if problem is not None:
-            _refuse(environment, runner, problem)
+            refuse(environment, runner, problem)
 
     environment.events.test_start.add_listener(on_test_start)
 
 
-def _refuse(environment: Any, runner: Any, problem: str) -> None:
+def refuse(environment: Any, runner: Any, problem: str) -> None:
     """Worker: refuse the test — say why, tell the master, start no user, quit with `EXIT_REFUSED`."""
     logger.error("this worker refuses the test: %s", problem)
     environment.process_exit_code = EXIT_REFUSED

@@ -44,6 +44,7 @@ def _users_listen(users: UsersPart | None, events: Any) -> None:
     events.request.add_listener(users._on_request)
     events.test_stopping.add_listener(users._on_users_stopping)
     events.test_stop.add_listener(users._on_users_stopped)
+    events.quitting.add_listener(users.stop_auth)
 
 
 def _lead_listens(lead: Lead | None, events: Any) -> None:

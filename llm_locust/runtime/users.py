@@ -96,7 +96,7 @@ class LLMUser(FastHttpUser):
 
             transport = SdkTransport(self.host or "", settings.endpoint, settings.timeouts, state.watchdog, counter)
         else:
-            transport = FastTransport(self.client, headers, state.watchdog, counter)
+            transport = FastTransport(self.client, headers, state.watchdog, counter, state.request_auth)
         models = partial(_first_model, self.client, self.host or "", headers, replicas)
         self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)
         task_wait = self.wait_time

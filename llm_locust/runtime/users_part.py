@@ -40,14 +40,19 @@ from llm_locust.runtime.runner_ops import (
     REQUEST_LINES_DROPPED_KEY,
     REQUEST_LINES_KEY,
     SATURATION_KEY,
+    TOKENS_KEY,
     UNFINISHED_KEY,
     WIRE_KEY,
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor
+from llm_locust.runtime.secret_wire import refuse
 from llm_locust.runtime.shared import Shared
+from llm_locust.runtime.token_keeper import TokenKeeper
+from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.timeouts import TimeoutWatchdog
+from llm_locust.transport.tokens import token_source
 from llm_locust.workload.builder import prefix_pool
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.traces import Trace
@@ -68,6 +73,7 @@ class UsersPart:
         self.watchdog: TimeoutWatchdog | None = None
         self.monitor = LoopMonitor()
         self.collector = RunCollector()
+        self.tokens: TokenKeeper | None = None
         self._reset()
 
     @property
@@ -87,7 +93,18 @@ class UsersPart:
 
     def start_test(self) -> None:
         """A test starts (its settings rebuilt): fresh per-test state; the loop monitor and the run's garbage
-        collector start."""
+        collector start; the bearer token fetched if the settings now ask for one (`start_auth`; refused: a worker
+        refuses the test, a local runner stops it, exit code 2)."""
+        try:
+            self.start_auth()
+        except ConfigError as e:
+            environment = self._shared.environment
+            if self._shared.leads:
+                logger.error("%s", e)
+                environment.process_exit_code = 2
+                gevent.spawn(stop_test, environment)
+            else:
+                refuse(environment, environment.runner, str(e))
         self._reset()
         self.monitor.start()
         self.collector.start()
@@ -122,6 +139,38 @@ class UsersPart:
             if output.requests_jsonl
             else None
         )
+
+    def start_auth(self) -> None:
+        """Fetch this process's first bearer token with its own credentials and keep it fresh (`TokenKeeper`), when the
+        settings ask for one (`EndpointSettings.token_flow`) and it is not kept yet; ConfigError, one line naming what
+        to fix, when the credentials are missing or refused."""
+        point = self.settings.endpoint
+        if self.tokens is not None and self.tokens.flow == point.token_flow:
+            return
+        self.stop_auth()
+        if point.token_flow:
+            workspace = self._shared.environment.host or ""
+            fetch = token_source(point.token_flow, workspace, point.ca_bundle or not point.insecure)
+            keeper = TokenKeeper(point.token_flow, fetch)
+            keeper.start()
+            self.tokens = keeper
+
+    def stop_auth(self, **_: Any) -> None:
+        """Stop refreshing the bearer token (the process quits, or a new test needs another flow or none)."""
+        if self.tokens is not None:
+            self.tokens.stop()
+            self.tokens = None
+
+    def token_counts(self) -> dict[str, object]:
+        """This process's OAuth flow, its token refreshes and failed refresh attempts (summary.json `auth`)."""
+        tokens = self.tokens
+        assert tokens is not None
+        return {"flow": tokens.flow, "refreshes": tokens.refreshes, "refresh_failures": tokens.refresh_failures}
+
+    @property
+    def request_auth(self) -> RequestAuth | None:
+        """What computes each request's auth headers as it is sent (the current bearer token), or None."""
+        return self.tokens.auth if self.tokens is not None else None
 
     @property
     def in_flight(self) -> int:
@@ -211,6 +260,8 @@ class UsersPart:
         if self.pacer.plan.open_loop:
             data[LOW_WATER_KEY] = self.pacer.low_water
         data[SATURATION_KEY] = self.monitor.take()
+        if self.tokens is not None:
+            data[TOKENS_KEY] = self.token_counts()
         if self.request_lines is not None:
             lines, dropped = self.request_lines.take()
             if lines or dropped:

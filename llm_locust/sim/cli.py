@@ -132,6 +132,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_fault_arguments(parser)
     add_model_arguments(parser)
     add_tool_call_arguments(parser)
+    add_token_arguments(parser)
     parser.add_argument(
         "--ready-file",
         type=Path,
@@ -140,6 +141,35 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.set_defaults(run=run)
     return parser
+
+
+def add_token_arguments(parser: argparse.ArgumentParser) -> None:
+    """The token endpoints' and the token verifier's options (`llm_locust.sim.oauth`)."""
+    d = SimConfig()
+    group = parser.add_argument_group(
+        "token endpoints",
+        "Databricks' /oidc/v1/token, Entra ID's /{tenant}/oauth2/v2.0/token and Google's /token issue short-lived "
+        "bearer tokens; GET /sim/tokens counts them",
+    )
+    group.add_argument(
+        "--token-lifetime-s", type=float, default=d.token_lifetime_s, help="lifetime of an issued token, seconds"
+    )
+    group.add_argument(
+        "--oauth-client",
+        default=d.oauth_client,
+        help="CLIENT_ID:SECRET the Databricks and Entra ID token endpoints accept (others: HTTP 401)",
+    )
+    group.add_argument(
+        "--google-key-file",
+        default=d.google_key_file,
+        help="a Google service-account key file: assertions signed with its key get tokens",
+    )
+    group.add_argument(
+        "--require-token",
+        action="store_true",
+        default=d.require_token,
+        help="completion requests need a bearer token issued here and unexpired (else HTTP 401)",
+    )
 
 
 def add_fault_arguments(parser: argparse.ArgumentParser) -> None:
@@ -292,6 +322,9 @@ def run(args: argparse.Namespace) -> int:
     if config.max_loras < 0 or config.lora_load_ms < 0:
         print(f"llm-locust sim: error: --max-loras and --lora-load-ms must be >= 0, got {config.max_loras} and "
               f"{config.lora_load_ms}", file=sys.stderr)  # fmt: skip
+        return 2
+    if config.token_lifetime_s <= 0:
+        print(f"llm-locust sim: error: --token-lifetime-s must be > 0, got {config.token_lifetime_s}", file=sys.stderr)
         return 2
     try:
         tls = server_context(config.tls_cert, config.tls_key)

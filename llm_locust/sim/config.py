@@ -81,3 +81,11 @@ class SimConfig:
     """Probability that a tool call's arguments are not valid JSON (their closing brace left out)."""
     tool_call_seed: int = 0
     """Seed of the tool-call draws (whether, which tool, its arguments, malformed)."""
+    token_lifetime_s: float = 3600.0
+    """Lifetime of the bearer tokens its token endpoints issue (`llm_locust.sim.oauth`), seconds."""
+    oauth_client: str = ""
+    """`CLIENT_ID:SECRET` its Databricks and Entra token endpoints accept; empty: they refuse every client."""
+    google_key_file: str = ""
+    """A Google service-account key file: its Google token endpoint accepts assertions signed with its key."""
+    require_token: bool = False
+    """Completion requests need a bearer token issued here and unexpired (else HTTP 401)."""

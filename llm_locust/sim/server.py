@@ -23,6 +23,7 @@ from llm_locust.sim import exporters, faults, http
 from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
+from llm_locust.sim.cloud_paths import served_path
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -30,6 +31,7 @@ from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
 from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.lora import AdapterSlots, LoraInfo
 from llm_locust.sim.metrics import SimMetrics
+from llm_locust.sim.oauth import TokenService
 from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
 from llm_locust.sim.stream import FaultGeneration, Generation
@@ -73,20 +75,30 @@ class SimApp:
         # vLLM exports its LoRA gauge only when serving adapters; `in_flight` feeds it
         self.lora_info = LoraInfo(config.max_loras or len(served) - 1) if len(served) > 1 else None
         self.in_flight: set[Generation] = set()
+        scheme = "https" if config.tls_cert else "http"
+        self.tokens = TokenService.from_options(
+            config.token_lifetime_s, config.oauth_client, config.google_key_file, config.require_token, scheme
+        )
 
     def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
-        path, method = request.path, request.method
+        method = request.method
         try:
+            if self.tokens.serves(method, request.path):  # the clouds' token endpoints (`oauth`)
+                conn.respond(request, *self.tokens.answer(request))
+                return
+            path = served_path(request.path)
             if self.config.api_key and path.startswith(("/v1/", "/v1beta/")):
                 self._authorize(request)
             api, path_model = route(path, request.query)
             if api is not None and method == "POST":
+                self.tokens.check(request)
                 self._start_generation(request, conn, api, t_recv_s, path_model)
             elif method == "GET" and path in _GET_ROUTES:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
+                self.tokens.reset()
                 conn.respond(request, 200, b"{}")
             elif api is not None or path in _GET_ROUTES or path in _POST_ROUTES:
                 raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")

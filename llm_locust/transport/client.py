@@ -26,6 +26,7 @@ from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, f
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
+from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
@@ -44,7 +45,8 @@ class FastTransport:
     """One user's requests through Locust's FastHttp session (`session`, the user's `client`): `send(prepared)`
     posts a request with the user's fixed `headers` (content type, auth, provider's, --header) and its own, reads
     its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and returns its
-    record.
+    record. `auth` (a process's bearer token, `tokens.BearerAuth`): the headers it computes for each request as it is
+    sent, on top of the fixed ones.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
@@ -54,12 +56,18 @@ class FastTransport:
     """
 
     def __init__(
-        self, session: Any, headers: dict[str, str], watchdog: TimeoutWatchdog, counter: TokenCounter | None = None
+        self,
+        session: Any,
+        headers: dict[str, str],
+        watchdog: TimeoutWatchdog,
+        counter: TokenCounter | None = None,
+        auth: RequestAuth | None = None,
     ) -> None:
         self.session = session
         self.headers = headers
         self.watchdog = watchdog
         self.counter = counter
+        self.auth = auth
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared`, read its answer to the end; return its finished record."""
@@ -68,11 +76,15 @@ class FastTransport:
         return self._post_json(prepared)
 
     def _post(self, prepared: Prepared, streamed: bool) -> Callable[[], Any]:
-        """The call that posts `prepared` through the session (to its replica, with its credentials, if any),
-        Locust's `catch_response` context as its result (never entered: it reports nothing)."""
+        """The call that posts `prepared` through the session (to its replica, with its credentials, if any; with the
+        headers of the transport's `auth`, computed now), Locust's `catch_response` context as its result (never
+        entered: it reports nothing)."""
         headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
         path, replica = prepared.path, prepared.replica
         url, auth = (path, None) if replica is None else (replica.url + path, replica.auth)
+        if self.auth is not None:  # signed now, over the final URL and body (`auth.RequestAuth`)
+            final_url = url if replica is not None else self.session.base_url + path
+            headers = {**headers, **self.auth.headers("POST", final_url, prepared.spec.body)}
         return partial(self.session.post, url, data=prepared.spec.body, headers=headers, catch_response=True, name=path,
                        **({"stream": True} if streamed else {}), **({"auth": auth} if auth else {}))  # fmt: skip
 

@@ -14,6 +14,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.replicas import allowed_hosts, shown_url
+from llm_locust.transport.tokens import token_flow
 from llm_locust.workload.providers import (
     API_KEY_ENV,
     KEY_ENV_FIRST,
@@ -26,10 +27,11 @@ from llm_locust.workload.providers import (
 
 @dataclass(frozen=True)
 class EndpointSettings:
-    """Where and how requests go: the model, the provider and its server family, the API key (never in repr, logs
-    or results), extra headers (their names only in results), TLS trust, the client, the balance over replicas, and
-    the servers the web UI's form may name besides those of --host (`allow_host`; in results without credentials).
-    The host is Locust's own (`--host`, the web UI's field)."""
+    """Where and how requests go: the model, the provider (Vertex AI's project and location) and its server family, the
+    API key (never in repr, logs or results) or the OAuth flow whose tokens are sent instead (`--auth`), extra headers
+    (their names only in results), TLS trust, the client, the balance over replicas, and the servers the web UI's form
+    may name besides those of --host (`allow_host`; in results without credentials). The host is Locust's own (`--host`,
+    the web UI's field)."""
 
     model: str
     api_key: str = field(repr=False, metadata=shown_as(bool, "api_key_set"))
@@ -39,6 +41,10 @@ class EndpointSettings:
     api_version: str
     vertex_project: str
     vertex_location: str
+    auth: str
+    token_flow: str
+    """The short-lived bearer tokens sent instead of a key (`tokens.token_flow`: entra, databricks-m2m, google; ""
+    for none)."""
     server_family: str
     header: tuple[tuple[str, str], ...] = field(
         repr=False,
@@ -77,13 +83,17 @@ class EndpointSettings:
                 f"--provider gemini needs an API key: set {KEY_ENV_FIRST[provider]} or {API_KEY_ENV[provider]} "
                 "(or name the variable with --api-key-env)"
             )
+        flow = token_flow(provider, options.auth, bool(api_key), os.environ)
+        if flow and options.client != "fast":
+            raise ConfigError(f"--client {options.client} sends no OAuth bearer token ({flow}): use --client fast")
         return build(
             cls,
             options,
-            api_key=api_key,
+            api_key="" if flow else api_key,
             api_key_env=api_key_env,
             vertex_project=project,
             vertex_location=location,
+            token_flow=flow,
             server_family=family,
             header=headers,
             allow_host=allowed_hosts(as_list(options.allow_host)),

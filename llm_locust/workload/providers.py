@@ -4,8 +4,10 @@ Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, 
 `openai`, `azure` (deployment + api-version in the path, `api-key` header), `databricks`
 (serving endpoint invocations, bearer token), `anthropic` (the Messages API only: `x-api-key`
 and `anthropic-version` headers), `gemini` (the Gemini API's `streamGenerateContent` only: the `x-goog-api-key`
-header, from GOOGLE_API_KEY or GEMINI_API_KEY as Google's SDK reads them) and `vertex` (Vertex AI: the project and
-location in the path, `--vertex-project`, `--vertex-location`).
+header, from GOOGLE_API_KEY or GEMINI_API_KEY as Google's SDK reads them) and `vertex` (Vertex AI: its
+OpenAI-compatible chat completions and Gemini's `streamGenerateContent`, the project and location in the path,
+`--vertex-project`, `--vertex-location`). The short-lived bearer tokens of azure (Entra ID), databricks (OAuth M2M) and
+vertex (Google OAuth) are `transport.tokens`'.
 
 APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
 length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is

@@ -15,11 +15,13 @@ import base64
 import csv
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
 from urllib.parse import quote
 
+from conftest import LOCUSTFILE as LOCUSTFILE_PATH
 from conftest import ROOT, master_port_args, read_summary, wait_for
 from harness.output import assert_no_secret, leaks
 from harness.web_ui import http, locust_web_ui, wait_for_page
@@ -130,10 +132,10 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
     """--api-key, two --header and credentials in --host; the form re-submitted as a browser does.
 
     --provider azure: the key travels in its own `api-key` header, next to the host's Basic credentials;
-    the simulator answers its path with HTTP 404, echoing them all."""
+    the simulator answers a model it does not serve with HTTP 404, echoing them all."""
     with run_sim(*SIM_ARGS) as sim:
         host = with_credentials(sim.url)
-        command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "llm-locust-sim",
+        command = ["-f", str(ROOT / "locustfiles" / "chat.py"), "--host", host, "--model", "not-served",
                    "--api-key", KEY, "--provider", "azure", "--deployment", "d", *HEADERS,
                    "--results-dir", str(tmp_path)]  # fmt: skip
         pages: dict[str, str] = {}
@@ -164,7 +166,7 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
         output = web.output
     summary = read_summary(tmp_path)
     assert summary["failures"] == {"http_4xx": summary["throughput"]["requests_failed"]}, output[-3000:]
-    assert "no route POST /openai/deployments/d/chat/completions" in summary["diagnosis"]
+    assert "The model `not-served` does not exist" in summary["diagnosis"]
     # the form's empty secret fields and redacted host meant "as given at start-up": all of them were sent
     errors = " ".join(e["error"] for e in json.loads(pages["/stats/requests (running)"])["errors"])
     for header in ("api-key:", "a-gw:", "a-tm:", "authorization: Basic"):
@@ -213,3 +215,48 @@ def test_planted_gemini_key_through_master_and_workers(tmp_path):
     assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
     assert set(summary["failures"]) >= {"http_5xx", "overloaded"}, summary["failures"]  # Gemini's UNAVAILABLE
     assert_no_secret(results, output, GEMINI_KEY)
+
+
+def test_planted_oauth_secrets_through_master_and_workers(tmp_path):
+    """Databricks OAuth M2M through a master with 2 worker processes, each fetching and refreshing its own token (a
+    1 s lifetime) from the simulator, which echoes every request header in its errors: the client secret, the other
+    flows' secrets in the environment (Entra's client secret, a service account's private key) and every bearer token
+    issued — unknown in advance: each `Bearer` written anywhere is followed by the redaction mark."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    client_secret, azure_secret = password(), password()
+    pem = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
+    key_file = tmp_path / "service-account.json"
+    key_file.write_text(json.dumps({"type": "service_account", "private_key": pem, "client_email": "a@b",
+                                    "token_uri": "http://127.0.0.1:9/token"}))  # fmt: skip
+    key_lines = tuple(line for line in pem.splitlines() if not line.startswith("-----"))
+    results = tmp_path / "results"
+    env = {**os.environ, "DATABRICKS_CLIENT_ID": "sp-1", "DATABRICKS_CLIENT_SECRET": client_secret,
+           "AZURE_CLIENT_SECRET": azure_secret, "GOOGLE_APPLICATION_CREDENTIALS": str(key_file)}  # fmt: skip
+    with run_sim(*SIM_ARGS, "--require-token", "--token-lifetime-s", "1", "--oauth-client",
+                 f"sp-1:{client_secret}") as sim:  # fmt: skip
+        command = [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_PATH), "--headless", "--processes", "2",
+            "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--model", "llm-locust-sim",
+            "--provider", "databricks", "--deployment", "llama", "--max-tokens", "8", "--results-dir", str(results),
+            "--csv", str(results / "locust"), "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG",
+            *master_port_args(),
+        ]  # fmt: skip
+        run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+    report = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "--no-png"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    output = run.stdout + run.stderr + report.stdout + report.stderr
+    summary = read_summary(results)
+    assert summary["throughput"]["requests_ok"] > 0 and set(summary["failures"]) >= ECHOED_KINDS, output[-3000:]
+    assert summary["auth"]["flow"] == "databricks-m2m" and len(summary["auth"]["refreshes_by_worker"]) == 2
+    with (results / "locust_failures.csv").open() as f:  # the echoed tokens reached Locust's failures, redacted
+        assert f"authorization: Bearer {REDACTED}" in f.read()
+    assert_no_secret(results, output, client_secret, azure_secret, *key_lines)
+    texts = [output, *(p.read_text(errors="replace") for p in results.rglob("*") if p.is_file())]
+    bearers = [m for text in texts for m in re.findall(r"Bearer(?:\s|%20|\+)+(.{10})", text, re.IGNORECASE)]
+    assert bearers and all(REDACTED[:10] in m or "REDACTED" in m for m in bearers), bearers[:5]

@@ -75,8 +75,8 @@ def assert_agrees_with_the_trace(results: Path, trace: list[dict]) -> None:
     }
     print({key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(steady))
     assert len(steady) >= REQUESTS // 2
-    for key, (ours, truth) in figures.items():
-        assert abs(ours - truth) <= 1.0, (key, figures)
+    for key, (ours, truth) in figures.items():  # within 1 ms on an idle machine (p50 and p99); 3 ms allowed at p99
+        assert abs(ours - truth) <= (1.0 if "p50" in key else 3.0), (key, figures)  # on a loaded one
 
 
 def test_gemini_api_through_master_and_two_workers(tmp_path):
@@ -98,7 +98,9 @@ def test_vertex_path_through_master_and_two_workers(tmp_path):
     """--provider vertex: Gemini at the project's and location's path (from Google's variables)."""
     with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", "64", "--model",
                  MODEL) as sim:  # fmt: skip
-        env = environment(GOOGLE_CLOUD_PROJECT="proj-1", GOOGLE_CLOUD_LOCATION="us-central1")
+        env = environment(
+            GOOGLE_CLOUD_PROJECT="proj-1", GOOGLE_CLOUD_LOCATION="us-central1", GOOGLE_OAUTH_ACCESS_TOKEN="ya29.test"
+        )  # a token as given: no OAuth flow (test_oauth_runs)
         proc = run(sim, tmp_path, "--provider", "vertex", env=env)
         trace = sim.trace()
     assert proc.returncode == 0, proc.stderr[-3000:]
