@@ -252,6 +252,12 @@ def add_provider_arguments(group: Any) -> None:
     group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
     group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
     group.add_argument(
+        "--aws-region",
+        default="",
+        help="--provider bedrock: the AWS region requests are signed for (default: the region of a "
+        "bedrock-runtime.REGION.amazonaws.com --host, else AWS_REGION, else the AWS profile's)",
+    )
+    group.add_argument(
         "--server-family",
         default="",
         choices=("", *FAMILIES),

@@ -40,7 +40,7 @@ from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
 from llm_locust.workload.builder import RequestSpec
-from llm_locust.workload.providers import check_api, completion_path
+from llm_locust.workload.providers import check_api, completion_path, model_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
@@ -241,8 +241,10 @@ class _Chat:
 
 
 class LLMClient:
-    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic) and
-    `embeddings`, each with `create(...)`; `model`, the run's model; `settings`, the run's settings (read-only).
+    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic),
+    `converse` (Bedrock ConverseStream: `messages` and `system` in its own blocks, `inferenceConfig`; the model goes in
+    the path) and `embeddings`, each with `create(...)`; `model`, the run's model; `settings`, the run's settings
+    (read-only).
 
     Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
     process's users part (`state`, a `UserContext`) and Locust's `events`; `context` is the user's Locust context
@@ -275,6 +277,7 @@ class LLMClient:
         self.completions = _Endpoint(self, "completions")
         self.responses = _Endpoint(self, "responses")
         self.messages = _Endpoint(self, "messages")
+        self.converse = _Endpoint(self, "converse")
         self.embeddings = _Endpoint(self, "embeddings")
 
     @property
@@ -317,11 +320,13 @@ class LLMClient:
     def send(
         self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket
     ) -> RequestRecord:
-        """Send one request — `spec` of API `sent` to `path`, with its own `headers`, under `ticket` — to a replica,
-        with its cancellation draw; its finished record (not reported yet: `report`)."""
+        """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
+        `headers`, under `ticket` — to a replica, with its cancellation draw; its finished record (not reported yet:
+        `report`)."""
         with self._replicas.use() as replica:
             cancel = self._canceller.draw() if sent.streams else None
-            return self._transport.send(Prepared(sent, path, spec, headers, ticket, replica, cancel))
+            sent_to = model_path(path, spec.model)  # an API naming the model in its path (ConverseStream)
+            return self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
 
     def request(
         self,
@@ -372,13 +377,12 @@ class LLMClient:
         else:  # a later call of the same task: goes at once, in the arrival's step
             ticket = ticket._replace(t_sched=None, index=None)
         body = {"model": self.model, **self._state.settings.workload.extra_body, **fields, **sent.fixed_fields}
+        model = str(body["model"] if sent.model_field else body.pop("model"))  # else the path names it
         inputs = body.get("input")
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
-        spec = RequestSpec(
-            orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=str(body["model"]), groups=groups
-        )
+        spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=model, groups=groups)
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
         if catch_response:

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from llm_locust.sim import exporters, faults, http
-from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion
+from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.config import SimConfig
@@ -32,12 +32,15 @@ from llm_locust.sim.lora import AdapterSlots, LoraInfo
 from llm_locust.sim.metrics import SimMetrics
 from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
+from llm_locust.sim.sigv4 import AwsError, Credential, verify
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import RecentRecords, TraceRecord
 from llm_locust.sim.words import WORDS
 
-_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
+_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace", "/sim/auth")
+_CHECKED = ("/v1/", "/openai/v1/", "/model/")
+"""The paths whose requests must carry the configured credentials (the OpenAI API's, Bedrock's)."""
 _POST_ROUTES = ("/sim/reset", *BY_PATH)
 
 
@@ -73,27 +76,48 @@ class SimApp:
         # vLLM exports its LoRA gauge only when serving adapters; `in_flight` feeds it
         self.lora_info = LoraInfo(config.max_loras or len(served) - 1) if len(served) > 1 else None
         self.in_flight: set[Generation] = set()
+        self.sigv4 = Credential.parse(config.sigv4) if config.sigv4 else None
+        self.auth_counts = {"verified": 0, "refused": 0}  # requests checked with --sigv4 / --api-key (GET /sim/auth)
 
     def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
         path, method = request.path, request.method
         try:
-            if self.config.api_key and path.startswith("/v1/"):
-                self._authorize(request)
-            if path in BY_PATH and method == "POST":
-                self._start_generation(request, conn, BY_PATH[path], t_recv_s)
+            if (self.config.api_key or self.sigv4) and path.startswith(_CHECKED):
+                self._check_credentials(request)
+            served = route(path) if method == "POST" else None
+            if served is not None:
+                self._start_generation(request, conn, *served, t_recv_s)
             elif method == "GET" and path in _GET_ROUTES:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
                 conn.respond(request, 200, b"{}")
-            elif path in _GET_ROUTES or path in _POST_ROUTES:
+            elif path in _GET_ROUTES or path in _POST_ROUTES or route(path) is not None:
                 raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
             else:
                 raise ApiError(404, "NotFoundError", f"no route {method} {path}")
         except ApiError as exc:
             echoed = ApiError(exc.status, exc.type, self._echo(exc.message, request))
             conn.respond(request, exc.status, echoed.body())
+        except AwsError as exc:
+            refused = AwsError(exc.status, exc.type, self._echo(exc.message, request))
+            conn.respond(request, exc.status, refused.body(), extra=(refused.header(),))
+
+    def _check_credentials(self, request: http.Request) -> None:
+        """Raise unless `request` carries the configured credentials: a SigV4 signature (`--sigv4`: recomputed, an
+        `AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
+        API key (`_authorize`: 401). Counted in `auth_counts`."""
+        signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
+        try:
+            if self.sigv4 is not None and (signed or not self.config.api_key):
+                verify(self.sigv4, request.method, request.path, request.query, request.headers, request.body)
+            else:
+                self._authorize(request)
+        except (ApiError, AwsError):
+            self.auth_counts["refused"] += 1
+            raise
+        self.auth_counts["verified"] += 1
 
     def _echo(self, message: str, request: http.Request) -> str:
         """An error `message`, quoting every header of `request` (by name) with --echo-headers."""
@@ -128,6 +152,8 @@ class SimApp:
                 self.config.served[0], self.driver.running, self.driver.waiting, self.config.max_batch, lora_lines
             )
             return body, "text/plain; version=0.0.4"
+        if path == "/sim/auth":
+            return orjson.dumps(self.auth_counts), "application/json"
         return orjson.dumps(self.trace.to_list()), "application/json"
 
     def _lora_lines(self) -> list[str]:
@@ -155,8 +181,11 @@ class SimApp:
             raise ApiError(404, "NotFoundError", "no /proc on this host: /node-metrics needs Linux")
         return body
 
-    def _start_generation(self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float) -> None:
-        spec = parse_completion(request.body, api.endpoint, self.config.served, self.config.output_tokens)
+    def _start_generation(
+        self, request: http.Request, conn: SimConnection, api: Api, path_model: str | None, t_recv_s: float
+    ) -> None:
+        config = self.config
+        spec = parse_completion(request.body, api.endpoint, config.served, config.output_tokens, path_model)
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         number = next(self._request_numbers)

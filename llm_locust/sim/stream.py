@@ -17,6 +17,7 @@ from time import perf_counter
 from typing import Protocol
 
 from llm_locust.sim import http
+from llm_locust.sim.apis import BY_ENDPOINT
 from llm_locust.sim.apis.completions import MALFORMED_EVENT
 from llm_locust.sim.apis.wire import CompletionSpec, Encoder
 from llm_locust.sim.engine import Sequence
@@ -64,7 +65,8 @@ class Generation:
         """Write the response head (and the API's start events: chat's role event, ...) right away."""
         if not self.spec.stream:
             return
-        head = http.response_head(200, "text/event-stream", content_length=None, keep_alive=self.keep_alive)
+        content_type = BY_ENDPOINT[self.spec.endpoint].content_type  # SSE, or AWS event-stream (ConverseStream)
+        head = http.response_head(200, content_type, content_length=None, keep_alive=self.keep_alive)
         start = self._encoder.start_events()
         if start:
             head += self._frame(start)

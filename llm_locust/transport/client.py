@@ -22,10 +22,12 @@ from typing import Any
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, finish
+from llm_locust.metrics.framing import StreamReader
+from llm_locust.metrics.protocol import error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
+from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
@@ -43,8 +45,9 @@ REQUEST_ID_HEADER = "x-request-id"
 class FastTransport:
     """One user's requests through Locust's FastHttp session (`session`, the user's `client`): `send(prepared)`
     posts a request with the user's fixed `headers` (content type, auth, provider's, --header) and its own, reads
-    its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and returns its
-    record.
+    its answer as its `Api` says — a stream (SSE, or AWS event-stream: the API's framing) timestamped event by event,
+    or one JSON body — and returns its record. `auth` (Bedrock's SigV4 signer): the headers it computes for each
+    request, over its final URL and body, as it is sent, on top of the fixed ones.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
@@ -54,12 +57,18 @@ class FastTransport:
     """
 
     def __init__(
-        self, session: Any, headers: dict[str, str], watchdog: TimeoutWatchdog, counter: TokenCounter | None = None
+        self,
+        session: Any,
+        headers: dict[str, str],
+        watchdog: TimeoutWatchdog,
+        counter: TokenCounter | None = None,
+        auth: RequestAuth | None = None,
     ) -> None:
         self.session = session
         self.headers = headers
         self.watchdog = watchdog
         self.counter = counter
+        self.auth = auth
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared`, read its answer to the end; return its finished record."""
@@ -68,11 +77,15 @@ class FastTransport:
         return self._post_json(prepared)
 
     def _post(self, prepared: Prepared, streamed: bool) -> Callable[[], Any]:
-        """The call that posts `prepared` through the session (to its replica, with its credentials, if any),
-        Locust's `catch_response` context as its result (never entered: it reports nothing)."""
+        """The call that posts `prepared` through the session (to its replica, with its credentials, if any; with the
+        headers of the transport's `auth`, computed now), Locust's `catch_response` context as its result (never
+        entered: it reports nothing)."""
         headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
         path, replica = prepared.path, prepared.replica
         url, auth = (path, None) if replica is None else (replica.url + path, replica.auth)
+        if self.auth is not None:  # signed now, over the final URL and body (`auth.RequestAuth`)
+            final_url = url if replica is not None else self.session.base_url + path
+            headers = {**headers, **self.auth.headers("POST", final_url, prepared.spec.body)}
         return partial(self.session.post, url, data=prepared.spec.body, headers=headers, catch_response=True, name=path,
                        **({"stream": True} if streamed else {}), **({"auth": auth} if auth else {}))  # fmt: skip
 
@@ -82,8 +95,9 @@ class FastTransport:
         watchdog, counter, cancel, keep_answer = self.watchdog, self.counter, prepared.cancel, prepared.spec.keep_answer
         post = self._post(prepared, streamed=True)
         record = new_record(prepared)
+        api = prepared.api
         kept = (
-            StreamText(prepared.api.event_text, prepared.api.answer_parts if keep_answer else None)
+            StreamText(api.event_text, api.answer_parts if keep_answer else None, api.framing.decoder())
             if counter is not None or keep_answer
             else None
         )
@@ -93,10 +107,10 @@ class FastTransport:
         try:
             resp = _post_noting_connection(record, post)
             record.status_code = resp.status_code or 0
-            if _check_response(resp, record):
+            if _check_response(resp, record, api.framing.content_type):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, prepared.api.parser, watch, kept, cancel)  # type: ignore[arg-type]
+                    _read_events(raw, record, api.framing.reader(record, api.parser), watch, kept, cancel)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
@@ -226,13 +240,14 @@ def new_record(prepared: Prepared) -> RequestRecord:
     return record
 
 
-def _check_response(resp: Any, record: RequestRecord) -> bool:
-    """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
+def _check_response(resp: Any, record: RequestRecord, expected: str) -> bool:
+    """True when `resp` is a 2xx stream of content type `expected` (the API's framing: text/event-stream, ...);
+    otherwise mark `record` failed and return False."""
     if not _check_status(resp, record):
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
-    if not content_type.startswith("text/event-stream"):
-        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
+    if not content_type.startswith(expected):
+        record.fail(ErrorKind.BAD_STREAM, f"expected {expected}, got {content_type or 'no content type'}")
         return False
     return True
 
@@ -261,16 +276,15 @@ def status_kind(status: int) -> ErrorKind:
 
 
 def _read_events(
-    raw: Any, record: RequestRecord, parser: EventApplier, watch: Watch, kept: StreamText | None, cancel: Cancel | None
+    raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, kept: StreamText | None, cancel: Cancel | None
 ) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time (`parser`: the API's);
-    each piece of body also goes to `kept` unless it is None.
+    """Read the stream to its end, `events` (the API's framing's reader: SSE events, event-stream messages) applying
+    each event to `record` with its arrival time; each piece of body also goes to `kept` unless it is None.
 
     On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
     and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    events = EventStream(record, parser)
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)

@@ -312,8 +312,9 @@ class Workload:
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
         self.api.shape(body)
+        if self.api.model_field:  # else the path names it (`providers.model_path`)
+            body[self.api.model_field] = model
         body.update(
-            model=model,
             **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )

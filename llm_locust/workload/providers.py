@@ -2,8 +2,10 @@
 
 Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, llama.cpp, ...),
 `openai`, `azure` (deployment + api-version in the path, `api-key` header), `databricks`
-(serving endpoint invocations, bearer token) and `anthropic` (the Messages API only: `x-api-key`
-and `anthropic-version` headers).
+(serving endpoint invocations, bearer token), `anthropic` (the Messages API only: `x-api-key`
+and `anthropic-version` headers) and `bedrock` (Amazon Bedrock's runtime: its OpenAI-compatible chat completions
+under `/openai/v1` and its ConverseStream API, with a Bedrock API key as bearer token or else a SigV4 signature per
+request, `transport.sigv4`).
 
 APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
 length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is
@@ -30,15 +32,20 @@ from urllib.parse import quote
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 
-PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic")
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic", "bedrock")
 FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai", "anthropic")
 API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
-               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY"}  # fmt: skip
+               "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY",
+               "bedrock": "AWS_BEARER_TOKEN_BEDROCK"}  # fmt: skip
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
-                   "anthropic": "anthropic"}  # fmt: skip
-_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks)", "anthropic": "Anthropic"}
+                   "anthropic": "anthropic", "bedrock": "openai"}  # fmt: skip
+_NO_LENGTH_CONTROL = {
+    "tgi": "TGI",
+    "openai": "OpenAI (and Azure OpenAI, Databricks, Bedrock)",
+    "anthropic": "Anthropic",
+}
 
 
 def server_family(family: str, provider: str) -> str:
@@ -65,6 +72,13 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             raise ConfigError(
                 f"--provider anthropic serves the Messages API only, not {name}: run -f locustfiles/messages.py"
             )
+        if len(served.paths) == 1:  # an API of one provider (Bedrock's ConverseStream)
+            raise ConfigError(f"{name} needs --provider {next(iter(served.paths))}")
+        if provider == "bedrock":
+            raise ConfigError(
+                f"--provider bedrock serves chat completions and ConverseStream, not {name}: run -f "
+                "locustfiles/chat.py or -f locustfiles/converse.py"
+            )
         raise ConfigError(
             f"--provider {provider} does not serve {name} under a deployment: use --provider openai-compatible with "
             "the base URL that serves it"
@@ -86,7 +100,9 @@ def length_fields(family: str, endpoint: str, max_tokens: int, ignore_eos: bool)
     served = api(endpoint)
     if not served.max_tokens_field:
         return {}
-    fields: dict[str, Any] = {served.family_max_tokens_fields.get(family, served.max_tokens_field): max_tokens}
+    name = served.family_max_tokens_fields.get(family, served.max_tokens_field)
+    outer, dot, inner = name.partition(".")  # a nested field: {"inferenceConfig": {"maxTokens": N}}
+    fields: dict[str, Any] = {outer: {inner: max_tokens} if dot else max_tokens}
     if ignore_eos and served.forces_length:
         if family in ("vllm", "sglang"):
             fields.update(ignore_eos=True, min_tokens=max_tokens)
@@ -101,9 +117,15 @@ def provider_headers(provider: str) -> dict[str, str]:
 
 
 def completion_path(provider: str, endpoint: str, deployment: str = "", api_version: str = "") -> str:
-    """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones)."""
+    """The path (and query) to POST requests of `endpoint` to (`check_api` has refused the impossible ones); a `{model}`
+    in it stays, filled per request (`model_path`)."""
     path = api(endpoint).paths[provider]
-    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""))
+    return path.format(deployment=quote(deployment, safe=""), api_version=quote(api_version, safe=""), model="{model}")
+
+
+def model_path(path: str, model: str) -> str:
+    """`path` (`completion_path`'s) with its `{model}`, if any, filled in with `model`, URL-quoted."""
+    return path.replace("{model}", quote(model, safe="")) if "{model}" in path else path
 
 
 def auth_headers(provider: str, api_key: str) -> dict[str, str]:

@@ -5,22 +5,46 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
+from urllib.parse import unquote
 
-from llm_locust.sim.apis import chat, completions, embeddings, messages, responses
+from llm_locust.sim.apis import chat, completions, converse, embeddings, messages, responses
 from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, decode_request
 
-APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, embeddings.API)
-BY_PATH: dict[str, Api] = {api.path: api for api in APIS}
+APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, converse.API, embeddings.API)
+BY_PATH: dict[str, Api] = {api.path: api for api in APIS if "{model}" not in api.path}
 BY_ENDPOINT: dict[Endpoint, Api] = {api.endpoint: api for api in APIS}
+BEDROCK_CHAT_PATH = "/openai/v1/chat/completions"
+"""Bedrock's OpenAI-compatible chat completions (its runtime's `/openai/v1`), served as chat."""
+BY_PATH[BEDROCK_CHAT_PATH] = chat.API
+_MODEL_PATHS = tuple(
+    (re.compile(re.escape(api.path).replace(re.escape("{model}"), "([^/]+)")), api)
+    for api in APIS
+    if "{model}" in api.path
+)
 
 
-def parse_completion(body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int) -> CompletionSpec:
-    """Validate a request body for `endpoint` served as one of `models` (the first when it names none); raise
-    ApiError (400 / 404) if it is unacceptable."""
-    data = decode_request(body, models)
-    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=data["model"])
+def route(path: str) -> tuple[Api, str | None] | None:
+    """The API served at `path` and the model its path names (None: its body does), or None."""
+    api = BY_PATH.get(path)
+    if api is not None:
+        return api, None
+    for pattern, named in _MODEL_PATHS:
+        found = pattern.fullmatch(path)
+        if found:
+            return named, unquote(found[1])
+    return None
+
+
+def parse_completion(
+    body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+) -> CompletionSpec:
+    """Validate a request body for `endpoint` served as one of `models` (the path's `path_model`, else the body's, else
+    the first); raise ApiError (400 / 404) if it is unacceptable."""
+    data = decode_request(body, models, path_model)
+    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=path_model or data["model"])
 
 
 def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:

@@ -136,14 +136,14 @@ def test_event_encoder_builds_valid_json() -> None:
 
 def test_the_simulators_own_constants_equal_the_clients() -> None:
     """The simulator keeps its own copies of what it shares with the client (it imports no client module): the
-    prefix block size, the kernel receive-time socket option and its decoding, and each API's path."""
+    prefix block size, the kernel receive-time socket option and its decoding, and each API's path and content type."""
     import socket
     import struct
     import time
 
     from llm_locust.apis import APIS as ENDPOINTS
     from llm_locust.sim import prefix_cache, receive_time
-    from llm_locust.sim.apis import BY_ENDPOINT
+    from llm_locust.sim.apis import BEDROCK_CHAT_PATH, BY_ENDPOINT
     from llm_locust.transport import kernel_time
     from llm_locust.workload import prefix_blocks, providers
 
@@ -152,8 +152,13 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
         assert getattr(receive_time, name) == getattr(kernel_time, name), name
     assert receive_time.PLAUSIBLE_AGE_S == kernel_time._PLAUSIBLE_AGE_S
     assert sorted(BY_ENDPOINT) == sorted(ENDPOINTS)
-    for endpoint, api in BY_ENDPOINT.items():
-        assert api.path == providers.completion_path("openai", endpoint), endpoint
+    for endpoint, api in BY_ENDPOINT.items():  # the OpenAI path, or the one provider's (Bedrock's ConverseStream)
+        client = ENDPOINTS[endpoint]
+        provider = "openai" if "openai" in client.paths else next(iter(client.paths))
+        assert api.path == providers.completion_path(provider, endpoint), endpoint
+        if client.streams:
+            assert api.content_type == client.framing.content_type, endpoint
+    assert providers.completion_path("bedrock", "chat") == BEDROCK_CHAT_PATH
     now = time.perf_counter()
     wall = time.time()
     for age_s in (0.25, 0.0, -1.0, 120.0):  # plausible, now, in the future, too old
