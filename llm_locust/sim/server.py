@@ -92,6 +92,7 @@ class SimApp:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
+                self.auth_counts = dict.fromkeys(self.auth_counts, 0)
                 conn.respond(request, 200, b"{}")
             elif path in _GET_ROUTES or path in _POST_ROUTES or route(path) is not None:
                 raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")

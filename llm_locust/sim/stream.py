@@ -65,8 +65,9 @@ class Generation:
         """Write the response head (and the API's start events: chat's role event, ...) right away."""
         if not self.spec.stream:
             return
-        content_type = BY_ENDPOINT[self.spec.endpoint].content_type  # SSE, or AWS event-stream (ConverseStream)
-        head = http.response_head(200, content_type, content_length=None, keep_alive=self.keep_alive)
+        api = BY_ENDPOINT[self.spec.endpoint]  # its content type: SSE, or AWS event-stream (ConverseStream)
+        named = (f"{api.request_id_header}: {self.record.id}",) if api.request_id_header else ()
+        head = http.response_head(200, api.content_type, content_length=None, keep_alive=self.keep_alive, extra=named)
         start = self._encoder.start_events()
         if start:
             head += self._frame(start)

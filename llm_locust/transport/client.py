@@ -37,9 +37,10 @@ from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
-REQUEST_ID_HEADER = "x-request-id"
-"""The response header whose value is the record's `server_request_id` (OpenAI sends it, vLLM with
-`--enable-request-id-headers`, many gateways); without it the response's own `id` is taken."""
+REQUEST_ID_HEADERS = ("x-request-id", "x-amzn-requestid")
+"""The response headers whose value is the record's `server_request_id` (OpenAI sends the first, vLLM with
+`--enable-request-id-headers`, many gateways; AWS the second, Bedrock's ConverseStream carries no id); without them
+the response's own `id` is taken."""
 
 
 class FastTransport:
@@ -161,7 +162,7 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
     never once a byte of the response arrived); the first attempt's time stays in the request's
     (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
     handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and
-    the server's request id, from its `x-request-id` header."""
+    the server's request id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
     patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
     resp = post()
     connection = patches.take_checked_out()
@@ -178,7 +179,9 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
             record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
         if streamed and resp.status_code:  # its head was read: the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
-    request_id = resp.headers.get(REQUEST_ID_HEADER) if resp.status_code and resp.headers else None
+    request_id = None
+    if resp.status_code and resp.headers:
+        request_id = resp.headers.get(REQUEST_ID_HEADERS[0]) or resp.headers.get(REQUEST_ID_HEADERS[1])
     if request_id:
         record.server_request_id = request_id
     return resp

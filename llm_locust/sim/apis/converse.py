@@ -146,4 +146,12 @@ class ConverseEncoder:
         })  # fmt: skip
 
 
-API = Api("converse", "/model/{model}/converse-stream", "converse", parse, ConverseEncoder, content_type=CONTENT_TYPE)
+API = Api(
+    "converse",
+    "/model/{model}/converse-stream",
+    "converse",
+    parse,
+    ConverseEncoder,
+    content_type=CONTENT_TYPE,
+    request_id_header="x-amzn-RequestId",
+)

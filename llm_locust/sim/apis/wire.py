@@ -141,7 +141,8 @@ class Api:
     object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
     created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
     (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. A `{model}` in `path`
-    is the model's place (`apis.route`); `content_type`: its streamed responses'."""
+    is the model's place (`apis.route`); `content_type`: its streamed responses'; `request_id_header`: the response
+    header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`)."""
 
     endpoint: Endpoint
     path: str
@@ -151,6 +152,7 @@ class Api:
     tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     tool_call_prefix: str = "call_"
     content_type: str = "text/event-stream"
+    request_id_header: str = ""
 
 
 def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
