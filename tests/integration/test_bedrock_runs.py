@@ -14,8 +14,10 @@ import os
 from itertools import pairwise
 
 import pytest
-from conftest import ROOT, read_summary, run_locust
+from conftest import ROOT, options, read_summary, run_local, run_locust
+from locust import task
 
+from llm_locust.runtime.users import LLMUser
 from llm_locust.sim import run_sim
 
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
@@ -164,3 +166,40 @@ def test_a_wrong_secret_is_refused_by_the_server_and_named(tmp_path):
     assert summary["failures"] == {"http_4xx": auth["refused"]} and auth["verified"] == 0 and auth["refused"] > 0
     assert "AWS refused the SigV4 signature (--provider bedrock)" in summary["diagnosis"]
     assert SECRET[::-1] not in output and TOKEN not in output
+
+
+class ConverseScenario(LLMUser):
+    """A scripted scenario calling ConverseStream through `self.llm.converse`, as a boto3 application would."""
+
+    answers: list = []
+
+    @task
+    def ask(self):
+        answer = self.llm.converse.create(
+            messages=[{"role": "user", "content": [{"text": "Name three rivers"}]}],
+            system=[{"text": "Be brief"}], inferenceConfig={"maxTokens": 6}, name="rivers",
+        )  # fmt: skip
+        ConverseScenario.answers.append(answer)
+
+
+def test_a_scenario_calls_converse_stream_signed(tmp_path, monkeypatch):
+    """`self.llm.converse.create(...)` in a local runner: signed in this process, its answer's text, usage, finish
+    reason and request id (x-amzn-RequestId) as the simulator sent them."""
+    for name, value in aws_env(tmp_path, **SIGNED).items():
+        monkeypatch.setenv(name, value)
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "64", "--models", MODEL,
+                 "--sigv4", f"{ACCESS_KEY}:{SECRET}:{TOKEN}") as sim:  # fmt: skip
+        opts = options("--host", sim.url, "--provider", "bedrock", "--model", MODEL, "--results-dir", str(tmp_path))
+        run_local(opts, users=2, seconds=1.5, user_classes=[ConverseScenario], stop_timeout_s=5)
+        trace, auth = {r["id"]: r for r in sim.trace()}, sim.auth()
+    answers = ConverseScenario.answers
+    assert answers and all(answer.ok for answer in answers), [a.error for a in answers if not a.ok]
+    assert auth == {"verified": len(trace), "refused": 0} and len(answers) == len(trace)
+    for answer in answers:
+        served = trace[answer.request_id]
+        assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (served["prompt_tokens"], 6)
+        assert served["prompt_tokens"] == 5 and answer.finish_reason == "max_tokens" and len(answer.itl_s) == 5
+        assert answer.text and answer.text.split() == answer.text.split()[:6]
+    summary = read_summary(tmp_path)
+    (rivers,) = summary["breakdowns"]["name"]
+    assert (rivers["label"], rivers["requests_ok"]) == ("rivers", len(answers))
