@@ -47,46 +47,64 @@ class EventMessage(NamedTuple):
 
 
 class EventStreamDecoder:
-    """Turns stream chunks into `EventMessage`s: `feed` per chunk, `flush` at the end of the stream."""
+    """Turns stream chunks into `EventMessage`s: `feed` per chunk, `flush` at the end of the stream.
 
-    __slots__ = ("_buffer",)
+    The headers of a stream's messages repeat (one set per event type): each distinct headers block is parsed once
+    and its dict shared, read-only, by the messages that carry it (at most `_KNOWN_HEADERS` kept)."""
+
+    __slots__ = ("_known", "_pending")
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._pending = b""  # the start of a message carried to the next chunk
+        self._known: dict[bytes, tuple[str | None, bool, dict[str, HeaderValue]]] = {}
 
     @property
     def idle(self) -> bool:
         """True at a message boundary: no part of a message is pending."""
-        return not self._buffer
+        return not self._pending
 
     def feed(self, chunk: bytes | bytearray, t: float) -> list[EventMessage]:
         """Decode `chunk` (arrived at time `t`); return the messages it completed, in order. Raises
         `EventStreamError` on a malformed message."""
-        buffer = self._buffer
-        buffer += chunk
+        data = self._pending + chunk if self._pending else bytes(chunk)
         messages: list[EventMessage] = []
-        start = 0
-        size = len(buffer)
-        while size - start >= PRELUDE_BYTES:
-            total, headers_length = _prelude(buffer, start)
-            if size - start < total:
+        position, size = 0, len(data)
+        while size - position >= PRELUDE_BYTES:
+            total, headers_length = _prelude(data, position)
+            end = position + total
+            if end > size:
                 break
-            messages.append(_message(bytes(buffer[start : start + total]), headers_length, t))
-            start += total
-        if start:
-            del buffer[:start]
+            (crc,) = _UINT32.unpack_from(data, end - _CRC_BYTES)
+            if crc32(memoryview(data)[position : end - _CRC_BYTES]) != crc:
+                raise EventStreamError("event stream message checksum mismatch")
+            payload_start = position + PRELUDE_BYTES + headers_length
+            block = data[position + PRELUDE_BYTES : payload_start]
+            known = self._known.get(block)
+            if known is None:
+                known = _described(_headers(block, 0, headers_length))
+                if len(self._known) < _KNOWN_HEADERS:
+                    self._known[block] = known
+            name, exception, headers = known
+            messages.append(EventMessage(data[payload_start : end - _CRC_BYTES], name, t, exception, headers))
+            position = end
+        self._pending = data[position:] if position < size else b""
         return messages
 
     def flush(self, t: float) -> list[EventMessage]:
         """End of stream: nothing is dispatched (a message cut short is no message); the rest is dropped."""
-        self._buffer.clear()
+        self._pending = b""
         return []
 
 
-def _prelude(buffer: bytearray, start: int) -> tuple[int, int]:
+_UINT32 = struct.Struct(">I")
+_PRELUDE = struct.Struct(">III")
+_KNOWN_HEADERS = 64
+
+
+def _prelude(data: bytes, start: int) -> tuple[int, int]:
     """(total length, headers length) of the message at `start`, its prelude checked."""
-    total, headers_length, crc = struct.unpack_from(">III", buffer, start)
-    if crc32(memoryview(buffer)[start : start + 8]) != crc:
+    total, headers_length, crc = _PRELUDE.unpack_from(data, start)
+    if crc32(memoryview(data)[start : start + 8]) != crc:
         raise EventStreamError("event stream prelude checksum mismatch")
     if not _MIN_MESSAGE_BYTES <= total <= MAX_MESSAGE_BYTES:
         raise EventStreamError(f"event stream message length {total} out of range")
@@ -95,19 +113,13 @@ def _prelude(buffer: bytearray, start: int) -> tuple[int, int]:
     return total, headers_length
 
 
-def _message(raw: bytes, headers_length: int, t: float) -> EventMessage:
-    """The message `raw` (whole, its prelude checked) arrived at `t`."""
-    (crc,) = struct.unpack_from(">I", raw, len(raw) - _CRC_BYTES)
-    if crc32(memoryview(raw)[: len(raw) - _CRC_BYTES]) != crc:
-        raise EventStreamError("event stream message checksum mismatch")
-    headers = _headers(raw, PRELUDE_BYTES, PRELUDE_BYTES + headers_length)
+def _described(headers: dict[str, HeaderValue]) -> tuple[str | None, bool, dict[str, HeaderValue]]:
+    """(its name, whether it is an exception, `headers`) of a message with `headers`: an event's `:event-type`, an
+    exception's `:exception-type`, an error's `:error-code`."""
     kind = headers.get(":message-type")
-    exception = kind in ("exception", "error")
-    name = headers.get(
-        ":exception-type" if kind == "exception" else ":error-code" if kind == "error" else ":event-type"
-    )
-    payload = raw[PRELUDE_BYTES + headers_length : len(raw) - _CRC_BYTES]
-    return EventMessage(payload, name if isinstance(name, str) else None, t, exception, headers)
+    named_by = ":exception-type" if kind == "exception" else ":error-code" if kind == "error" else ":event-type"
+    name = headers.get(named_by)
+    return (name if isinstance(name, str) else None), kind in ("exception", "error"), headers
 
 
 def _headers(raw: bytes, position: int, end: int) -> dict[str, HeaderValue]:
