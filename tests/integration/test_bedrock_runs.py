@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from itertools import pairwise
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
 from locust import task
 
-from llm_locust.runtime.users import LLMUser
+from llm_locust.runtime.users import ConverseUser, LLMUser
 from llm_locust.sim import run_sim
 
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
@@ -182,14 +183,21 @@ class ConverseScenario(LLMUser):
         ConverseScenario.answers.append(answer)
 
 
-def test_a_scenario_calls_converse_stream_signed(tmp_path, monkeypatch):
-    """`self.llm.converse.create(...)` in a local runner: signed in this process, its answer's text, usage, finish
-    reason and request id (x-amzn-RequestId) as the simulator sent them."""
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_scenario_calls_converse_stream_signed(tmp_path, monkeypatch, pki, scheme):
+    """`self.llm.converse.create(...)` in a local runner, over HTTP and HTTPS (the event stream decrypted in memory,
+    each read with its kernel time): signed in this process, its answer's text, usage, finish reason and request id
+    (x-amzn-RequestId) as the simulator sent them."""
     for name, value in aws_env(tmp_path, **SIGNED).items():
         monkeypatch.setenv(name, value)
+    tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
+    trust = ("--ca-bundle", str(pki / "ca.pem")) if scheme == "https" else ()
+    ConverseScenario.answers = []
     with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "64", "--models", MODEL,
-                 "--sigv4", f"{ACCESS_KEY}:{SECRET}:{TOKEN}") as sim:  # fmt: skip
-        opts = options("--host", sim.url, "--provider", "bedrock", "--model", MODEL, "--results-dir", str(tmp_path))
+                 "--sigv4", f"{ACCESS_KEY}:{SECRET}:{TOKEN}", *tls) as sim:  # fmt: skip
+        assert sim.url.startswith(f"{scheme}://")
+        opts = options("--host", sim.url, "--provider", "bedrock", "--model", MODEL, "--results-dir", str(tmp_path),
+                       *trust)  # fmt: skip
         run_local(opts, users=2, seconds=1.5, user_classes=[ConverseScenario], stop_timeout_s=5)
         trace, auth = {r["id"]: r for r in sim.trace()}, sim.auth()
     answers = ConverseScenario.answers
@@ -203,3 +211,27 @@ def test_a_scenario_calls_converse_stream_signed(tmp_path, monkeypatch):
     summary = read_summary(tmp_path)
     (rivers,) = summary["breakdowns"]["name"]
     assert (rivers["label"], rivers["requests_ok"]) == ("rivers", len(answers))
+
+
+def test_converse_stream_faults_counted_exactly(tmp_path, monkeypatch):
+    """Mid-stream exceptions (modelStreamErrorException), HTTP errors and a corrupt message (the simulator's bad_json:
+    SSE text inside the event stream) in a local runner: each failure kind counted exactly as injected."""
+    for name, value in aws_env(tmp_path, **SIGNED).items():
+        monkeypatch.setenv(name, value)
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "16", "--models", MODEL,
+                 "--sigv4", f"{ACCESS_KEY}:{SECRET}:{TOKEN}", "--fault", "stream_error=0.2", "--fault", "http_500=0.1",
+                 "--fault", "bad_json=0.1", "--fault-seed", "5") as sim:  # fmt: skip
+        opts = options("--host", sim.url, "--provider", "bedrock", "--model", MODEL, "--results-dir", str(tmp_path),
+                       "--max-tokens", "16", "--backoff-max-s", "0")  # fmt: skip
+        run_local(opts, users=4, seconds=2, user_classes=[ConverseUserClass], stop_timeout_s=5)
+        trace = sim.trace()
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert min(injected[kind] for kind in ("stream_error", "http_500", "bad_json")) >= 2, injected
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {"stream_error": injected["stream_error"], "http_5xx": injected["http_500"],
+                                   "bad_stream": injected["bad_json"]}  # fmt: skip
+    assert summary["throughput"]["requests_ok"] == len(trace) - sum(injected.values())
+
+
+class ConverseUserClass(ConverseUser):
+    """The ConverseStream user as locustfiles/converse.py defines it."""
