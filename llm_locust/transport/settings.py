@@ -119,7 +119,9 @@ def _bedrock_region(options: Any, api_key: str, api_key_env: str) -> str:
     """--provider bedrock checked before any load: a --model (the runtime lists none), the fast client, and either a
     Bedrock API key without whitespace (`api_key`, from `api_key_env`) or well-formed AWS credentials in this process
     and a region to sign for — that region ("" with an API key); ConfigError naming what to set. A master sends no
-    request: its credentials are not looked for, its region only shown ("" when it finds none)."""
+    request: its credentials are not looked for, its region only shown ("" when it finds none). A worker may learn
+    the region with its master's options (its --host, --aws-region): it refuses the test if it has none then
+    (`runtime.secret_wire`)."""
     if options.client != "fast":
         raise ConfigError("--provider bedrock needs --client fast (the openai SDK cannot sign requests)")
     if not options.model and not getattr(options, "model_mix", ""):
@@ -132,13 +134,15 @@ def _bedrock_region(options: Any, api_key: str, api_key_env: str) -> str:
             raise ConfigError(f"{api_key_env}: the Bedrock API key holds whitespace (not shown): set it without")
         return ""
     hosts = split_hosts(getattr(options, "host", None))
-    if getattr(options, "master", False):
-        try:
-            return sigv4.region(hosts[0] if hosts else "", options.aws_region)
-        except ConfigError:
-            return ""
-    signed_for = sigv4.region(hosts[0] if hosts else "", options.aws_region)
-    sigv4.check_credentials()
+    sends = not getattr(options, "master", False)
+    try:
+        signed_for = sigv4.region(hosts[0] if hosts else "", options.aws_region)
+    except ConfigError:
+        if sends and not getattr(options, "worker", False):
+            raise
+        signed_for = ""
+    if sends:
+        sigv4.check_credentials()
     return signed_for
 
 

@@ -35,6 +35,10 @@ CREDENTIALS_FIX = (
 )
 AWS_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 """The environment variables holding AWS secrets (`config.settings.register_secrets` keeps them out of outputs)."""
+NO_REGION = (
+    "--provider bedrock: no AWS region: pass --aws-region REGION, a --host of https://bedrock-runtime.REGION.amazonaws.com"
+    ", or set AWS_REGION"
+)
 _RUNTIME_HOST = re.compile(r"bedrock-runtime(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?")
 _ACCESS_KEY = re.compile(r"[A-Z0-9]{16,128}")
 _SECRET_KEY = re.compile(r"[A-Za-z0-9/+]{40}")
@@ -59,10 +63,7 @@ def region(host: str, given: str) -> str:
         return found[1]
     chained = os.environ.get("AWS_REGION") or _botocore().Session().get_config_variable("region")
     if not chained:
-        raise ConfigError(
-            "--provider bedrock: no AWS region: pass --aws-region REGION, a --host of "
-            "https://bedrock-runtime.REGION.amazonaws.com, or set AWS_REGION"
-        )
+        raise ConfigError(NO_REGION)
     return str(chained)
 
 

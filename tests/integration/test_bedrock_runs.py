@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from itertools import pairwise
 
 import pytest
-from conftest import ROOT, options, read_summary, run_local, run_locust
+from conftest import ROOT, free_port, options, read_summary, run_local, run_locust
 from locust import task
 
 from llm_locust.runtime.users import ConverseUser, LLMUser
@@ -235,3 +237,40 @@ def test_converse_stream_faults_counted_exactly(tmp_path, monkeypatch):
 
 class ConverseUserClass(ConverseUser):
     """The ConverseStream user as locustfiles/converse.py defines it."""
+
+
+@pytest.mark.parametrize("region_option", [True, False])
+def test_a_worker_learns_the_region_from_its_master_or_refuses_the_test(tmp_path, region_option):
+    """`locust --worker` without --host and without a region of its own (its credentials checked at once, its
+    region not yet): with the master's --aws-region it signs for that region (0 failures); with a region only in the
+    master's environment it refuses the test in one line naming what to set, and the run exits 2."""
+    port = str(free_port())
+    locust = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "converse.py")]
+    master_env = aws_env(tmp_path, AWS_REGION="us-west-2")
+    worker_env = aws_env(tmp_path, **{k: v for k, v in SIGNED.items() if k != "AWS_REGION"})
+    region = ("--aws-region", "us-west-2") if region_option else ()
+    with run_sim("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "8", "--models", MODEL,
+                 "--sigv4", f"{ACCESS_KEY}:{SECRET}:{TOKEN}") as sim:  # fmt: skip
+        master = subprocess.Popen(
+            [*locust, "--master", "--headless", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
+             "--master-bind-port", port, "--provider", "bedrock", "--host", sim.url, "--model", MODEL, "-u", "2",
+             "-r", "2", "--run-time", "3s", "--results-dir", str(tmp_path / "results"), *region],
+            cwd=ROOT, env=master_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        worker = subprocess.run(
+            [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", port, "--provider", "bedrock",
+             "--model", MODEL],
+            cwd=ROOT, env=worker_env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        master_output = master.communicate(timeout=60)[0]
+        auth = sim.auth()
+    output = worker.stdout + worker.stderr
+    if region_option:
+        assert (master.returncode, worker.returncode) == (0, 0), master_output[-2000:] + output[-2000:]
+        assert auth["verified"] > 0 and auth["refused"] == 0
+        assert read_summary(tmp_path / "results")["failures"] == {}
+    else:
+        assert (master.returncode, worker.returncode) == (2, 2), master_output[-2000:] + output[-2000:]
+        refusals = [line for line in output.splitlines() if "ERROR" in line]
+        assert len(refusals) == 1 and "this worker refuses the test: --provider bedrock: no AWS region" in refusals[0]
+        assert auth == {"verified": 0, "refused": 0}

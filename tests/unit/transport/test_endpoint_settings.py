@@ -59,10 +59,15 @@ def test_bedrock_settings_checked_before_load(monkeypatch, tmp_path):
         bedrock("--model", "m")
     master = bedrock("--model", "m", master=True)
     assert (master.aws_region, master.signs) == ("eu-central-1", True)
+    parsed = options("--provider", "bedrock", "--model", "m")  # a worker, before its master's --host arrives
+    parsed.worker = True
+    with pytest.raises(ConfigError, match="no AWS credentials found"):  # checked at once: its own
+        EndpointSettings.from_options(parsed)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
     signed = bedrock("--model", "m", "--aws-region", "us-east-2")
     assert (signed.aws_region, signed.signs, signed.server_family) == ("us-east-2", True, "openai")
+    assert EndpointSettings.from_options(parsed).aws_region == ""  # the region: when the master's options come
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "ABSK-unit-key")
     keyed = bedrock("--model", "m")
     assert (keyed.api_key, keyed.aws_region, keyed.signs) == ("ABSK-unit-key", "", False)
