@@ -1,12 +1,12 @@
 r"""Keep secrets (API keys, header values, URL credentials) out of every text llm-locust writes or logs.
 
-One registry per process. `settings.register_secrets` is the one place that fills it, from the
-options every process builds its settings from: the API key (flag, config file or environment
-variable, whatever the provider), each `--header` value, and the user-info of every URL (--host,
---metrics-url). `redact(text)` replaces each registered value in `text` with `REDACTED` — also in every escaped form
-an output may write it in (`escaped_forms`: JSON, HTML, percent-encoding, Python's repr, and one of those escaped
-again), as a server's error body or page may quote it, and as Locust's pages embed values (JSON made HTML-safe,
-`'` as `\u0027`).
+One registry per process. `settings.register_secrets` is the one place that fills it, from the options every process
+builds its settings from: the API key (flag, config file or environment variable, whatever the provider), the AWS secret
+key and session token (environment; those of an AWS profile are added by `transport.sigv4.check_credentials` as it reads
+them), each `--header` value, and the user-info of every URL (--host, --metrics-url). `redact(text)` replaces each
+registered value in `text` with `REDACTED` — also in every escaped form an output may write it in (`escaped_forms`:
+JSON, HTML, percent-encoding, Python's repr, and one of those escaped again), as a server's error body or page may quote
+it, and as Locust's pages embed values (JSON made HTML-safe, `'` as `\u0027`).
 
 Where secrets could enter an output, they are redacted once, at the entry: failure messages when
 a request record is failed (a server may echo a header in its error body) — so Locust's error

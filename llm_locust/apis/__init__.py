@@ -11,8 +11,10 @@ the report read it; nothing else branches on an endpoint's name.
 Built in: `chat` and `completions` (OpenAI chunks, `protocol.apply_event`), `responses` (OpenAI Responses API
 events, `responses_stream`), `messages` (Anthropic Messages events, `messages_stream`) and `gemini` (Gemini's
 `streamGenerateContent` events, `gemini_stream`: the Gemini API and Vertex AI, its model named in its path) stream
-over SSE; `embeddings` (one JSON response, `metrics.embeddings`) does not. Another API is one `register(Api(...))` (see
-ARCHITECTURE.md "How to add an API"). Imports only `metrics` below it.
+over SSE; `converse`
+(Amazon Bedrock ConverseStream, `converse_stream`) streams AWS event-stream messages (`framing.EVENTSTREAM`), its
+model named in its path; `embeddings` (one JSON response, `metrics.embeddings`) does not. Another API is one
+`register(Api(...))` (see ARCHITECTURE.md "How to add an API"). Imports only `metrics` below it.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 
 from llm_locust.apis import shapes
 from llm_locust.errors import ConfigError
-from llm_locust.metrics import gemini_stream, messages_stream, responses_stream
+from llm_locust.metrics import converse_stream, gemini_stream, messages_stream, responses_stream
 from llm_locust.metrics.embeddings import read_embeddings
+from llm_locust.metrics.framing import EVENTSTREAM, SSE, Framing
 from llm_locust.metrics.protocol import EventApplier, apply_event
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.stream_text import AnswerParts, EventText, openai_parts, openai_text
@@ -79,11 +82,12 @@ class Api:
     with the request's model; a provider missing here does not serve the API (`check_api` refuses it). `shape` makes
     the body's prompt fields (`shapes.py`); the model goes in the body's `model_field` ("": only in the path);
     `fixed_fields` go into every body (after the model); the output length goes in `max_tokens_field` (per server
-    family: `family_max_tokens_fields`; a dotted name is a nested field, "generationConfig.maxOutputTokens"; "" for an
-    API without one); `forces_length` False: no field forces the output length, `--ignore-eos` is refused.
-    Streamed: `parser` (SSE event → record), `event_text` and `answer_parts` (the answer's own text and reasoning, for
-    a scenario's answer); else `read_body`. `counting`: what its summary counts
-    (`OUTPUTS`, or `INPUTS`: a request carries `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
+    family: `family_max_tokens_fields`; a dotted name is a nested field, "generationConfig.maxOutputTokens",
+    "inferenceConfig.maxTokens"; "" for an API without one); `forces_length` False: no field forces the output length,
+    `--ignore-eos` is refused. Streamed: `parser` (one event of its `framing` → record: an SSE event's data, an
+    event-stream message), `event_text` and `answer_parts` (the answer's own text and reasoning, for a scenario's
+    answer); else `read_body`. `counting`: what its summary counts (`OUTPUTS`, or `INPUTS`: a request carries
+    `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
     with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
     `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
     `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none).
@@ -97,7 +101,8 @@ class Api:
     max_tokens_field: str = "max_tokens"
     family_max_tokens_fields: Mapping[str, str] = field(default_factory=dict)
     forces_length: bool = True
-    parser: EventApplier | None = None
+    parser: EventApplier | Callable[..., bool] | None = None
+    framing: Framing = SSE
     model_field: str = "model"
     event_text: EventText | None = None
     answer_parts: AnswerParts | None = None
@@ -116,7 +121,8 @@ class Api:
 
     @property
     def streams(self) -> bool:
-        """Its responses are SSE streams (read by `parser`); else one JSON body (read by `read_body`)."""
+        """Its responses are streams (SSE or event-stream, its `framing`, read by `parser`); else one JSON body (read by
+        `read_body`)."""
         return self.parser is not None
 
     @property
@@ -185,8 +191,10 @@ VERTEX_CHAT_PATH = "/v1/projects/{project}/locations/{location}/endpoints/openap
 `openapi`), at `{location}-aiplatform.googleapis.com` (`aiplatform.googleapis.com` for the `global` location)."""
 _CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
 BUILT_IN = (
-    Api("chat", "chat completions", {**openai_paths("/v1/chat/completions", azure="chat/completions"),
-                                     "vertex": VERTEX_CHAT_PATH}, shapes.chat,
+    Api("chat", "chat completions",
+        {**openai_paths("/v1/chat/completions", azure="chat/completions"), "vertex": VERTEX_CHAT_PATH,
+         "bedrock": "/openai/v1/chat/completions"},
+        shapes.chat,
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
         event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
         sdk_arguments=("model", "messages", "stream"),
@@ -206,6 +214,10 @@ BUILT_IN = (
         max_tokens_field="generationConfig.maxOutputTokens", forces_length=False, parser=gemini_stream.apply_event,
         model_field="", event_text=gemini_stream.event_text, answer_parts=gemini_stream.event_parts,
         tools=shapes.GEMINI_TOOLS),
+    Api("converse", "Bedrock ConverseStream", {"bedrock": "/model/{model}/converse-stream"}, shapes.converse,
+        max_tokens_field="inferenceConfig.maxTokens", forces_length=False, parser=converse_stream.apply_message,
+        framing=EVENTSTREAM, model_field="", event_text=converse_stream.event_text,
+        answer_parts=converse_stream.event_parts),
     Api("embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shapes.embeddings,
         max_tokens_field="", read_body=read_embeddings, counting=INPUTS),
 )  # fmt: skip

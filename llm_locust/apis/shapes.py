@@ -4,8 +4,9 @@ A streamed API's shape gets the prompt fields — `prompt` (a text) or `messages
 maybe more fields of a dataset entry — and leaves the API's own: chat `messages`, text completions `prompt`,
 Responses `input` (the prompt text, or the messages), Anthropic Messages `messages` with the system messages moved
 to its `system` field, Gemini `contents` (roles `user` and `model`, text parts) with the system messages' texts in
-its `systemInstruction`. An API that counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its
-`--embedding-batch` prompt texts: embeddings send them as `input`.
+its `systemInstruction`, Bedrock ConverseStream `messages` of text blocks and `system` text blocks. An API that
+counts inputs (`Api.counts_outputs` False) gets `texts`, the list of its `--embedding-batch` prompt texts: embeddings
+send them as `input`.
 
 An API that takes tools has its `ToolForms` (`apis.Api.tools`: `CHAT_TOOLS`, `RESPONSES_TOOLS`, `MESSAGES_TOOLS`,
 `GEMINI_TOOLS`): the
@@ -69,6 +70,21 @@ def gemini(body: dict[str, Any]) -> None:
     body["contents"] = contents
     if system:
         body["systemInstruction"] = {"parts": [{"text": "\n".join(system)}]}
+
+
+def converse(body: dict[str, Any]) -> None:
+    """Bedrock ConverseStream: user/assistant messages whose content is a list of `{"text"}` blocks; the system
+    messages' texts go to the `system` field as text blocks."""
+    chat(body)
+    listed = body["messages"]
+    system = [{"text": text} for m in listed if m.get("role") == "system" for text in _texts(m.get("content"))]
+    body["messages"] = [
+        {"role": m["role"], "content": [{"text": text} for text in _texts(m.get("content"))]}
+        for m in listed
+        if m.get("role") != "system"
+    ]
+    if system:
+        body["system"] = system
 
 
 def _texts(content: Any) -> list[str]:

@@ -272,6 +272,12 @@ def add_provider_arguments(group: Any) -> None:
         "oauth where its credentials are in the environment (AZURE_CLIENT_ID, DATABRICKS_CLIENT_ID; always for vertex)",
     )
     group.add_argument(
+        "--aws-region",
+        default="",
+        help="--provider bedrock: the AWS region requests are signed for (default: the region of a "
+        "bedrock-runtime.REGION.amazonaws.com --host, else AWS_REGION, else the AWS profile's)",
+    )
+    group.add_argument(
         "--server-family",
         default="",
         choices=("", *FAMILIES),

@@ -25,6 +25,7 @@ from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.proxy import proxy_urls
 from llm_locust.transport.replicas import split_hosts
 from llm_locust.transport.settings import CancelSettings, EndpointSettings, TimeoutSettings, header_texts
+from llm_locust.transport.sigv4 import AWS_SECRET_ENV
 from llm_locust.transport.tokens import credential_secrets
 from llm_locust.workload.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS
 from llm_locust.workload.settings import WorkloadSettings
@@ -74,15 +75,19 @@ class Settings:
 
 def register_secrets(options: Any) -> None:
     """Register with `redact` every secret `options` hold: the API key (--api-key, or the variable named by
-    --api-key-env or the provider's default), each --header value (and each of $LLM_LOCUST_HEADERS), and the credentials
-    in --host, every --metrics-url and the proxy variables (HTTPS_PROXY ...), the OAuth flows' client secrets and
-    service-account private key (`tokens.credential_secrets`). The one place the registry is filled (besides each bearer
-    token, registered as it is fetched: `runtime.token_keeper`); called by `Settings.from_options` in every process (a
-    worker gets the master's options without its secrets, `config.wire`, and registers its own)."""
+    --api-key-env or the provider's default), the AWS secret key and session token of the environment, each --header
+    value (and each of $LLM_LOCUST_HEADERS), and the credentials in --host, every --metrics-url and the proxy variables
+    (HTTPS_PROXY ...), the OAuth flows' client secrets and service-account private key (`tokens.credential_secrets`).
+    The one place the registry is filled (besides each bearer token, registered as it is fetched:
+    `runtime.token_keeper`, and an AWS profile's secrets, as `transport.sigv4` reads them); called by
+    `Settings.from_options` in every process (a worker gets the master's options without its secrets, `config.wire`,
+    and registers its own)."""
     provider = options.provider if options.provider in API_KEY_ENV else PROVIDERS[0]
     redact.register(options.api_key)
     redact.register(os.environ.get(options.api_key_env or API_KEY_ENV[provider]))
     redact.register(os.environ.get(KEY_ENV_FIRST.get(provider, "")))
+    for name in AWS_SECRET_ENV:  # --provider bedrock signs with them (`transport.sigv4` adds a profile's too)
+        redact.register(os.environ.get(name))
     for text in header_texts(options):
         redact.register(text.partition(":")[2].strip())
     for secret in credential_secrets(os.environ):  # the OAuth flows' (each token: `runtime.token_keeper`)

@@ -12,6 +12,7 @@ events (`responses_stream.event_text`, `messages_stream.event_text`); the parts 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -38,7 +39,8 @@ class StreamText:
     most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
     whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
     `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`);
-    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`).
+    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`);
+    `decoder`: the stream's framing's (`framing.Framing.decoder`; default SSE).
     """
 
     __slots__ = (
@@ -46,12 +48,14 @@ class StreamText:
         "_reasoning",
     )  # fmt: skip
 
-    def __init__(self, event_text: EventText | None = None, answer_parts: AnswerParts | None = None) -> None:
+    def __init__(
+        self, event_text: EventText | None = None, answer_parts: AnswerParts | None = None, decoder: Any = None
+    ) -> None:
         self._event_text = event_text or chunk_text
         self._answer_parts = answer_parts
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._decoder = SSEDecoder()
+        self._decoder = decoder or SSEDecoder()
         self._pending: list[bytes | bytearray] = []
         self._pending_bytes = 0
         self._parts: list[str] = []
@@ -78,7 +82,11 @@ class StreamText:
         """Decode the buffered pieces (and, at the `end`, what the decoder still holds) into text parts."""
         data = b"".join(self._pending)
         self._pending, self._pending_bytes = [], 0
-        events = self._decoder.feed(data, 0.0) if data else []
+        try:
+            events = self._decoder.feed(data, 0.0) if data else []
+        except ValueError:  # a malformed event-stream message: nothing after it can be read
+            self._done = True
+            return
         if end:
             events += self._decoder.flush(0.0)
         for event in events:

@@ -248,6 +248,10 @@ _FIXES = {
     "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
     "(default OPENAI_API_KEY; the provider's, e.g. GEMINI_API_KEY, with --provider) or pass --api-key",
+    "aws_credentials": "AWS refused the SigV4 signature (--provider bedrock): check AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE), that the key is active and this host's clock",
+    "aws_access": "the AWS identity may not call the model: allow it bedrock:InvokeModelWithResponseStream (and "
+    "bedrock:CallWithBearerToken for an API key) on the model or inference profile",
     "http_404": "check --model (GET /v1/models lists the served names) and the path in --host",
     "tls_scheme": "give --host the scheme the server speaks",
     "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
@@ -260,7 +264,20 @@ _FIXES = {
 _FALLBACK_FIX = "check that --host is an OpenAI-compatible endpoint that streams (SSE)"
 _GOOGLE_BAD_KEY = "API key not valid"
 """What Google answers (HTTP 400, INVALID_ARGUMENT) to a wrong API key."""
-USER_ERROR_CAUSES = ("connect", "tls", "tls_scheme", "http_401", "http_404", "http_4xx")
+USER_ERROR_CAUSES = (
+    "connect",
+    "tls",
+    "tls_scheme",
+    "http_401",
+    "aws_credentials",
+    "aws_access",
+    "http_404",
+    "http_4xx",
+)
+_AWS_REFUSALS = ("Check your AWS Secret Access Key", "The security token included in the request is",
+                 "Signature expired", "Missing Authentication Token")  # fmt: skip
+"""What AWS's 403 answers say when the signature or the credentials are wrong (InvalidSignatureException,
+UnrecognizedClientException, ExpiredTokenException, MissingAuthenticationTokenException)."""
 """Causes of a run in which nothing succeeded that the user fixes in the command (exit code 2)."""
 
 
@@ -280,6 +297,10 @@ def diagnose(window: WindowMetrics, top_error: str | None) -> tuple[str, str] | 
         cause = "server_lost"
     elif kind == "tls" and ("use http://" in text or "use https://" in text):
         cause = "tls_scheme"
+    elif kind == "http_4xx" and "HTTP 403" in text and any(refusal in text for refusal in _AWS_REFUSALS):
+        cause = "aws_credentials"
+    elif kind == "http_4xx" and "HTTP 403" in text and "is not authorized to perform: bedrock:" in text:
+        cause = "aws_access"
     elif kind == "http_4xx" and ("HTTP 401" in text or "HTTP 403" in text or _GOOGLE_BAD_KEY in text):
         cause = "http_401"
     elif kind == "http_4xx" and "HTTP 404" in text:

@@ -262,9 +262,10 @@ class _Models:
 
 
 class LLMClient:
-    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic) and
-    `embeddings`, each with `create(...)`, and `models.generate_content_stream(...)` (Gemini); `model`, the run's
-    model; `settings`, the run's settings (read-only).
+    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic),
+    `converse` (Bedrock ConverseStream: `messages` and `system` in its own blocks, `inferenceConfig`; the model goes in
+    the path) and `embeddings`, each with `create(...)`, and `models.generate_content_stream(...)` (Gemini); `model`,
+    the run's model; `settings`, the run's settings (read-only).
 
     Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
     process's users part (`state`, a `UserContext`) and Locust's `events`; `context` is the user's Locust context
@@ -297,6 +298,7 @@ class LLMClient:
         self.completions = _Endpoint(self, "completions")
         self.responses = _Endpoint(self, "responses")
         self.messages = _Endpoint(self, "messages")
+        self.converse = _Endpoint(self, "converse")
         self.embeddings = _Endpoint(self, "embeddings")
         self.models = _Models(self)
 
@@ -350,7 +352,7 @@ class LLMClient:
         `report`)."""
         with self._replicas.use() as replica:
             cancel = self._canceller.draw() if sent.streams else None
-            sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini)
+            sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
             return self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
 
     def request(

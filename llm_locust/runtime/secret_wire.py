@@ -4,8 +4,9 @@ Master: every spawn message — Locust puts the master's options and host in it 
 `config.wire.wire_options` / `wire_host` instead (no API key, no header value, no URL credentials; the secrets' names),
 whichever socket Locust uses then; a worker's refusal (`REFUSED_MESSAGE`) is logged and makes the run exit 2.
 Worker: at each test's start (its settings rebuilt from the master's options and its own secrets, `shared.Shared`), the
-host's credentials are put back from its own --host, and a worker lacking a secret of the master's refuses the test
-in one line naming it: its users never start, and it quits with exit code 2.
+host's credentials are put back from its own --host, and a worker lacking a secret of the master's — or, signing for
+Bedrock, an AWS region (its own, or its master's --host or --aws-region) — refuses the test in one line naming it: its
+users never start, and it quits with exit code 2.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gevent
 from locust.rpc import Message
 
 from llm_locust.config.wire import NAMES_KEY, SecretNames, missing_secrets, wire_host, wire_options, with_credentials
+from llm_locust.transport.sigv4 import NO_REGION
 
 logger = logging.getLogger("llm_locust")
 
@@ -79,9 +81,10 @@ def worker_takes_own_secrets(state: Any, runner: Any) -> None:
         if wire is None:  # the options did not come from a master (nothing was left out)
             return
         environment.host = with_credentials(environment.host, own_host)
-        problem = missing_secrets(
-            SecretNames.from_wire(wire), SecretNames.of(state.settings.endpoint, environment.host)
-        )
+        endpoint = state.settings.endpoint
+        problem = missing_secrets(SecretNames.from_wire(wire), SecretNames.of(endpoint, environment.host))
+        if problem is None and endpoint.signs and not endpoint.aws_region:  # neither its own nor its master's
+            problem = NO_REGION
         if problem is not None:
             refuse(environment, runner, problem)
 

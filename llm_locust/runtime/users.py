@@ -3,8 +3,9 @@
 `LLMUser`: a user whose tasks call the endpoint through `self.llm` (the scenario client, `llm_client.LLMClient`;
 docs/scenarios.md). The built-in users are `LLMUser`s with one task that draws the next request from the workload:
 `ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
-(POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic) stream; `EmbeddingsUser` (POST
-/v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
+(POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic), `ConverseUser` (Bedrock ConverseStream)
+stream; `EmbeddingsUser` (POST /v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`),
+which says everything else.
 They send when the process's pacer hands them a ticket: in closed loop as soon as their last request ended, in
 open loop (`--request-rate`) at the due times of the arrival process; a session's next turn when its previous
 answer ended plus its think time (synthetic sessions: with a ticket of its own; a trace's session: its delay, and
@@ -32,6 +33,7 @@ from llm_locust.load.pacing import NO_STEP, Ticket
 from llm_locust.redact import redact
 from llm_locust.runtime.llm_client import LLMClient
 from llm_locust.runtime.plugin import user_context
+from llm_locust.transport import sigv4
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import FastTransport
 from llm_locust.transport.proxy import env_proxy
@@ -96,7 +98,9 @@ class LLMUser(FastHttpUser):
 
             transport = SdkTransport(self.host or "", settings.endpoint, settings.timeouts, state.watchdog, counter)
         else:
-            transport = FastTransport(self.client, headers, state.watchdog, counter, state.request_auth)
+            point = settings.endpoint  # --provider bedrock without an API key: each request SigV4-signed as sent;
+            auth = sigv4.signer(point.aws_region) if point.signs else state.request_auth  # else the OAuth token, if any
+            transport = FastTransport(self.client, headers, state.watchdog, counter, auth)
         models = partial(_first_model, self.client, self.host or "", headers, replicas)
         self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)
         task_wait = self.wait_time
@@ -258,6 +262,14 @@ class MessagesAgentUser(ApiUser):
     abstract = True
     endpoint = "messages"
     agent = True
+
+
+class ConverseUser(ApiUser):
+    """Streams POST /model/{modelId}/converse-stream (Amazon Bedrock ConverseStream, `--provider bedrock`): AWS
+    event-stream messages, each `contentBlockDelta` timed as an SSE event is."""
+
+    abstract = True
+    endpoint = "converse"
 
 
 class EmbeddingsUser(ApiUser):

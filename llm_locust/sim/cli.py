@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from llm_locust.sim import faults
+from llm_locust.sim import faults, sigv4
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.server import serve
 
@@ -120,6 +120,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=d.api_key,
         help="require 'Authorization: Bearer API_KEY' (or 'x-api-key', Google's 'x-goog-api-key') on /v1/* and "
         "/v1beta/* (else HTTP 401, like a real endpoint; a wrong x-goog-api-key: HTTP 400, as Google answers)",
+    )
+    parser.add_argument(
+        "--sigv4",
+        default=d.sigv4,
+        metavar="ACCESS_KEY:SECRET[:SESSION_TOKEN]",
+        help="require an AWS SigV4 signature of this test credential (or @FILE holding it) on /v1/*, /openai/v1/* and "
+        "/model/*, recomputed with botocore: else HTTP 403 in AWS's error shape (GET /sim/auth counts both)",
     )
     parser.add_argument("--tls-cert", default=d.tls_cert, help="serve HTTPS with this PEM certificate (chain)")
     parser.add_argument("--tls-key", default=d.tls_key, help="PEM private key of --tls-cert")
@@ -286,15 +293,24 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Return the SimConfig named by parsed `sim` arguments."""
     values = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
     values["faults"] = tuple(values["faults"])
+    if values["sigv4"].startswith("@"):  # a file holding the credential, kept off the command line
+        values["sigv4"] = Path(values["sigv4"][1:]).read_text().strip()
     return SimConfig(**values)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the simulator until SIGTERM / SIGINT; return the exit code (0)."""
-    config = config_from_args(args)
+    try:
+        config = config_from_args(args)
+    except OSError as e:
+        print(f"llm-locust sim: error: --sigv4 @FILE: cannot read {e.filename} ({e.strerror})", file=sys.stderr)
+        return 2
     try:
         faults.FaultPicker(config.faults, config.fault_seed)
-    except faults.FaultSpecError as e:
+        if config.sigv4:
+            sigv4.Credential.parse(config.sigv4)
+            sigv4.check_botocore()
+    except (faults.FaultSpecError, ValueError) as e:
         print(f"llm-locust sim: error: {e}", file=sys.stderr)
         return 2
     if config.replicas < 1:

@@ -43,8 +43,13 @@ class SimConfig:
     gpus: int = 1
     """Simulated GPUs on GET /gpu-metrics (DCGM-exporter format)."""
     api_key: str = ""
-    """When set, /v1/* and /v1beta/* requests without `Authorization: Bearer <api_key>` (or its `x-api-key` or
-    `x-goog-api-key` header) get HTTP 401 (a wrong `x-goog-api-key`: HTTP 400, as Google answers)."""
+    """When set, /v1/* and /v1beta/* (and Bedrock's /openai/v1/*, /model/*) requests without `Authorization: Bearer
+    <api_key>` (or its `x-api-key` or `x-goog-api-key` header) get HTTP 401 (a wrong `x-goog-api-key`: HTTP 400, as
+    Google answers)."""
+    sigv4: str = ""
+    """`ACCESS_KEY:SECRET[:SESSION_TOKEN]`: requests to those paths must carry a SigV4 signature of this credential,
+    recomputed with botocore (`llm_locust.sim.sigv4`; else HTTP 403, AWS's error shape); a request without one may
+    still carry the API key when `api_key` is set too."""
     tls_cert: str = ""
     """PEM certificate (chain) to serve HTTPS with, together with `tls_key`; empty: plain HTTP."""
     tls_key: str = ""

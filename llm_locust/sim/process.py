@@ -54,8 +54,12 @@ class SimProcess:
         """Return GET /sim/trace: ground-truth records of finished requests, oldest first."""
         return json.loads(self._request("GET", "/sim/trace"))
 
+    def auth(self) -> dict[str, int]:
+        """Return GET /sim/auth: the requests whose credentials were checked, `verified` and `refused`."""
+        return json.loads(self._request("GET", "/sim/auth"))
+
     def reset(self) -> None:
-        """POST /sim/reset: forget every trace record."""
+        """POST /sim/reset: forget every trace record and the credential counts."""
         self._request("POST", "/sim/reset")
 
     def _request(self, method: str, path: str) -> bytes:

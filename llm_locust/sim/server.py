@@ -34,12 +34,15 @@ from llm_locust.sim.metrics import SimMetrics
 from llm_locust.sim.oauth import TokenService
 from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
+from llm_locust.sim.sigv4 import AwsError, Credential, verify
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import RecentRecords, TraceRecord
 from llm_locust.sim.words import WORDS
 
-_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace")
+_GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace", "/sim/auth")
+_CHECKED = ("/v1/", "/v1beta/", "/openai/v1/", "/model/")
+"""The paths whose requests must carry the configured credentials (the OpenAI API's, Bedrock's)."""
 _POST_ROUTES = ("/sim/reset", *BY_PATH)
 
 
@@ -79,6 +82,8 @@ class SimApp:
         self.tokens = TokenService.from_options(
             config.token_lifetime_s, config.oauth_client, config.google_key_file, config.require_token, scheme
         )
+        self.sigv4 = Credential.parse(config.sigv4) if config.sigv4 else None
+        self.auth_counts = {"verified": 0, "refused": 0}  # requests checked with --sigv4 / --api-key (GET /sim/auth)
 
     def handle(self, request: http.Request, conn: SimConnection, t_recv_s: float) -> None:
         """Answer `request`: immediately, or by starting a generation that answers over time."""
@@ -88,8 +93,8 @@ class SimApp:
                 conn.respond(request, *self.tokens.answer(request))
                 return
             path = served_path(request.path)
-            if self.config.api_key and path.startswith(("/v1/", "/v1beta/")):
-                self._authorize(request)
+            if (self.config.api_key or self.sigv4) and path.startswith(_CHECKED):
+                self._check_credentials(request)
             api, path_model = route(path, request.query)
             if api is not None and method == "POST":
                 self.tokens.check(request)
@@ -98,6 +103,7 @@ class SimApp:
                 conn.respond(request, 200, *self._get(path))
             elif method == "POST" and path == "/sim/reset":
                 self.trace.clear()
+                self.auth_counts = dict.fromkeys(self.auth_counts, 0)
                 self.tokens.reset()
                 conn.respond(request, 200, b"{}")
             elif api is not None or path in _GET_ROUTES or path in _POST_ROUTES:
@@ -107,6 +113,24 @@ class SimApp:
         except ApiError as exc:
             echoed = ApiError(exc.status, exc.type, self._echo(exc.message, request))
             conn.respond(request, exc.status, echoed.body())
+        except AwsError as exc:
+            refused = AwsError(exc.status, exc.type, self._echo(exc.message, request))
+            conn.respond(request, exc.status, refused.body(), extra=(refused.header(),))
+
+    def _check_credentials(self, request: http.Request) -> None:
+        """Raise unless `request` carries the configured credentials: a SigV4 signature (`--sigv4`: recomputed, an
+        `AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
+        API key (`_authorize`: 401). Counted in `auth_counts`."""
+        signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
+        try:
+            if self.sigv4 is not None and (signed or not self.config.api_key):
+                verify(self.sigv4, request.method, request.path, request.query, request.headers, request.body)
+            else:
+                self._authorize(request)
+        except (ApiError, AwsError):
+            self.auth_counts["refused"] += 1
+            raise
+        self.auth_counts["verified"] += 1
 
     def _echo(self, message: str, request: http.Request) -> str:
         """An error `message`, quoting every header of `request` (by name) with --echo-headers."""
@@ -148,6 +172,8 @@ class SimApp:
                 self.config.served[0], self.driver.running, self.driver.waiting, self.config.max_batch, lora_lines
             )
             return body, "text/plain; version=0.0.4"
+        if path == "/sim/auth":
+            return orjson.dumps(self.auth_counts), "application/json"
         return orjson.dumps(self.trace.to_list()), "application/json"
 
     def _lora_lines(self) -> list[str]:

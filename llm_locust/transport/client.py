@@ -22,7 +22,8 @@ from typing import Any
 import orjson
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.metrics.protocol import EventApplier, EventStream, error_text, finish
+from llm_locust.metrics.framing import StreamReader
+from llm_locust.metrics.protocol import error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
@@ -36,17 +37,19 @@ from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
 from llm_locust.workload.tokens import TokenCounter
 
-REQUEST_ID_HEADER = "x-request-id"
-"""The response header whose value is the record's `server_request_id` (OpenAI sends it, vLLM with
-`--enable-request-id-headers`, many gateways); without it the response's own `id` is taken."""
+REQUEST_ID_HEADERS = ("x-request-id", "x-amzn-requestid")
+"""The response headers whose value is the record's `server_request_id` (OpenAI sends the first, vLLM with
+`--enable-request-id-headers`, many gateways; AWS the second, Bedrock's ConverseStream carries no id); without them
+the response's own `id` is taken."""
 
 
 class FastTransport:
     """One user's requests through Locust's FastHttp session (`session`, the user's `client`): `send(prepared)`
     posts a request with the user's fixed `headers` (content type, auth, provider's, --header) and its own, reads
-    its answer as its `Api` says — an SSE stream timestamped event by event, or one JSON body — and returns its
-    record. `auth` (a process's bearer token, `tokens.BearerAuth`): the headers it computes for each request as it is
-    sent, on top of the fixed ones.
+    its answer as its `Api` says — a stream (SSE, or AWS event-stream: the API's framing) timestamped event by event,
+    or one JSON body — and returns its record. `auth` (Bedrock's SigV4 signer, or a process's bearer token,
+    `tokens.BearerAuth`): the headers it computes for each request, over its final URL and body, as it is sent, on top
+    of the fixed ones.
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
@@ -94,8 +97,9 @@ class FastTransport:
         watchdog, counter, cancel, keep_answer = self.watchdog, self.counter, prepared.cancel, prepared.spec.keep_answer
         post = self._post(prepared, streamed=True)
         record = new_record(prepared)
+        api = prepared.api
         kept = (
-            StreamText(prepared.api.event_text, prepared.api.answer_parts if keep_answer else None)
+            StreamText(api.event_text, api.answer_parts if keep_answer else None, api.framing.decoder())
             if counter is not None or keep_answer
             else None
         )
@@ -105,10 +109,10 @@ class FastTransport:
         try:
             resp = _post_noting_connection(record, post)
             record.status_code = resp.status_code or 0
-            if _check_response(resp, record):
+            if _check_response(resp, record, api.framing.content_type):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, prepared.api.parser, watch, kept, cancel)  # type: ignore[arg-type]
+                    _read_events(raw, record, api.framing.reader(record, api.parser), watch, kept, cancel)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
@@ -159,7 +163,7 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
     never once a byte of the response arrived); the first attempt's time stays in the request's
     (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
     handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and
-    the server's request id, from its `x-request-id` header."""
+    the server's request id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
     patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
     resp = post()
     connection = patches.take_checked_out()
@@ -176,7 +180,9 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
             record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
         if streamed and resp.status_code:  # its head was read: the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
-    request_id = resp.headers.get(REQUEST_ID_HEADER) if resp.status_code and resp.headers else None
+    request_id = None
+    if resp.status_code and resp.headers:
+        request_id = resp.headers.get(REQUEST_ID_HEADERS[0]) or resp.headers.get(REQUEST_ID_HEADERS[1])
     if request_id:
         record.server_request_id = request_id
     return resp
@@ -238,13 +244,14 @@ def new_record(prepared: Prepared) -> RequestRecord:
     return record
 
 
-def _check_response(resp: Any, record: RequestRecord) -> bool:
-    """True when `resp` is a 2xx SSE stream; otherwise mark `record` failed and return False."""
+def _check_response(resp: Any, record: RequestRecord, expected: str) -> bool:
+    """True when `resp` is a 2xx stream of content type `expected` (the API's framing: text/event-stream, ...);
+    otherwise mark `record` failed and return False."""
     if not _check_status(resp, record):
         return False
     content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
-    if not content_type.startswith("text/event-stream"):
-        record.fail(ErrorKind.BAD_STREAM, f"expected text/event-stream, got {content_type or 'no content type'}")
+    if not content_type.startswith(expected):
+        record.fail(ErrorKind.BAD_STREAM, f"expected {expected}, got {content_type or 'no content type'}")
         return False
     return True
 
@@ -273,16 +280,15 @@ def status_kind(status: int) -> ErrorKind:
 
 
 def _read_events(
-    raw: Any, record: RequestRecord, parser: EventApplier, watch: Watch, kept: StreamText | None, cancel: Cancel | None
+    raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, kept: StreamText | None, cancel: Cancel | None
 ) -> None:
-    """Read the SSE stream to its end, applying each event to `record` with its arrival time (`parser`: the API's);
-    each piece of body also goes to `kept` unless it is None.
+    """Read the stream to its end, `events` (the API's framing's reader: SSE events, event-stream messages) applying
+    each event to `record` with its arrival time; each piece of body also goes to `kept` unless it is None.
 
     On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
     and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    events = EventStream(record, parser)
     on_body = events.feed if kept is None else _keeping(events.feed, kept)
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)

@@ -12,8 +12,9 @@ from typing import Any
 
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, positive, shown_as
+from llm_locust.transport import sigv4
 from llm_locust.transport.ca_file import check_ca_file
-from llm_locust.transport.replicas import allowed_hosts, shown_url
+from llm_locust.transport.replicas import allowed_hosts, shown_url, split_hosts
 from llm_locust.transport.tokens import token_flow
 from llm_locust.workload.providers import (
     API_KEY_ENV,
@@ -29,9 +30,10 @@ from llm_locust.workload.providers import (
 class EndpointSettings:
     """Where and how requests go: the model, the provider (Vertex AI's project and location) and its server family, the
     API key (never in repr, logs or results) or the OAuth flow whose tokens are sent instead (`--auth`), extra headers
-    (their names only in results), TLS trust, the client, the balance over replicas, and the servers the web UI's form
-    may name besides those of --host (`allow_host`; in results without credentials). The host is Locust's own (`--host`,
-    the web UI's field)."""
+    (their names only in results), TLS trust, the client, the balance over replicas, the servers the web UI's form may
+    name besides those of --host (`allow_host`; in results without credentials), and the AWS region Bedrock requests
+    are signed for (`aws_region`; the AWS credentials are never in settings). The host is Locust's own (`--host`, the
+    web UI's field)."""
 
     model: str
     api_key: str = field(repr=False, metadata=shown_as(bool, "api_key_set"))
@@ -55,6 +57,12 @@ class EndpointSettings:
     client: str
     balance: str
     allow_host: tuple[str, ...] = field(metadata=shown_as(lambda urls: [shown_url(url) for url in urls]))
+    aws_region: str = ""  # --provider bedrock signing with SigV4: the region signed for (`sigv4.region`)
+
+    @property
+    def signs(self) -> bool:
+        """Each request is SigV4-signed (`sigv4.SigV4Signer`): --provider bedrock without a Bedrock API key."""
+        return self.provider == "bedrock" and not self.api_key
 
     @classmethod
     def from_options(cls, options: Any) -> EndpointSettings:
@@ -97,6 +105,7 @@ class EndpointSettings:
             server_family=family,
             header=headers,
             allow_host=allowed_hosts(as_list(options.allow_host)),
+            aws_region=_bedrock_region(options, api_key, api_key_env) if provider == "bedrock" else options.aws_region,
         )
 
 
@@ -155,6 +164,37 @@ def api_key_from_env(name: str, named: bool) -> str:
         state = "not set" if key is None else "empty"
         raise ConfigError(f"--api-key-env {name}: the variable is {state} in this process's environment")
     return key or ""
+
+
+def _bedrock_region(options: Any, api_key: str, api_key_env: str) -> str:
+    """--provider bedrock checked before any load: a --model (the runtime lists none), the fast client, and either a
+    Bedrock API key without whitespace (`api_key`, from `api_key_env`) or well-formed AWS credentials in this process
+    and a region to sign for — that region ("" with an API key); ConfigError naming what to set. A master sends no
+    request: its credentials are not looked for, its region only shown ("" when it finds none). A worker may learn
+    the region with its master's options (its --host, --aws-region): it refuses the test if it has none then
+    (`runtime.secret_wire`)."""
+    if options.client != "fast":
+        raise ConfigError("--provider bedrock needs --client fast (the openai SDK cannot sign requests)")
+    if not options.model and not getattr(options, "model_mix", ""):
+        raise ConfigError(
+            "--provider bedrock needs --model MODEL_ID (e.g. anthropic.claude-3-5-haiku-20241022-v1:0 or an "
+            "inference profile id): Bedrock's runtime lists no models"
+        )
+    if api_key:
+        if any(c.isspace() or not c.isprintable() for c in api_key):
+            raise ConfigError(f"{api_key_env}: the Bedrock API key holds whitespace (not shown): set it without")
+        return ""
+    hosts = split_hosts(getattr(options, "host", None))
+    sends = not getattr(options, "master", False)
+    try:
+        signed_for = sigv4.region(hosts[0] if hosts else "", options.aws_region)
+    except ConfigError:
+        if sends and not getattr(options, "worker", False):
+            raise
+        signed_for = ""
+    if sends:
+        sigv4.check_credentials()
+    return signed_for
 
 
 def _import_openai() -> None:

@@ -6,8 +6,10 @@ Providers (`--provider`): `openai-compatible` (any base URL: vLLM, SGLang, TGI, 
 and `anthropic-version` headers), `gemini` (the Gemini API's `streamGenerateContent` only: the `x-goog-api-key`
 header, from GOOGLE_API_KEY or GEMINI_API_KEY as Google's SDK reads them) and `vertex` (Vertex AI: its
 OpenAI-compatible chat completions and Gemini's `streamGenerateContent`, the project and location in the path,
-`--vertex-project`, `--vertex-location`). The short-lived bearer tokens of azure (Entra ID), databricks (OAuth M2M) and
-vertex (Google OAuth) are `transport.tokens`'.
+`--vertex-project`, `--vertex-location`) and `bedrock` (Amazon Bedrock's runtime: its OpenAI-compatible chat
+completions under `/openai/v1` and its ConverseStream API, with a Bedrock API key as bearer token or else a SigV4
+signature per request, `transport.sigv4`). The short-lived bearer tokens of azure (Entra ID), databricks (OAuth M2M)
+and vertex (Google OAuth) are `transport.tokens`'.
 
 APIs (the user class's endpoint, registered in `apis.APIS`): each `Api` gives its path per provider, its
 length field and whether a field can force the output length (`messages` has none, so `--ignore-eos` is
@@ -34,21 +36,25 @@ from urllib.parse import quote
 from llm_locust.apis import api
 from llm_locust.errors import ConfigError
 
-PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic", "gemini", "vertex")
+PROVIDERS = ("openai-compatible", "openai", "azure", "databricks", "anthropic", "gemini", "vertex", "bedrock")
 FAMILIES = ("vllm", "sglang", "llamacpp", "tgi", "openai", "anthropic")
 API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY",
                "databricks": "DATABRICKS_TOKEN", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
-               "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN"}  # fmt: skip
+               "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN", "bedrock": "AWS_BEARER_TOKEN_BEDROCK"}  # fmt: skip
 KEY_ENV_FIRST = {"gemini": "GOOGLE_API_KEY"}
 """A provider's variable read before its `API_KEY_ENV` one when it is set (Google's SDK prefers GOOGLE_API_KEY)."""
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
-                   "anthropic": "anthropic", "gemini": "openai", "vertex": "openai"}  # fmt: skip
+                   "anthropic": "anthropic", "gemini": "openai", "vertex": "openai", "bedrock": "openai"}  # fmt: skip
 NO_MODEL_LIST = ("gemini", "vertex")
 """Providers with no `/v1/models` list to take a default model from (Google's): `--model` (or `--model-mix`) is
-needed."""
-_NO_LENGTH_CONTROL = {"tgi": "TGI", "openai": "OpenAI (and Azure OpenAI, Databricks, Google)", "anthropic": "Anthropic"}
+needed (Bedrock's too: `transport.settings` asks for it naming Bedrock's model ids)."""
+_NO_LENGTH_CONTROL = {
+    "tgi": "TGI",
+    "openai": "OpenAI (and Azure OpenAI, Databricks, Google, Bedrock)",
+    "anthropic": "Anthropic",
+}
 
 
 def server_family(family: str, provider: str) -> str:
@@ -81,6 +87,13 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
             )
         if endpoint == "gemini":
             raise ConfigError(f"{name} needs --provider gemini (the Gemini API) or --provider vertex (Vertex AI)")
+        if len(served.paths) == 1:  # an API of one provider (Bedrock's ConverseStream)
+            raise ConfigError(f"{name} needs --provider {next(iter(served.paths))}")
+        if provider == "bedrock":
+            raise ConfigError(
+                f"--provider bedrock serves chat completions and ConverseStream, not {name}: run -f "
+                "locustfiles/chat.py or -f locustfiles/converse.py"
+            )
         raise ConfigError(
             f"--provider {provider} does not serve {name} under a deployment: use --provider openai-compatible with "
             "the base URL that serves it"

@@ -6,7 +6,8 @@ escaped form (`harness.output.secret_forms`: JSON, HTML, percent-encoding ...).
 Through the real `locust` CLI with a master and 2 worker processes (console, log file, Locust's CSVs and
 HTML report, the results folder, `llm-locust report`), and through the web UI (its pages and JSON,
 the files and report it serves), whose form is re-submitted as a browser would: secret fields empty,
-the host as the page shows it (redacted).
+the host as the page shows it (redacted). And an AWS secret access key and session token, planted in the
+environment of `--provider bedrock`'s master and workers, which sign every request with them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import string
 import subprocess
 import sys
 from urllib.parse import quote
@@ -260,3 +262,46 @@ def test_planted_oauth_secrets_through_master_and_workers(tmp_path):
     texts = [output, *(p.read_text(errors="replace") for p in results.rglob("*") if p.is_file())]
     bearers = [m for text in texts for m in re.findall(r"Bearer(?:\s|%20|\+)+(.{10})", text, re.IGNORECASE)]
     assert bearers and all(REDACTED[:10] in m or "REDACTED" in m for m in bearers), bearers[:5]
+
+
+AWS_SECRET = "".join(secrets.choice(string.ascii_letters + string.digits + "/+") for _ in range(40))
+"""A planted AWS secret access key: well formed (40 characters of base64), so the run goes on to sign with it."""
+AWS_TOKEN = f"{secrets.token_hex(12)}'&<>\"%/+={secrets.token_hex(12)}"
+"""A planted AWS session token (no whitespace, as the up-front check asks), with `'&<>"%` inside."""
+
+
+def test_planted_aws_secrets_through_master_and_workers(tmp_path):
+    """--provider bedrock, ConverseStream SigV4-signed with a secret key and session token from each process's
+    environment; a master with 2 worker processes, DEBUG logs (botocore's canonical request holds the token), and a
+    simulator verifying every signature and echoing every request header (`X-Amz-Security-Token` included) in its
+    HTTP errors and its mid-stream exceptions: neither secret in any output."""
+    results = tmp_path / "results"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE", AWS_SECRET_ACCESS_KEY=AWS_SECRET, AWS_SESSION_TOKEN=AWS_TOKEN,
+               AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))  # fmt: skip
+    sigv4 = tmp_path / "credential"
+    sigv4.write_text(f"AKIAIOSFODNN7EXAMPLE:{AWS_SECRET}:{AWS_TOKEN}\n")
+    with run_sim(*SIM_ARGS, "--sigv4", f"@{sigv4}") as sim:
+        command = [
+            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "converse.py"), "--headless",
+            "--processes", "2", "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--provider", "bedrock",
+            "--model", "llm-locust-sim", "--max-tokens", "8", "--results-dir", str(results),
+            "--csv", str(results / "locust"), "--csv-full-history", "--html", str(results / "locust_report.html"),
+            "--loglevel", "DEBUG", *master_port_args(),
+        ]  # fmt: skip
+        run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+        auth = sim.auth()
+    report = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "-o",
+                             str(results / "report.html"), "--no-png"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    output = run.stdout + run.stderr + report.stdout + report.stderr
+    assert report.returncode == 0, output[-3000:]
+    summary = read_summary(results)
+    assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
+    assert set(summary["failures"]) >= ECHOED_KINDS and auth["refused"] == 0 and auth["verified"] > 0
+    with (results / "locust_failures.csv").open() as f:  # the echoes reached Locust's failures, redacted
+        failures = " ".join(row["Error"] for row in csv.DictReader(f))
+    assert "simulated engine failure; request headers: " in failures  # (cut at 200 characters: before the token)
+    assert f"x-amz-security-token:{REDACTED}" in output  # botocore's debug log of each canonical request, redacted
+    assert_no_secret(results, output, AWS_SECRET, AWS_TOKEN)

@@ -132,7 +132,8 @@ def test_a_registered_api_runs_end_to_end(rerank, tmp_path):
 def test_the_registry_refuses_a_taken_name_and_names_the_registered_ones():
     with pytest.raises(ValueError, match="already registered as 'chat'"):
         register(Api("chat", "chat", {}, rerank_shape, read_body=read_rerank))
-    with pytest.raises(ConfigError, match="no API is registered as 'rerank': one of chat, completions, embeddings"):
+    registered = "one of chat, completions, converse, embeddings"
+    with pytest.raises(ConfigError, match=f"no API is registered as 'rerank': {registered}"):
         api("rerank")
     with pytest.raises(ValueError, match="either a stream parser or a body reader"):
         Api("x", "x", {}, rerank_shape)

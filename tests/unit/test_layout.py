@@ -16,6 +16,7 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
         ChatAgentUser,
         ChatCompletionsUser,
         CompletionsUser,
+        ConverseUser,
         EmbeddingsUser,
         GeminiUser,
         LLMUser,
@@ -30,6 +31,7 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
         "llm_locust.users": {
             "ChatCompletionsUser": ChatCompletionsUser,
             "CompletionsUser": CompletionsUser,
+            "ConverseUser": ConverseUser,
             "EmbeddingsUser": EmbeddingsUser,
             "GeminiUser": GeminiUser,
             "LLMUser": LLMUser,

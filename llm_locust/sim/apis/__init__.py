@@ -10,15 +10,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from urllib.parse import unquote
 
-from llm_locust.sim.apis import chat, completions, embeddings, gemini, messages, responses
+from llm_locust.sim.apis import chat, completions, converse, embeddings, gemini, messages, responses
 from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, bad_request, decode_request
 
-APIS: tuple[Api, ...] = (chat.API, completions.API, responses.API, messages.API, gemini.API, embeddings.API)
-MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = ((gemini.PATH, gemini.API),)
-"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches; they
-stream whatever the body says, and need `alt=sse` in the query."""
+APIS: tuple[Api, ...] = (
+    chat.API, completions.API, responses.API, messages.API, gemini.API, converse.API, embeddings.API
+)  # fmt: skip
+MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = (
+    (gemini.PATH, gemini.API),
+    (re.compile(re.escape(converse.API.path).replace(re.escape("{model}"), "(?P<model>[^/]+)")), converse.API),
+)
+"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches (Gemini's:
+with `alt=sse` in the query only)."""
 BY_PATH: dict[str, Api] = {api.path: api for api in APIS if all(api is not other for _, other in MODEL_PATHS)}
 BY_ENDPOINT: dict[Endpoint, Api] = {api.endpoint: api for api in APIS}
+BEDROCK_CHAT_PATH = "/openai/v1/chat/completions"
+"""Bedrock's OpenAI-compatible chat completions (its runtime's `/openai/v1`), served as chat."""
+BY_PATH[BEDROCK_CHAT_PATH] = chat.API
 
 
 def route(path: str, query: str) -> tuple[Api | None, str | None]:
@@ -30,7 +38,7 @@ def route(path: str, query: str) -> tuple[Api | None, str | None]:
     for pattern, api in MODEL_PATHS:
         found = pattern.fullmatch(path)
         if found is not None:
-            if "alt=sse" not in query.split("&"):
+            if api is gemini.API and "alt=sse" not in query.split("&"):
                 raise bad_request(f"{path}: this simulator streams with ?alt=sse only")
             return api, unquote(found["model"])
     return None, None
@@ -42,7 +50,7 @@ def parse_completion(
     """Validate a request body for `endpoint` served as one of `models` — the path's `path_model` (the body may not
     name one then), else the body's, else the first; raise ApiError (400 / 404) if it is unacceptable."""
     data = decode_request(body, models, path_model)
-    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=data["model"])
+    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=path_model or data["model"])
 
 
 def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:

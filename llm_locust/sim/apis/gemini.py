@@ -37,7 +37,7 @@ _END = b"\r\n\r\n"
 
 def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     """The spec of a streamGenerateContent request `data` (ApiError if it is unacceptable): always streamed."""
-    unknown = sorted(set(data) - FIELDS - {"model"})  # `model`: the path's, set by the route
+    unknown = sorted(set(data) - FIELDS)
     if unknown:
         raise bad_request(f'Invalid JSON payload received. Unknown name "{unknown[0]}": Cannot find field.')
     contents = data.get("contents")

@@ -21,7 +21,7 @@ import orjson
 
 from llm_locust.sim.words import WORDS
 
-Endpoint = Literal["chat", "completions", "responses", "messages", "gemini", "embeddings"]
+Endpoint = Literal["chat", "completions", "responses", "messages", "gemini", "converse", "embeddings"]
 ToolChoice = Literal["auto", "none", "required"]
 
 
@@ -140,7 +140,9 @@ class Api:
     """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
     object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
     created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
-    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix."""
+    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. A `{model}` in `path`
+    is the model's place (`apis.route`); `content_type`: its streamed responses'; `request_id_header`: the response
+    header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`)."""
 
     endpoint: Endpoint
     path: str
@@ -149,22 +151,21 @@ class Api:
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
     tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     tool_call_prefix: str = "call_"
+    content_type: str = "text/event-stream"
+    request_id_header: str = ""
 
 
 def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
-    """The request's JSON object, its "model" set (the path's `path_model`, else the first of `models` when it names
-    none); ApiError unless it is an object naming one of `models` (and none when the path names it)."""
+    """The request's JSON object, its "model" set (the first of `models` when it names none; left out when the path
+    names it, `path_model`: the API's own parse refuses a body naming one, as the cloud does); ApiError unless it is an
+    object naming one of `models`."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise bad_request(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad_request("request body must be a JSON object")
-    if path_model is not None:
-        if "model" in data:  # Google refuses a field it does not know
-            raise bad_request('Invalid JSON payload received. Unknown name "model": Cannot find field.')
-        data["model"] = path_model
-    requested = data.setdefault("model", models[0])
+    requested = data.setdefault("model", models[0]) if path_model is None else path_model
     if requested not in models:
         raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")
     return data

@@ -136,15 +136,15 @@ def test_event_encoder_builds_valid_json() -> None:
 
 def test_the_simulators_own_constants_equal_the_clients() -> None:
     """The simulator keeps its own copies of what it shares with the client (it imports no client module): the
-    prefix block size, the kernel receive-time socket option and its decoding, and each API's path (Gemini's, with
-    the model in it, routed to it)."""
+    prefix block size, the kernel receive-time socket option and its decoding, and each API's path and content type
+    (Gemini's and ConverseStream's, with the model in them, routed to them)."""
     import socket
     import struct
     import time
 
     from llm_locust.apis import APIS as ENDPOINTS
     from llm_locust.sim import prefix_cache, receive_time
-    from llm_locust.sim.apis import BY_ENDPOINT, route
+    from llm_locust.sim.apis import BEDROCK_CHAT_PATH, BY_ENDPOINT, route
     from llm_locust.transport import kernel_time
     from llm_locust.workload import prefix_blocks, providers
 
@@ -153,13 +153,20 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
         assert getattr(receive_time, name) == getattr(kernel_time, name), name
     assert receive_time.PLAUSIBLE_AGE_S == kernel_time._PLAUSIBLE_AGE_S
     assert sorted(BY_ENDPOINT) == sorted(ENDPOINTS)
-    for endpoint, api in BY_ENDPOINT.items():
-        if "openai" in ENDPOINTS[endpoint].paths:
-            assert api.path == providers.completion_path("openai", endpoint), endpoint
+    for endpoint, api in BY_ENDPOINT.items():  # the OpenAI path, or the one provider's (Bedrock's ConverseStream)
+        client = ENDPOINTS[endpoint]
+        if client.streams:
+            assert api.content_type == client.framing.content_type, endpoint
+        if "openai" in client.paths or len(client.paths) == 1:
+            provider = "openai" if "openai" in client.paths else next(iter(client.paths))
+            assert api.path == providers.completion_path(provider, endpoint), endpoint
     for provider in ("gemini", "vertex"):  # paths naming the model: routed to the API, the model taken from them
         path, _, query = providers.model_path(providers.completion_path(provider, "gemini", "", "", "p", "l"),
                                               "gemini-2.5-flash").partition("?")  # fmt: skip
         assert route(path, query) == (BY_ENDPOINT["gemini"], "gemini-2.5-flash"), provider
+    converse = providers.model_path(providers.completion_path("bedrock", "converse"), "amazon.nova-lite-v1:0")
+    assert route(converse, "") == (BY_ENDPOINT["converse"], "amazon.nova-lite-v1:0")
+    assert providers.completion_path("bedrock", "chat") == BEDROCK_CHAT_PATH
     now = time.perf_counter()
     wall = time.time()
     for age_s in (0.25, 0.0, -1.0, 120.0):  # plausible, now, in the future, too old
