@@ -31,8 +31,9 @@ import orjson
 
 from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.scoring import Reference
 from llm_locust.workload.agent import AgentSession, answer_content
-from llm_locust.workload.datasets import Conversation, load_dataset
+from llm_locust.workload.datasets import REFERENCE, Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
 from llm_locust.workload.model_mix import DIMENSION as MODEL_DIMENSION
@@ -56,7 +57,8 @@ class RequestSpec:
     shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
     a multi-turn session (0: not one), whether its answer is to be kept (`RequestRecord.answer_text`: a later turn
     sends it back), the model it names and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with
-    `--model-mix`). The one type of a request's facts from the workload to its record: the transport's
+    `--model-mix`), and the reference its answer is scored against (`scoring.Reference`, None: not scored; a request
+    with one keeps its answer). The one type of a request's facts from the workload to its record: the transport's
     `request.Prepared` carries it, `client.new_record` reads it."""
 
     body: bytes
@@ -68,6 +70,7 @@ class RequestSpec:
     keep_answer: bool = False
     model: str = ""  # the model its body names
     groups: tuple[tuple[str, str], ...] = ()
+    reference: Reference | None = None
 
 
 @lru_cache(maxsize=2)
@@ -170,9 +173,13 @@ class Workload:
         if self.api.images and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
-        keep = self.agent_mode or (self.conversation is not None and not self.conversation.done)
+        reference = fields.get(REFERENCE)
+        keep = (
+            self.agent_mode or (self.conversation is not None and not self.conversation.done) or reference is not None
+        )
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model)
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
+                           reference=reference)  # fmt: skip
 
     @property
     def starts_session(self) -> bool:
@@ -309,6 +316,7 @@ class Workload:
         (a length sweep's) wins over the dataset entry's, which wins over --max-tokens."""
         settings = self.settings
         body = dict(fields)
+        body.pop(REFERENCE, None)
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
         self.api.shape(body)
