@@ -491,6 +491,13 @@ def _add_gate_arguments(group: Any) -> None:
         "failed never passes; 1: no limit)",
     )
     group.add_argument(
+        "--min-accuracy",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when the accuracy of its scored answers (a --dataset with references, or "
+        "score= in a scenario) is below this fraction, e.g. 0.9, or when no answer was scored",
+    )
+    group.add_argument(
         "--max-drift-pct",
         type=float,
         default=None,

@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from llm_locust.errors import ConfigError
-from llm_locust.metrics.scoring import Reference
+from llm_locust.metrics.scoring import Reference, schema_problem
 
 FORMATS = ("jsonl", "json", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -183,8 +183,9 @@ def reference_of(row: dict[str, Any], where: str) -> Reference | None:
         raise ConfigError(f"{where}: 'choices' must be a list of at most 26 strings")
     answer = _choice_letter(fields.get("answer"), len(choices), where)
     schema = fields.get("schema")
-    if schema is not None and not isinstance(schema, dict):
-        raise ConfigError(f"{where}: 'schema' must be a JSON schema object, got {type(schema).__name__}")
+    problem = None if schema is None else schema_problem(schema)
+    if problem:
+        raise ConfigError(f"{where}: 'schema': {problem}")
     return Reference(
         expected=None if expected is None else str(expected),
         regex=regex,

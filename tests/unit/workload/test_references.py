@@ -53,7 +53,8 @@ def test_reference_fields_become_the_requests_reference_and_leave_its_body(tmp_p
         ({"prompt": "p", "choices": "abc", "answer": "A"}, "'choices' must be a list"),
         ({"prompt": "p", "choices": ["a", "b"], "answer": "C"}, r"'answer' must be the right choice's letter \(A-B\)"),
         ({"prompt": "p", "choices": ["a", "b"], "answer": 2}, "'answer' must be"),
-        ({"prompt": "p", "schema": "object"}, "'schema' must be a JSON schema object"),
+        ({"prompt": "p", "schema": "object"}, "'schema': a JSON schema must be an object"),
+        ({"prompt": "p", "schema": {"type": 5}}, "'schema': not a valid JSON schema"),
     ],
 )
 def test_malformed_references_are_one_line_errors_naming_the_line_and_field(tmp_path, row, why):
