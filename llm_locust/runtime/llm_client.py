@@ -181,7 +181,7 @@ class Answer:
     @property
     def score(self) -> float | None:
         """The answer's score in [0, 1] (`score=`), None when it was not scored (none asked, or the request failed)."""
-        return self.record.score
+        return self.record.score if self.record.ok else None
 
 
 class CheckedAnswer(Answer):
