@@ -13,6 +13,8 @@ field the file gives, e.g. `max_tokens`, `temperature`):
   (system turn, user turns 1..i and the file's assistant replies 1..i-1). Conversations that
   are empty or have no user turn (common in ShareGPT exports) are skipped.
 - CSV with a header row: a `prompt` column (or a single column), optional `max_tokens` column.
+- `builtin:NAME[:N]`: no file, a built-in set of N items with their references, generated from `--seed`
+  (`builtin_sets`: `arithmetic`, `choice`, `json`).
 
 A `prompt`/`messages` object may carry a reference its answer is scored against (`metrics.scoring.Reference`):
 `expected` (the answer, a string or a number), `regex` (a pattern the answer contains), `choices` (a list of option
@@ -36,6 +38,7 @@ import orjson
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.scoring import Reference, reference_problem
+from llm_locust.workload.builtin_sets import builtin_items, is_builtin
 
 FORMATS = ("jsonl", "json", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -64,13 +67,21 @@ def dataset_format(path: str, given: str) -> str:
     return fmt
 
 
-def load_dataset(path: str, fmt: str) -> tuple[Conversation, ...]:
-    """The conversations of the file (parsed once per process while the file is unchanged)."""
+def load_dataset(path: str, fmt: str, seed: int | None = None) -> tuple[Conversation, ...]:
+    """The conversations of the file (parsed once per process while the file is unchanged), or of the built-in set
+    `path` names ("builtin:NAME[:N]", generated from `seed`: `builtin_sets`), each item a one-turn conversation."""
+    if is_builtin(path):
+        return _builtin(path, seed)
     try:
         stat = os.stat(path)
     except OSError as e:
         raise ConfigError(f"--dataset {path}: {e.strerror or e}") from None
     return _load(path, dataset_format(path, fmt), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4)
+def _builtin(dataset: str, seed: int | None) -> tuple[Conversation, ...]:
+    return tuple(({"prompt": prompt, REFERENCE: reference},) for prompt, reference in builtin_items(dataset, seed))
 
 
 @lru_cache(maxsize=4)
