@@ -150,6 +150,18 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
+def reference_problem(reference: Reference) -> str | None:
+    """Why `reference` cannot score answers — its regex does not compile, its schema is no JSON schema
+    (`schema_problem`) — naming the field; None when it can."""
+    if reference.regex is not None:
+        try:
+            _pattern(reference.regex)
+        except re.error as e:
+            return f"'regex' is not a valid regular expression ({e})"
+    problem = None if reference.schema is None else schema_problem(reference.schema)
+    return None if problem is None else f"'schema': {problem}"
+
+
 def score(reference: Reference, answer: str) -> float:
     """The answer's score against `reference`: 1.0 when every check the reference sets holds (`exact_match`,
     `regex_match`, the multiple-choice letter, `schema_valid`), else 0.0."""

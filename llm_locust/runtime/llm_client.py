@@ -38,7 +38,7 @@ from llm_locust.apis import Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import ErrorKind, RequestRecord
-from llm_locust.metrics.scoring import Reference, checked_score, score
+from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
 from llm_locust.runtime.route import report
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
@@ -240,8 +240,8 @@ class _Endpoint:
         `headers`: sent with this request only; `catch_response`: return a `CheckedAnswer` to judge in a `with`
         block, reported when it ends (else the `Answer`, reported already); `score`: how to score a successful answer
         into the run's accuracy — a callable given the `Answer` that returns a bool or a number in [0, 1] (ValueError
-        otherwise, raised after the request was reported unscored), or a `scoring.Reference`. ValueError for
-        `stream=False`.
+        otherwise, raised after the request was reported unscored), or a `scoring.Reference` (ValueError before
+        sending when it cannot score: a bad regex or schema). ValueError for `stream=False`.
         """
         return self._client.create(self._endpoint, fields, name, headers, catch_response, score)
 
@@ -395,6 +395,9 @@ class LLMClient:
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
         reference = scorer if isinstance(scorer, Reference) else None
+        problem = None if reference is None else reference_problem(reference)
+        if problem:
+            raise ValueError(f"score=Reference(...): {problem}")
         spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=str(body["model"]),
                            groups=groups, reference=reference)  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)

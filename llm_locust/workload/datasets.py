@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 import string
 from functools import lru_cache
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 import orjson
 
 from llm_locust.errors import ConfigError
-from llm_locust.metrics.scoring import Reference, schema_problem
+from llm_locust.metrics.scoring import Reference, reference_problem
 from llm_locust.workload.builtin_sets import builtin_items, is_builtin
 
 FORMATS = ("jsonl", "json", "csv")
@@ -182,28 +181,20 @@ def reference_of(row: dict[str, Any], where: str) -> Reference | None:
     if expected is not None and (isinstance(expected, bool) or not isinstance(expected, str | int | float)):
         raise ConfigError(f"{where}: 'expected' must be a string or a number, got {expected!r}")
     regex = fields.get("regex")
-    if regex is not None:
-        if not isinstance(regex, str):
-            raise ConfigError(f"{where}: 'regex' must be a string, got {regex!r}")
-        try:
-            re.compile(regex)
-        except re.error as e:
-            raise ConfigError(f"{where}: 'regex' is not a valid regular expression ({e})") from None
+    if regex is not None and not isinstance(regex, str):
+        raise ConfigError(f"{where}: 'regex' must be a string, got {regex!r}")
     choices = fields.get("choices", [])
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices) or len(choices) > 26:
         raise ConfigError(f"{where}: 'choices' must be a list of at most 26 strings")
     answer = _choice_letter(fields.get("answer"), len(choices), where)
     schema = fields.get("schema")
-    problem = None if schema is None else schema_problem(schema)
+    if schema is not None and not isinstance(schema, dict):
+        raise ConfigError(f"{where}: 'schema': a JSON schema must be an object, got {type(schema).__name__}")
+    reference = Reference(None if expected is None else str(expected), regex, tuple(choices), answer, schema)
+    problem = reference_problem(reference)
     if problem:
-        raise ConfigError(f"{where}: 'schema': {problem}")
-    return Reference(
-        expected=None if expected is None else str(expected),
-        regex=regex,
-        choices=tuple(choices),
-        answer=answer,
-        schema=schema,
-    )
+        raise ConfigError(f"{where}: {problem}")
+    return reference
 
 
 def _choice_letter(answer: Any, choices: int, where: str) -> str | None:

@@ -23,6 +23,7 @@ from llm_locust.metrics.scoring import (
     exact_match,
     normalise,
     proportion_test,
+    reference_problem,
     regex_match,
     schema_problem,
     schema_valid,
@@ -187,3 +188,9 @@ def test_two_proportion_z_test_flags_a_drop_of_ten_points_not_an_equal_run():
     assert small.p_value > 0.5
     assert proportion_test(5, 10, 0, 0) is None
     assert proportion_test(10, 10, 0, 10).p_value < 1e-4  # pooled variance: defined at 0 and 1 too
+
+
+def test_a_reference_that_cannot_score_is_named_before_any_request():
+    assert reference_problem(Reference(expected="4", regex=r"\d", schema=SCHEMA)) is None
+    assert reference_problem(Reference(regex="(unclosed")).startswith("'regex' is not a valid regular expression (")
+    assert reference_problem(Reference(schema={"type": 5})).startswith("'schema': not a valid JSON schema")
