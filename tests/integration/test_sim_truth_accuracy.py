@@ -111,7 +111,8 @@ def test_text_completions_send_the_families_structured_output_field_and_get_json
     with run_sim("--ttft-ms", "5", "--itl-ms", "1") as sim:
         proc = run_locust(ROOT / "locustfiles" / "completions.py", "--host", sim.url, "-u", "2", "-r", "2", "-t",
                           "3s", "--stop-timeout", "5", "--server-family", family, "--response-format", "json_schema",
-                          "--schema", str(SCHEMA_FILE), "--max-tokens", "200", "--results-dir", str(tmp_path))  # fmt: skip
+                          "--schema", str(SCHEMA_FILE), "--max-tokens", "200",
+                          "--results-dir", str(tmp_path))  # fmt: skip
         truth = answers_total(sim)
     assert proc.returncode == 0, proc.stderr[-3000:]
     accuracy = read_summary(tmp_path)["accuracy"]
