@@ -101,3 +101,19 @@ def test_a_user_sweeps_accuracy_falls_at_the_step_past_the_degraded_batch_and_th
         healthy = run_locust(sweep, "--host", sim.url, *args, "--results-dir", str(tmp_path / "healthy"))
     assert healthy.returncode == 0, healthy.stderr[-3000:]
     assert [step["accuracy"]["accuracy"] for step in read_summary(tmp_path / "healthy")["steps"]] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("family", ["vllm", "sglang", "llamacpp"])
+def test_text_completions_send_the_families_structured_output_field_and_get_json_for_it(tmp_path, family):
+    """`locustfiles/completions.py` with `--response-format json_schema`: each server family's own field (vLLM
+    `structured_outputs`, SGLang's and llama.cpp's `json_schema`) reaches the simulator, which answers JSON for the
+    schema to every request — all of them scored valid, as many as it counted."""
+    with run_sim("--ttft-ms", "5", "--itl-ms", "1") as sim:
+        proc = run_locust(ROOT / "locustfiles" / "completions.py", "--host", sim.url, "-u", "2", "-r", "2", "-t",
+                          "3s", "--stop-timeout", "5", "--server-family", family, "--response-format", "json_schema",
+                          "--schema", str(SCHEMA_FILE), "--max-tokens", "200",
+                          "--results-dir", str(tmp_path))  # fmt: skip
+        truth = answers_total(sim)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    accuracy = read_summary(tmp_path)["accuracy"]
+    assert accuracy["scored"] == accuracy["correct"] == truth["valid_json"] > 10 and truth["invalid_json"] == 0
