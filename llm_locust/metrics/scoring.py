@@ -86,17 +86,18 @@ def regex_match(answer: str, regex: str) -> bool:
 def chosen_letter(answer: str, choices: tuple[str, ...] = ()) -> str | None:
     """The option a multiple-choice answer picks, as an upper-case letter, None when it picks none: an "Answer: C" /
     "the answer is (C)" form, else an answer that is one letter in any case ("c", "(c)."), else the answer's text
-    equal (`normalise`d) to one of `choices`, else the first standalone capital among the options' letters (A–Z
+    equal (`normalise`d) to one of `choices` (an answer not four times longer than the longest: normalising a long
+    text costs tens of µs), else the first standalone capital among the options' letters (A–Z
     without `choices`): "C) Paris", "C. because", "I pick C".
     """
     letters = string.ascii_uppercase[: len(choices) or 26]
     bare = _BARE_LETTER.fullmatch(answer)
     if bare and bare.group(1).upper() in letters:
         return bare.group(1).upper()
-    stated = _ANSWER_IS.search(answer)
+    stated = _ANSWER_IS.search(answer) if "answer" in answer.lower() else None  # the search costs µs per KB
     if stated and stated.group(1).upper() in letters:
         return stated.group(1).upper()
-    if choices:
+    if choices and len(answer.strip()) <= 4 * max(map(len, choices)) + 16:  # a long answer is no option's text
         said = normalise(answer)
         for letter, choice in zip(letters, choices, strict=False):
             if said == normalise(choice):
@@ -119,11 +120,23 @@ _validators: dict[int, tuple[Mapping[str, Any], Any]] = {}
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
-    """The `jsonschema` validator of `schema`, made once per schema object (kept with it, so its id stays its own)."""
+    """The `jsonschema` validator of `schema`, made once per schema object (kept with it, so its id stays its own;
+    at most `_MEMO_SIZE` of them)."""
     held = _validators.get(id(schema))
     if held is None or held[0] is not schema:
+        _bounded(_validators)
         held = _validators[id(schema)] = (schema, _validator_class(schema)(schema))
     return held[1]
+
+
+def _bounded(memo: dict[int, Any]) -> None:
+    """Empty `memo` (by schema id, each entry holding its schema) once it holds `_MEMO_SIZE` schemas: a scenario that
+    builds a new schema object per call must not keep them all alive."""
+    if len(memo) >= _MEMO_SIZE:
+        memo.clear()
+
+
+_MEMO_SIZE = 256
 
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:
@@ -132,9 +145,21 @@ def _validator_class(schema: Mapping[str, Any]) -> Any:
     return validator_for(schema)
 
 
+_schema_problems: dict[int, tuple[Any, str | None]] = {}
+
+
 def schema_problem(schema: Any) -> str | None:
     """Why `schema` is not a JSON schema the scorer can check answers against (not an object, not valid for its
-    draft, or the `jsonschema` library missing), None when it is one."""
+    draft, or the `jsonschema` library missing), None when it is one; checked once per schema object (a scenario
+    passes the same one call after call)."""
+    held = _schema_problems.get(id(schema))
+    if held is None or held[0] is not schema:
+        _bounded(_schema_problems)
+        held = _schema_problems[id(schema)] = (schema, _schema_problem(schema))
+    return held[1]
+
+
+def _schema_problem(schema: Any) -> str | None:
     if not isinstance(schema, Mapping):
         return f"a JSON schema must be an object, got {type(schema).__name__}"
     try:

@@ -384,6 +384,10 @@ class LLMClient:
         sent = api(endpoint)
         if sent.streams and fields.get("stream", True) is False:
             raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")
+        reference = scorer if isinstance(scorer, Reference) else None
+        problem = None if reference is None else reference_problem(reference)
+        if problem:
+            raise ValueError(f"score=Reference(...): {problem}")
         ticket = self._ticket
         if ticket is None:
             ticket = self._ticket = self.take_ticket(new_session=True)
@@ -394,10 +398,6 @@ class LLMClient:
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
-        reference = scorer if isinstance(scorer, Reference) else None
-        problem = None if reference is None else reference_problem(reference)
-        if problem:
-            raise ValueError(f"score=Reference(...): {problem}")
         spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=str(body["model"]),
                            groups=groups, reference=reference)  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)

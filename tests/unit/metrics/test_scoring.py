@@ -194,3 +194,9 @@ def test_a_reference_that_cannot_score_is_named_before_any_request():
     assert reference_problem(Reference(expected="4", regex=r"\d", schema=SCHEMA)) is None
     assert reference_problem(Reference(regex="(unclosed")).startswith("'regex' is not a valid regular expression (")
     assert reference_problem(Reference(schema={"type": 5})).startswith("'schema': not a valid JSON schema")
+
+
+def test_an_options_text_padded_with_spaces_is_still_that_option():
+    """`--ignore-eos` pads an answer with space tokens: "Paris" and a hundred spaces picks Paris."""
+    assert chosen_letter("Paris" + " " * 100, ("London", "Paris")) == "B"
+    assert chosen_letter("word " * 100, ("London", "Paris")) is None  # a long answer is no option's text
