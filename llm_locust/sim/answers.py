@@ -27,6 +27,7 @@ valid_json, invalid_json; a JSON answer cut short by its maximum is sent invalid
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from dataclasses import replace
@@ -34,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.wire import CompletionSpec, output_length
+from llm_locust.sim.apis.wire import CompletionSpec, bad_request, output_length
 from llm_locust.sim.words import WORDS
 
 _NUMBER_QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\? Answer with the number only\.")
@@ -127,8 +128,8 @@ def instance(schema: Any, draw: random.Random, depth: int = 0) -> Any:
     if kind in ("integer", "number"):
         low, high = schema.get("minimum", 0), schema.get("maximum", 100)
         if kind == "integer":
-            return draw.randint(int(low), int(high))
-        return round(draw.uniform(low, high), 2) if high - low >= 0.01 else low
+            return draw.randint(math.ceil(low), math.floor(high))
+        return min(high, max(low, round(draw.uniform(low, high), 2)))
     if kind == "boolean":
         return draw.random() < 0.5
     if kind == "null":
@@ -220,10 +221,14 @@ class Answerer:
     def plan(self, spec: CompletionSpec, data: dict[str, Any]) -> CompletionSpec:
         """`spec` (of request `data`) answering a structured output or a recognised question (`spec.answer`, its
         output tokens the answer's), or `spec` itself."""
-        asked = requested_format(data, spec.endpoint)
+        try:
+            asked = requested_format(data, spec.endpoint)
+            if asked is not None:
+                kind, schema = asked
+                value = instance(schema, self.values) if kind == "json_schema" else {"answer": _words(self.values)}
+        except (ValueError, TypeError) as e:  # a schema string that is not JSON, bounds that are not numbers, ...
+            raise bad_request(f"the structured output's schema is not one the simulator can answer: {e}") from None
         if asked is not None:
-            kind, schema = asked
-            value = instance(schema, self.values) if kind == "json_schema" else {"answer": _words(self.values)}
             text = json.dumps(value)  # `{"a": 1, "b": 2}`, spaced as models write it
             invalid = self.invalid_json_rate > 0 and self._json_draws.random() < self.invalid_json_rate
             text = broken(text) if invalid else text

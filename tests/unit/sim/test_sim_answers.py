@@ -19,6 +19,7 @@ from llm_locust.metrics.scoring import score
 from llm_locust.sim import SimProcess, run_sim
 from llm_locust.sim.answers import Answerer, broken, instance, requested_format, truth
 from llm_locust.sim.apis import encoder_of, parse_request
+from llm_locust.sim.apis.wire import ApiError
 from llm_locust.workload.builtin_sets import builtin_items
 
 SCHEMA = {
@@ -134,6 +135,24 @@ def test_the_simulator_reads_each_apis_structured_output_field_as_the_client_sen
     kind = requested_format(fields("json_object", {}, "vllm"), endpoint)
     assert kind in (("json_object", None), ("json_schema", {"type": "object"}))
     assert requested_format({}, endpoint) is None
+
+
+def test_a_schema_the_simulator_cannot_answer_is_a_400_naming_it():
+    answerer = Answerer(1.0, 0, 1.0, 0.0, seed=0)
+    for fields in (
+        {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": "x"}}}},
+        {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": 9,
+                                                                               "maximum": 1}}}},
+    ):  # fmt: skip
+        with pytest.raises(ApiError) as e:
+            chat_spec("anything", answerer, **fields)
+        assert e.value.status == 400 and "the structured output's schema is not one the simulator can answer" in str(
+            e.value
+        )
+    body = {"prompt": "x", "json_schema": "{not json"}
+    spec, data = parse_request(json.dumps(body).encode(), "completions", ("m",), 8)
+    with pytest.raises(ApiError):
+        answerer.plan(spec, data)
 
 
 # -- over loopback --------------------------------------------------------------------------------------------------
