@@ -19,6 +19,10 @@ actually sent (its /sim/trace timestamps, same CLOCK_MONOTONIC clock):
 `--prometheus-port` runs llm-locust with its live export on (a free port, scraped every second by the benchmark):
 its cost per event is the µs/event above a run without.
 
+`--scoring on|off|both` runs llm-locust on a dataset of 64 prompts whose lines carry a reference (`on`: each answer
+kept and scored after its stream — a regex and a multiple-choice letter, `metrics/scoring.py`) or the same prompts
+without one (`off`): the cost of scoring per event is the µs/event between the two (column `scored`).
+
 `--scheme https` runs the same over HTTPS: the simulator serves TLS (`--tls-cert/--tls-key`) with a certificate of
 a throw-away CA made for the run (trustme), which the client trusts (`--ca-bundle`, and `SSL_CERT_FILE` for
 GuideLLM); `--scheme both` runs each level over http and then https, side by side in one table.
@@ -31,6 +35,7 @@ each level N times and prints every run: tail errors depend on stalls of the mac
         --streams 50,100,200,400,600 --run-time-s 12
     .venv/bin/python benchmarks/client_capacity.py --scheme both --streams 16,128,256 --no-stop
     .venv/bin/python benchmarks/client_capacity.py --prometheus-port --streams 100,400 --no-stop
+    .venv/bin/python benchmarks/client_capacity.py --scoring both --streams 128 --run-time-s 10 --no-stop
 
 GuideLLM runs from its own venv (default benchmarks/.venv-guidellm, see benchmarks/RESULTS.md);
 its row is skipped with a note when that venv is missing.
@@ -77,6 +82,7 @@ COLUMNS = (
     ("RSS MB", "rss_mb", "{:>7.1f}"),
     ("RSS Δ MB", "rss_growth_mb", "{:>8.1f}"),
     ("in bound", "in_bound", "{:>8}"),
+    ("scored", "scoring", "{:>6}"),
 )
 
 
@@ -179,8 +185,25 @@ def pin(core: int | None):
     return None if core is None else lambda: os.sched_setaffinity(0, {core})
 
 
-def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Namespace, out: Path) -> list[str]:
-    """The command line running `client` at `streams` against `sim`, writing its results to `out`."""
+def scoring_dataset(folder: Path, scored: bool) -> Path:
+    """A dataset of 64 prompts of 16 words in `folder`, each line with a reference (`scored`: a regex its answer
+    matches and a multiple-choice letter) or without: the same prompts either way."""
+    lines = []
+    for i in range(64):
+        row: dict[str, Any] = {"prompt": " ".join(f"w{(i * 7 + j) % 97}" for j in range(16))}
+        if scored:
+            row.update(regex=r"[a-z]+", choices=["first", "second", "third", "fourth"], answer="B")
+        lines.append(json.dumps(row))
+    path = folder / f"prompts-{'scored' if scored else 'plain'}.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def client_command(
+    client: str, streams: int, sim: SimProcess, args: argparse.Namespace, out: Path, scoring: str = "-"
+) -> list[str]:
+    """The command line running `client` at `streams` against `sim`, writing its results to `out`; `scoring` "on" /
+    "off": llm-locust on the `scoring_dataset` with / without references ("-": synthetic prompts)."""
     if client == "guidellm":
         return [
             str(args.guidellm), "benchmark", "run", "--target", sim.url, "--model", "llm-locust-sim",
@@ -198,6 +221,8 @@ def client_command(client: str, streams: int, sim: SimProcess, args: argparse.Na
     ]  # fmt: skip
     if args.pki is not None and sim.url.startswith("https://"):
         command += ["--ca-bundle", str(args.pki / "ca.pem")]
+    if scoring != "-":
+        command += ["--dataset", str(scoring_dataset(out, scoring == "on"))]
     if args.prometheus_port:
         command += ["--prometheus-port", str(args.export_port)]
     if args.processes > 1:
@@ -284,9 +309,15 @@ def make_pki(folder: Path) -> Path:
 
 
 def run_level(
-    client: str, streams: int, scheme: str, args: argparse.Namespace, cores: tuple[int | None, int | None]
+    client: str,
+    streams: int,
+    scheme: str,
+    args: argparse.Namespace,
+    cores: tuple[int | None, int | None],
+    scoring: str = "-",
 ) -> dict:
-    """One client at one concurrency level over `scheme` (http, https); returns the table row."""
+    """One client at one concurrency level over `scheme` (http, https), with `scoring` ("on", "off": llm-locust on a
+    dataset with or without references; "-": synthetic prompts); returns the table row."""
     sim_args: tuple[str, ...] = ("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms), "--output-tokens",
                                  str(args.tokens))  # fmt: skip
     env = None
@@ -298,7 +329,7 @@ def run_level(
         if cores[0] is not None:
             os.sched_setaffinity(sim.pid, {cores[0]})
         args.export_port = free_port()
-        command = client_command(client, streams, sim, args, out)
+        command = client_command(client, streams, sim, args, out, scoring)
         proc = subprocess.Popen(
             command, preexec_fn=pin(cores[1]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
         )
@@ -332,6 +363,7 @@ def run_level(
         "client": client,
         "streams": streams,
         "scheme": scheme,
+        "scoring": scoring,
         "processes": 1 if client == "guidellm" else args.processes,
         "events_per_s": events_per_s,
         "cpu_pct": 100 * cpu_s / (t1 - t0),
@@ -371,20 +403,23 @@ def header() -> str:
 def ramp(client: str, schemes: tuple[str, ...], args: argparse.Namespace, cores: tuple[int | None, int | None]) -> list:
     """Run `client` at each level of --streams, over each of `schemes` in turn, printing each row; a scheme's ramp
     stops after a level where no run was within the bound (unless --no-stop)."""
-    rows, going = [], list(schemes)
+    scorings = {"on": ("on",), "off": ("off",), "both": ("off", "on")}.get(args.scoring, ("-",))
+    if client == "guidellm":
+        scorings = ("-",)
+    rows, going = [], [(scheme, scoring) for scheme in schemes for scoring in scorings]
     for streams in (int(s) for s in args.streams.split(",")):
-        for scheme in list(going):
+        for scheme, scoring in list(going):
             try:
-                level = [run_level(client, streams, scheme, args, cores) for _ in range(max(1, args.repeat))]
+                level = [run_level(client, streams, scheme, args, cores, scoring) for _ in range(max(1, args.repeat))]
             except LevelFailed as e:
                 print(e, flush=True)
-                going.remove(scheme)
+                going.remove((scheme, scoring))
                 continue
             rows.extend(level)
             for row in level:
                 print(format_row(row), flush=True)
             if not any(row["in_bound"] for row in level) and not args.no_stop:
-                going.remove(scheme)
+                going.remove((scheme, scoring))
     return rows
 
 
@@ -416,6 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         "--prometheus-port", action="store_true",
         help="run llm-locust with its live export on (--prometheus-port, a free port), scraped every second during "
         "the run: the exporter's cost per event is the difference with a run without",
+    )  # fmt: skip
+    parser.add_argument(
+        "--scoring", choices=("on", "off", "both"), default=None,
+        help="llm-locust on a dataset of prompts with references, each answer scored (on), the same prompts without "
+        "(off), or both side by side at each level (default: synthetic prompts, no dataset)",
     )  # fmt: skip
     parser.add_argument("--guidellm", type=Path, default=GUIDELLM, help="the guidellm executable")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the simulator and the client to cores")

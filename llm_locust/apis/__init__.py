@@ -90,7 +90,8 @@ class Api:
     `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
     with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
     `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
-    `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none).
+    `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none);
+    `response_format`: its structured-output fields (`--response-format`, `shapes.ResponseFormat`; None: it takes none).
     """
 
     endpoint: str
@@ -112,6 +113,7 @@ class Api:
     sdk_arguments: tuple[str, ...] = ()
     images: bool = False
     tools: shapes.ToolForms | None = None
+    response_format: shapes.ResponseFormat | None = None
 
     def __post_init__(self) -> None:
         if (self.parser is None) == (self.read_body is None):
@@ -198,14 +200,15 @@ BUILT_IN = (
         _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
         event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
         sdk_arguments=("model", "messages", "stream"),
-        images=True, tools=shapes.CHAT_TOOLS),
+        images=True, tools=shapes.CHAT_TOOLS, response_format=shapes.chat_format),
     Api("completions", "text completions", openai_paths("/v1/completions", azure="completions"), shapes.completions,
         _CHUNK_USAGE, parser=apply_event, event_text=openai_text, answer_parts=openai_parts,
-        sdk_method="completions", sdk_arguments=("model", "prompt", "stream")),
+        sdk_method="completions", sdk_arguments=("model", "prompt", "stream"),
+        response_format=shapes.completions_format),
     Api("responses", "the Responses API", openai_paths("/v1/responses"), shapes.responses, {"stream": True},
         max_tokens_field="max_output_tokens", parser=responses_stream.apply_event,
         event_text=responses_stream.event_text, answer_parts=responses_stream.event_parts,
-        tools=shapes.RESPONSES_TOOLS),
+        tools=shapes.RESPONSES_TOOLS, response_format=shapes.responses_format),
     Api("messages", "the Messages API", {**openai_paths("/v1/messages", databricks=False), "anthropic": "/v1/messages"},
         shapes.messages, {"stream": True}, forces_length=False, parser=messages_stream.apply_event,
         event_text=messages_stream.event_text, answer_parts=messages_stream.event_parts,

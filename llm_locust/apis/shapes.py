@@ -12,6 +12,9 @@ An API that takes tools has its `ToolForms` (`apis.Api.tools`: `CHAT_TOOLS`, `RE
 `GEMINI_TOOLS`): the
 neutral function schemas of `workload/tools.py` in its own `tools` field, and an agent step's tool calls and results
 in its own history messages.
+
+An API that takes a structured output (`--response-format`) has its `ResponseFormat`: chat's `response_format`, the
+Responses API's `text.format`, text completions' field of the server family (vLLM's `structured_outputs`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from llm_locust.errors import ConfigError
 from llm_locust.metrics.record import ToolCall
 
 
@@ -179,6 +183,51 @@ CHAT_TOOLS = ToolForms(_chat_tools, _chat_step)
 RESPONSES_TOOLS = ToolForms(_responses_tools, _responses_step)
 MESSAGES_TOOLS = ToolForms(_messages_tools, _messages_step)
 GEMINI_TOOLS = ToolForms(_gemini_tools, _gemini_step)
+
+
+RESPONSE_FORMATS = ("json_schema", "json_object")
+"""The kinds of `--response-format`: an answer valid for a JSON schema, or any JSON object."""
+SCHEMA_NAME = "answer"
+"""The name a JSON schema is sent under where the API asks for one (chat, Responses)."""
+
+ResponseFormat = Callable[[str, Mapping[str, Any], str], dict[str, Any]]
+"""An API's structured-output fields (`apis.Api.response_format`): (kind — one of `RESPONSE_FORMATS` —, the JSON
+schema, the server family) → the body fields that ask for it; ConfigError when the family's server takes none."""
+
+
+def chat_format(kind: str, schema: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """Chat's `response_format`: `{"type": "json_schema", "json_schema": {name, schema, strict}}` or `{"type":
+    "json_object"}` (OpenAI, vLLM, SGLang, llama.cpp); TGI's grammar form `{"type": "json", "value": schema}`."""
+    if family == "tgi":
+        return {"response_format": {"type": "json", "value": schema if kind == "json_schema" else {"type": "object"}}}
+    if kind == "json_object":
+        return {"response_format": {"type": "json_object"}}
+    return {"response_format": {"type": "json_schema",
+                                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True}}}  # fmt: skip
+
+
+def completions_format(kind: str, schema: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """Text completions' structured output, a field of the server family's own: vLLM's `structured_outputs`
+    (`{"json": schema}` or `{"json_object": true}`), SGLang's `json_schema` (the schema as a JSON string),
+    llama.cpp's `json_schema` (the schema object); a JSON object is the schema `{"type": "object"}` for the last two.
+    ConfigError for the others (OpenAI's legacy completions, TGI, Anthropic take none)."""
+    if family == "vllm":
+        return {"structured_outputs": {"json": schema} if kind == "json_schema" else {"json_object": True}}
+    wanted = schema if kind == "json_schema" else {"type": "object"}
+    if family == "sglang":
+        return {"json_schema": orjson.dumps(wanted).decode()}
+    if family == "llamacpp":
+        return {"json_schema": wanted}
+    raise ConfigError(f"--response-format: text completions of --server-family {family} take no structured output; "
+                      "use chat or the Responses API, or a vllm, sglang or llamacpp server")  # fmt: skip
+
+
+def responses_format(kind: str, schema: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """The Responses API's `text.format`: `{"type": "json_schema", name, schema, strict}` or `{"type":
+    "json_object"}`."""
+    if kind == "json_object":
+        return {"text": {"format": {"type": "json_object"}}}
+    return {"text": {"format": {"type": "json_schema", "name": SCHEMA_NAME, "schema": schema, "strict": True}}}
 
 
 def embeddings(body: dict[str, Any]) -> None:

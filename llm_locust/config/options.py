@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
@@ -178,7 +179,11 @@ def add_workload_arguments(group: Any) -> None:
         "--embedding-batch", type=int, default=1, help="Embeddings (locustfiles/embeddings.py): inputs per request"
     )
     group.add_argument(
-        "--dataset", default="", startup_only=True, help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv"
+        "--dataset",
+        default="",
+        startup_only=True,
+        help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv; or a built-in set with known answers, "
+        "generated from --seed: builtin:arithmetic, builtin:choice or builtin:json (N items: builtin:NAME:N)",
     )
     group.add_argument(
         "--dataset-format",
@@ -186,6 +191,21 @@ def add_workload_arguments(group: Any) -> None:
         choices=("", *DATASET_FORMATS),
         metavar="{" + ",".join(DATASET_FORMATS) + "}",
         help="Format of --dataset (default: from its extension)",
+    )
+    group.add_argument(
+        "--response-format",
+        default="",
+        choices=("", *RESPONSE_FORMATS),
+        metavar="{" + ",".join(RESPONSE_FORMATS) + "}",
+        help="Ask for structured output in each API's own field (chat response_format, Responses text.format, "
+        "text completions the server family's): json_schema (--schema FILE, or each dataset row's schema) or "
+        "json_object; the answers are scored for validity",
+    )
+    group.add_argument(
+        "--schema",
+        default="",
+        startup_only=True,
+        help="JSON schema file sent with --response-format json_schema (a dataset row's own schema wins)",
     )
     group.add_argument(
         "--image",
@@ -515,6 +535,13 @@ def _add_gate_arguments(group: Any) -> None:
         help="Fail the run (exit code 3) when failed / all requests exceeds this fraction; also the limit of each "
         f"sweep step and search trial (default {DEFAULT_MAX_ERROR_RATE:g}: a run where more than 1 %% of the requests "
         "failed never passes; 1: no limit)",
+    )
+    group.add_argument(
+        "--min-accuracy",
+        type=float,
+        default=None,
+        help="Fail the run (exit code 3) when the accuracy of its scored answers (a --dataset with references, or "
+        "score= in a scenario) is below this fraction, e.g. 0.9, or when no answer was scored",
     )
     group.add_argument(
         "--max-drift-pct",

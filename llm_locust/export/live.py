@@ -13,8 +13,9 @@ totals have none. Pure: no Locust, no gevent, no prometheus-client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,6 +39,32 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
 """Upper bounds of the token-count histogram's buckets (the OpenTelemetry GenAI convention's, to 65,536)."""
 TOKEN_METRIC = "output_tokens"
 """The count histogram exported as `gen_ai.client.token.usage` (type output): output tokens per successful request."""
+
+
+class CounterFamily(NamedTuple):
+    """A counter of the export, read off each series' `Counts`: its OTel instrument name (`llm_locust.<counter>`;
+    Prometheus: "." -> "_", `_total` added), unit and help."""
+
+    instrument: str
+    unit: str
+    help: str
+    read: Callable[[Counts], float]
+
+
+COUNTERS = (
+    CounterFamily("llm_locust.output_tokens", "{token}", "Output tokens of successful requests",
+                  attrgetter("output_tokens")),
+    CounterFamily("llm_locust.input_tokens", "{token}", "Prompt tokens of successful requests",
+                  attrgetter("prompt_tokens")),
+    CounterFamily("llm_locust.answers_scored", "{answer}", "Successful requests whose answer was scored",
+                  attrgetter("answers_scored")),
+    CounterFamily("llm_locust.answers_correct", "{answer}", "Scored answers that were right (score 1)",
+                  attrgetter("answers_correct")),
+    CounterFamily("llm_locust.answer_score_sum", "1", "Scores (0..1) of the scored answers, summed: accuracy = "
+                  "answer_score_sum / answers_scored", attrgetter("answer_score_sum")),
+)  # fmt: skip
+"""The plain counters of every series, in both exports (`prometheus.families`, `otlp.metrics_data`); the requests
+by outcome are exported apart (their labels)."""
 
 
 class Series(NamedTuple):

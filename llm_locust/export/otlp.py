@@ -34,7 +34,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-from llm_locust.export.live import TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
+from llm_locust.export.live import COUNTERS, TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
 from llm_locust.metrics import declarations
 
 logger = logging.getLogger("llm_locust")
@@ -99,21 +99,22 @@ def metrics_data(live: LiveMetrics, gauges: LiveGauges, start_ns: int, now_ns: i
         ]  # fmt: skip
         return Metric(name, None, unit, Histogram(data, _CUMULATIVE))
 
-    def total(name: str, unit: str, points: list[tuple[dict[str, str], int]]) -> Metric:
+    def total(name: str, unit: str, points: list[tuple[dict[str, str], float]]) -> Metric:
         data = [NumberDataPoint(a, start_ns, now_ns, v) for a, v in points]
         return Metric(name, None, unit, Sum(data, _CUMULATIVE, is_monotonic=True))
 
-    requests, output, prompt = [], [], []
+    requests: list[tuple[dict[str, str], float]] = []
+    counted: list[list[tuple[dict[str, str], float]]] = [[] for _ in COUNTERS]
     for series, counts in sorted(live.counts.items()):
         requests.append((attributes(series, {"outcome": "ok"}), counts.requests_ok))
         requests.append((attributes(series, {"outcome": "cancelled"}), counts.requests_cancelled))
         requests += [
             (attributes(series, {"outcome": "failed", "error.type": k}), n) for k, n in sorted(counts.failures.items())
         ]
-        output.append((attributes(series), counts.output_tokens))
-        prompt.append((attributes(series), counts.prompt_tokens))
-    found = [total("llm_locust.requests", "{request}", requests), total("llm_locust.output_tokens", "{token}", output),
-             total("llm_locust.input_tokens", "{token}", prompt)]  # fmt: skip
+        for points, counter in zip(counted, COUNTERS, strict=True):
+            points.append((attributes(series), counter.read(counts)))
+    found = [total("llm_locust.requests", "{request}", requests)]
+    found += [total(c.instrument, c.unit, points) for c, points in zip(COUNTERS, counted, strict=True)]
     for m in declarations.LATENCIES:
         points = {series: b for (series, name), b in live.latencies.items() if name == m.name}
         found.append(histogram(m.instrument, "s", m.name, points, 1e-6))

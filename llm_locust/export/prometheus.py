@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from llm_locust.export.live import TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
+from llm_locust.export.live import COUNTERS, TOKEN_METRIC, Buckets, LiveGauges, LiveMetrics, Series, quantile_points
 from llm_locust.metrics import declarations
 
 QUANTILE_FAMILY = "llm_locust_latency_quantile_seconds"
@@ -45,17 +45,16 @@ def families(live: LiveMetrics, gauges: LiveGauges) -> list[Metric]:
     requests = CounterMetricFamily(
         "llm_locust_requests", "Finished requests by outcome (ok, failed, cancelled) and error type", labels=[*names,
         "outcome", "error_type"])  # fmt: skip
-    output = CounterMetricFamily("llm_locust_output_tokens", "Output tokens of successful requests", labels=names)
-    prompt = CounterMetricFamily("llm_locust_input_tokens", "Prompt tokens of successful requests", labels=names)
+    counters = [CounterMetricFamily(prometheus_name(c.instrument), c.help, labels=names) for c in COUNTERS]
     for series, counts in sorted(live.counts.items()):
         labels = _series_labels(gauges.run, series, live.dimensions)
         requests.add_metric([*labels, "ok", ""], counts.requests_ok)
         requests.add_metric([*labels, "cancelled", ""], counts.requests_cancelled)
         for kind, n in sorted(counts.failures.items()):
             requests.add_metric([*labels, "failed", kind], n)
-        output.add_metric(labels, counts.output_tokens)
-        prompt.add_metric(labels, counts.prompt_tokens)
-    found: list[Metric] = [requests, output, prompt]
+        for family, counter in zip(counters, COUNTERS, strict=True):
+            family.add_metric(labels, counter.read(counts))
+    found: list[Metric] = [requests, *counters]
     for metric in declarations.LATENCIES:
         help_text = f"{metric.label}, seconds (llm-locust `{metric.name}`)"
         family = HistogramMetricFamily(prometheus_name(metric.instrument, "s"), help_text, labels=names)

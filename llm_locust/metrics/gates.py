@@ -5,6 +5,8 @@
                                requests failed never passes; 1 turns it off)
     --max-drift-pct 20         no TTFT/TPOT percentile rose, no throughput fell, by more than 20 %
                                between the early and late windows (llm_locust.metrics.drift)
+    --min-accuracy 0.9         the run's accuracy (summary.json `accuracy`, llm_locust.metrics.scoring) is at
+                               least 0.9; a run that scored no answer fails it
 
 A capacity search (summary.json `search`) is judged by its answer instead of the first two: its trials above the
 capacity fail the objectives by design; the run fails when no trial passed them.
@@ -38,10 +40,13 @@ def verdict(
     slos: Iterable[Slo] = (),
     max_error_rate: float | None = None,
     max_drift_pct: float | None = None,
+    min_accuracy: float | None = None,
 ) -> dict[str, Any]:
-    """The verdict of a run from its summary.json document (`metrics`, `throughput`, `run`, `drift`, `client`).
+    """The verdict of a run from its summary.json document (`metrics`, `throughput`, `run`, `drift`, `client`,
+    `accuracy`).
 
-    Returns `{"passed", "reasons", "slo", "error_rate", "max_error_rate", "max_drift_pct", "exit_code"}`:
+    Returns `{"passed", "reasons", "slo", "error_rate", "max_error_rate", "max_drift_pct", "accuracy",
+    "min_accuracy", "exit_code"}` (`accuracy`: the run's, None when no answer was scored):
     each reason is one sentence naming the gate, the measured value and the limit (a run without any success says
     only that, not its error rate too). `max_error_rate` None: no error-rate gate (the settings always give one).
     """
@@ -70,6 +75,17 @@ def verdict(
         if not result.ok:
             measured = "no data" if result.value_ms is None else f"{result.value_ms:g} ms"
             reasons.append(f"SLO {result.slo} not met: {measured}")
+
+    accuracy = summary.get("accuracy")
+    if min_accuracy is not None:
+        if not accuracy:
+            reasons.append(f"--min-accuracy {min_accuracy:g} set but no answer was scored")
+        elif accuracy["accuracy"] < min_accuracy:
+            reasons.append(
+                f"accuracy {accuracy['accuracy']:.4f} ({accuracy['correct']} of {accuracy['scored']} scored answers "
+                f"right, 95 % CI {accuracy['ci95_low']:.3f}-{accuracy['ci95_high']:.3f}) < --min-accuracy "
+                f"{min_accuracy:g}"
+            )
 
     drift = summary.get("drift") or {}
     if max_drift_pct is not None:
@@ -102,5 +118,7 @@ def verdict(
         "error_rate": None if error_rate is None else round(error_rate, 6),
         "max_error_rate": max_error_rate,
         "max_drift_pct": max_drift_pct,
+        "accuracy": accuracy["accuracy"] if accuracy else None,
+        "min_accuracy": min_accuracy,
         "exit_code": 0 if passed else EXIT_INTERRUPTED if interrupted else EXIT_GATE_FAILED,
     }

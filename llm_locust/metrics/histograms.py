@@ -161,6 +161,9 @@ class Counts:
     tool_calls: int = 0  # tool calls in successful answers
     backoff_pauses: int = 0  # pauses of closed-loop users after a failure without an answer (`load.backoff`)
     backoff_s: float = 0.0  # ... their seconds, summed over users (`MetricsRecorder.paused`)
+    answers_scored: int = 0  # successful requests whose answer was scored (`metrics.scoring`)
+    answers_correct: int = 0  # ... of which the score was 1 (right)
+    answer_score_sum: float = 0.0  # ... their scores, summed: accuracy = answer_score_sum / answers_scored
 
     @property
     def requests_failed(self) -> int:
@@ -288,6 +291,10 @@ class WindowMetrics(Counts):
             self.usage_event_mismatches += 1
         self.reasoning_tokens += record.reasoning_tokens or 0
         self.tool_calls += len(record.tool_calls)
+        if record.score is not None:
+            self.answers_scored += 1
+            self.answers_correct += record.score >= 1.0
+            self.answer_score_sum += record.score
         if record.expected_prompt_tokens is not None and record.prompt_tokens is not None:
             self.prompt_checks += 1
             diff = abs(record.prompt_tokens - record.expected_prompt_tokens)

@@ -38,6 +38,7 @@ from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from llm_locust.metrics.scoring import Reference
 from llm_locust.redact import redact
 
 
@@ -148,6 +149,8 @@ class RequestRecord:
     tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
     t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
     agent: AgentSummary | None = None  # an agent session's last request: the session's figures
+    reference: Reference | None = None  # what its answer is scored against (`RequestSpec.reference`)
+    score: float | None = None  # its answer's score in [0, 1] (`metrics.scoring`), None: not scored
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""

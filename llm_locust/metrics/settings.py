@@ -19,11 +19,13 @@ from llm_locust.option_values import as_list, build, optional_float, shown_as
 class ObjectiveSettings:
     """What the run is judged by: `--slo` objectives (goodput, verdict), the largest error rate that passes (a
     fraction; `DEFAULT_MAX_ERROR_RATE` unless given, also when the web UI's field is left empty; 1: any), the largest
-    latency drift (percent; None: not gated), and the drift check's window and warm-up (s)."""
+    latency drift (percent; None: not gated), the lowest accuracy of the scored answers that passes (a fraction;
+    None: not gated), and the drift check's window and warm-up (s)."""
 
     slo: tuple[Slo, ...] = field(metadata=shown_as(lambda slos: [str(slo) for slo in slos]))
     max_error_rate: float
     max_drift_pct: float | None
+    min_accuracy: float | None
     drift_window_s: float
     drift_warmup_s: float
 
@@ -34,6 +36,9 @@ class ObjectiveSettings:
         if max_error_rate is None:
             max_error_rate = DEFAULT_MAX_ERROR_RATE
         max_drift_pct = optional_float(options, "max_drift_pct")
+        min_accuracy = optional_float(options, "min_accuracy")
+        if min_accuracy is not None and not 0 <= min_accuracy <= 1:
+            raise ConfigError(f"--min-accuracy must be a fraction in [0, 1], e.g. 0.9, got {min_accuracy:g}")
         if not 0 <= max_error_rate <= 1:
             raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
         if max_drift_pct is not None and not max_drift_pct >= 0:
@@ -48,4 +53,5 @@ class ObjectiveSettings:
             slo=parse_slos(as_list(options.slo)),
             max_error_rate=max_error_rate,
             max_drift_pct=max_drift_pct,
+            min_accuracy=min_accuracy,
         )

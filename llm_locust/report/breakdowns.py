@@ -17,10 +17,18 @@ COLUMNS = (
 """What each row shows: a key of the entry, `metric.statistic` of its metrics, or a key of its throughput."""
 
 
+ACCURACY_COLUMNS = (("accuracy", "accuracy"), ("ci95_low", "accuracy CI low"), ("ci95_high", "accuracy CI high"),
+                    ("scored", "answers scored"))  # fmt: skip
+"""With scored answers: the keys of an entry's `accuracy` shown (its Wilson 95 % interval), after `COLUMNS`."""
+
+
 def breakdown_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows of one dimension's entries (summary.json order); a step column only inside sweeps."""
+    """Headers and rows of one dimension's entries (summary.json order); a step column only inside sweeps; the
+    accuracy columns when an entry has scored answers."""
     stepped = any(entry.get("step") is not None for entry in entries)
+    scored = any(entry.get("accuracy") for entry in entries)
     headers = [*(("step",) if stepped else ()), "label", *(title for _, title in COLUMNS)]
+    headers += [title for _, title in ACCURACY_COLUMNS] if scored else []
     rows = []
     for entry in entries:
         row: list[Any] = [entry.get("step")] if stepped else []
@@ -34,6 +42,8 @@ def breakdown_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[
             else:
                 value = entry.get(key, entry.get("throughput", {}).get(key))
             row.append(value)
+        if scored:
+            row += [(entry.get("accuracy") or {}).get(key) for key, _ in ACCURACY_COLUMNS]
         rows.append(row)
     return headers, rows
 

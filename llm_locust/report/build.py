@@ -31,6 +31,7 @@ from llm_locust.report.images import write_pngs
 from llm_locust.report.mbu import Hardware, mbu
 from llm_locust.report.run_data import RunData, load_run
 from llm_locust.report.tables import (
+    ACCURACY_COLUMNS,
     EFFICIENCY_COLUMNS,
     all_step_rows,
     comparison_table,
@@ -105,6 +106,7 @@ def build_report(
         charts.throughput_latency(runs, rows, capacities),
         charts.throughput_vs_load(runs, rows),
         charts.latency_vs_load(runs, rows),
+        charts.quality_vs_load(runs, rows),
         charts.capacity_chart(runs, capacities),
         lengths.ttft_vs_length(runs, length_rows),
         lengths.throughput_vs_length(runs, length_rows),
@@ -197,7 +199,7 @@ def _sections(
     if not rows.empty:
         steps = Section("Steps")
         step_columns = {**STEP_COLUMNS, **latency_table_columns(), "goodput_requests_per_s": "goodput req/s",
-                        "slo_attainment": "SLO attainment",
+                        "slo_attainment": "SLO attainment", **ACCURACY_COLUMNS,
                         **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items()}}  # fmt: skip
         for run in runs:
             frame = rows[rows["run"] == run.name]

@@ -131,6 +131,50 @@ def latency_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     )
 
 
+QUALITY_LATENCY = "e2e"
+"""The latency drawn beside the accuracy in the "quality under load" chart."""
+
+
+def quality_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
+    """Quality under load: each step's accuracy of its scored answers (%, with its Wilson 95 % interval as error
+    bars) against the load, beside its E2E latency p50/p90/p99 against the same load; None unless a curve has
+    scored answers."""
+    if not has_curve(rows) or "accuracy" not in rows or rows["accuracy"].isna().all():
+        return None
+    titles = ["accuracy (%), 95 % CI", latency_title(QUALITY_LATENCY) + " (ms)"]
+    figure = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.08)
+    for i, run in enumerate(runs):
+        frame = rows[(rows["run"] == run.name) & rows["accuracy"].notna()]
+        if frame.empty:
+            continue
+        color, x_key = run_color(i), load_axis(run)[0]
+        accuracy = 100 * frame["accuracy"].to_numpy(dtype=float)
+        figure.add_trace(
+            go.Scatter(
+                x=frame[x_key].to_numpy(dtype=float), y=accuracy, text=frame["label"].tolist(), mode="lines+markers",
+                name=run.name, legendgroup=run.name, line={"color": color},
+                error_y={"type": "data", "symmetric": False,
+                         "array": 100 * frame["accuracy_ci95_high"].to_numpy(dtype=float) - accuracy,
+                         "arrayminus": accuracy - 100 * frame["accuracy_ci95_low"].to_numpy(dtype=float)},
+                customdata=frame["answers_scored"].to_numpy(dtype=float), meta={"run": run.name, "metric": "accuracy"},
+                hovertemplate="%{text}<br>accuracy %{y:.1f} % of %{customdata:.0f} answers<extra>" + run.name
+                + "</extra>",
+            ),
+            row=1, col=1,
+        )  # fmt: skip
+        _band(figure, rows[rows["run"] == run.name], x_key, QUALITY_LATENCY, run.name, color, (1, 2), False)
+    figure.update_xaxes(title_text=_load_title(runs))
+    figure.update_yaxes(range=[0, 102], row=1, col=1)
+    return Chart(
+        "quality_vs_load",
+        "Quality under load",
+        "Left: the share of scored answers that were right at each step (a dataset's references, a scenario's "
+        "score=), with its 95 % interval (Wilson); right: E2E latency at the same steps (p50, band to p90, p99). "
+        "A server that stays fast but gets answers wrong under load shows it here first.",
+        finish(figure, 420, "Accuracy and latency against load"),
+    )
+
+
 def throughput_vs_load(runs: list[RunData], rows: pd.DataFrame) -> Chart | None:
     """Output tokens/s, and achieved against offered request rate (with goodput when recorded)."""
     if not has_curve(rows):

@@ -7,7 +7,14 @@ whole windows count (the first and last, cut by the run's start and end, are lef
 their successful requests. A run with sweep steps is compared step by step (the sides must have the same steps).
 
 Verdict per metric: a *regression* (or an *improvement*) when the whole interval lies beyond `min_change` on the
-worse (better) side; otherwise *no significant change*. The band keeps the verdict from flagging shifts too small
+worse (better) side; otherwise *no significant change*.
+
+Accuracy (summary.json `accuracy`, of the run or of each step, when both sides scored answers) is a proportion, judged
+by the test for one: each side's scored answers pooled over its runs, the pooled two-proportion z-test
+(`scoring.proportion_test`). Its change is candidate − baseline in proportion units (0.1 = 10 points), its interval
+the difference's normal interval at `confidence`; a regression (improvement) when the test is significant
+(p < 1 − confidence) and the drop (rise) is at least `min_change` points; the gate fails it when it regressed by
+more than its limit, in points. The band keeps the verdict from flagging shifts too small
 to matter that the machine itself causes between two runs (other load, caches) — a single run per side cannot
 measure that variation, repeated runs can. The gate (exit code 3) fails a metric when its whole interval lies
 beyond its `--max-regression` limit on the worse side; without limits, every regression fails it.
@@ -21,6 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -28,6 +36,7 @@ import pandas as pd
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.declarations import latencies
+from llm_locust.metrics.scoring import proportion_test
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 from llm_locust.report.bootstrap import RunSample, relative_change_interval, side_value
 from llm_locust.report.run_data import RunData
@@ -47,8 +56,12 @@ class MetricSpec:
     label: str
     higher_is_worse: bool
     weighted: bool
+    unit: str = " %"
+    """How its change reads: " %" (relative: candidate / baseline - 1), " pt" (a proportion's, in points)."""
 
 
+ACCURACY = MetricSpec("accuracy", "accuracy", "accuracy", False, False, unit=" pt")
+"""Accuracy of the scored answers, from summary.json (not the time series): the two-proportion z-test judges it."""
 METRICS: tuple[MetricSpec, ...] = (
     *(
         MetricSpec(f"{m.name}_{p}_ms", latency_key(m.name, p), f"{m.label} {p} ms", True, True)
@@ -58,7 +71,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("output_tokens_per_s", "output_tokens_per_s", "output tok/s", False, False),
     MetricSpec("requests_per_s", "requests_per_s", "requests/s", False, False),
 )
-METRIC_NAMES = tuple(m.name for m in METRICS)
+METRIC_NAMES = (*(m.name for m in METRICS), ACCURACY.name)
 _LIMIT = re.compile(r"^(?P<name>[a-z0-9_]+)=(?P<value>[0-9.]+)\s*%?$")
 
 
@@ -101,6 +114,8 @@ class MetricResult:
     limit: float | None
     """The gate's limit on the worse side (a fraction), None when the metric is not gated."""
     gate_failed: bool
+    p_value: float | None = None
+    """Accuracy: the two-proportion z-test's two-sided p value (None for the bootstrapped metrics)."""
 
     @property
     def difference(self) -> float | None:
@@ -124,6 +139,7 @@ class MetricResult:
             "verdict": self.verdict,
             "limit_pct": pct(self.limit),
             "gate_failed": self.gate_failed,
+            "p_value": None if self.p_value is None else round(self.p_value, 6),
         }
 
 
@@ -217,6 +233,10 @@ def compare(
             results.append(
                 _result(metric, label, samples, limit, confidence, min_change, resamples, seed + 1000 * index + number)
             )
+        accuracy = [[_accuracy(run, step) for run in side] for side in (baseline, candidate)]
+        if any(a is not None for a in accuracy[0]) and any(a is not None for a in accuracy[1]):
+            limit = limits.get(ACCURACY.name) if limits else min_change
+            results.append(_accuracy_result(label, accuracy, limit, confidence, min_change))
     notes = _load_differences([*baseline, *candidate])
     if len(baseline) == 1 or len(candidate) == 1:
         notes.append(
@@ -278,6 +298,45 @@ def _sample(frame: pd.DataFrame, metric: MetricSpec, step: int | None) -> RunSam
     return RunSample(values[usable], weights[usable])
 
 
+def _accuracy(run: RunData, step: int | None) -> tuple[float, int] | None:
+    """(score sum, answers scored) of `run` (of its sweep step `step`) from summary.json, None when it scored none."""
+    summary = run.summary or {}
+    source = summary if step is None else next((s for s in run.steps if s.get("index") == step), {})
+    accuracy = source.get("accuracy") or {}
+    scored = accuracy.get("scored") or 0
+    return (float(accuracy["score_sum"]), int(scored)) if scored else None
+
+
+def _accuracy_result(
+    scope: str,
+    sides: list[list[tuple[float, int] | None]],
+    limit: float | None,
+    confidence: float,
+    min_change: float,
+) -> MetricResult:
+    """The verdict and gate of the accuracy in one scope: each side's answers pooled over its runs, the
+    two-proportion z-test (see the module docstring)."""
+    (base_sum, base_n), (cand_sum, cand_n) = (
+        (sum(a[0] for a in side if a), sum(a[1] for a in side if a)) for side in sides
+    )
+    test = proportion_test(base_sum, base_n, cand_sum, cand_n)
+    if test is None:
+        return MetricResult(ACCURACY, scope, None, None, None, None, None, NO_DATA, limit, False)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * math.sqrt(test.base * (1 - test.base) / base_n + test.candidate * (1 - test.candidate) / cand_n)
+    significant = test.p_value < 1 - confidence
+    if significant and test.difference <= -min_change:
+        verdict = REGRESSION
+    elif significant and test.difference >= min_change:
+        verdict = IMPROVEMENT
+    else:
+        verdict = NO_CHANGE
+    failed = verdict == REGRESSION and limit is not None and -test.difference > limit
+    low, high = test.difference - half, test.difference + half
+    return MetricResult(ACCURACY, scope, round(test.base, 6), round(test.candidate, 6), test.difference, low, high,
+                        verdict, limit, failed, test.p_value)  # fmt: skip
+
+
 def _result(
     metric: MetricSpec,
     scope: str,
@@ -315,8 +374,8 @@ def console_table(comparison: Comparison) -> str:
     lines = [f"{'metric':<24}{'baseline':>11}{'candidate':>11}{'change':>10}  {level:<22}verdict"]
     for r in comparison.results:
         name = r.metric.name if r.scope == "run" else f"{r.scope}: {r.metric.name}"
-        interval = "-" if r.low is None else f"[{100 * r.low:+.1f} %, {100 * r.high:+.1f} %]"
-        change = "-" if r.change is None else f"{100 * r.change:+.1f} %"
+        interval = "-" if r.low is None or r.high is None else f"[{_pct(r.low, r)}, {_pct(r.high, r)}]"
+        change = "-" if r.change is None else _pct(r.change, r)
         mark = "  GATE" if r.gate_failed else ""
         lines.append(
             f"{name:<24}{_num(r.baseline):>11}{_num(r.candidate):>11}{change:>10}  {interval:<22}{r.verdict}{mark}"
@@ -331,12 +390,17 @@ def gate_line(comparison: Comparison, command: str = "Compare") -> str:
     if not failed:
         return f"{command}: PASSED (no regression beyond its limit)"
     parts = [
-        f"{r.metric.name}{'' if r.scope == 'run' else f' ({r.scope})'} {100 * r.change:+.1f} % "
-        f"[{100 * r.low:+.1f} %, {100 * r.high:+.1f} %] beyond {100 * r.limit:g} %"
+        f"{r.metric.name}{'' if r.scope == 'run' else f' ({r.scope})'} {_pct(r.change, r)} "
+        f"[{_pct(r.low, r)}, {_pct(r.high, r)}] beyond {100 * r.limit:g}{r.metric.unit}"
         for r in failed
         if r.change is not None and r.low is not None and r.high is not None and r.limit is not None
     ]
     return f"{command}: FAILED: " + "; ".join(parts)
+
+
+def _pct(value: float, result: MetricResult) -> str:
+    """A change (a fraction) as the console shows it: "+12.3 %", an accuracy's "-10.0 pt"."""
+    return f"{100 * value:+.1f}{result.metric.unit}"
 
 
 def _num(value: float | None) -> str:

@@ -63,7 +63,8 @@ def add_verdict_options(parser: argparse.ArgumentParser) -> None:
         "--max-regression", action="append", default=[], metavar="METRIC=N%",
         help="gate: fail (exit 3) when METRIC is worse by more than N %% with the interval's confidence; "
         "repeatable or comma-separated, e.g. ttft_p99_ms=10%%,output_tokens_per_s=5%%; without it every "
-        "regression fails. Metrics: {ttft,tpot,itl,e2e}_{p50,p90,p99}_ms, output_tokens_per_s, requests_per_s",
+        "regression fails. Metrics: {ttft,tpot,itl,e2e}_{p50,p90,p99}_ms, output_tokens_per_s, requests_per_s, "
+        "accuracy (N: percentage points)",
     )  # fmt: skip
     parser.add_argument(
         "--min-change", type=float, default=5.0, metavar="PERCENT",

@@ -64,7 +64,10 @@ def changes_section(comparison: Comparison, level: str, title: str = "Changes", 
             f"resamples, seed {comparison.seed}) over the whole time windows of each run and over the runs of each "
             f"side. A regression or improvement is a change whose whole interval lies beyond "
             f"±{100 * comparison.min_change:g} %; the gate fails a metric whose whole interval lies beyond its limit "
-            "on the worse side. Latencies: higher is worse; tokens/s and requests/s: lower is worse."
+            "on the worse side. Latencies: higher is worse; tokens/s and requests/s: lower is worse. Accuracy (of "
+            "the scored answers): change and interval in percentage points (candidate - baseline), judged by the "
+            "two-proportion z-test (significant at p < 1 - the interval's level, and beyond the min-change band in "
+            "points)."
         )
     )
     return Section(title, parts)

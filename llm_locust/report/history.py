@@ -101,11 +101,12 @@ class Judgement:
         return run_verdict(r.verdict for r in self.comparison.results if r.metric.name == metric)
 
     def changes(self, verdict: str) -> list[str]:
-        """The metrics with `verdict` as "name +12.3 %" (the sweep step's label first in sweeps)."""
+        """The metrics with `verdict` as "name +12.3 %" (accuracy: "accuracy -10.0 pt"; the sweep step's label
+        first in sweeps)."""
         if self.comparison is None:
             return []
         return [
-            f"{'' if r.scope == 'run' else f'{r.scope}: '}{r.metric.name} {100 * r.change:+.1f} %"
+            f"{'' if r.scope == 'run' else f'{r.scope}: '}{r.metric.name} {100 * r.change:+.1f}{r.metric.unit}"
             for r in self.comparison.results
             if r.verdict == verdict and r.change is not None
         ]

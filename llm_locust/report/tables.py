@@ -65,7 +65,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
     achieved_rate_per_s, the throughput keys (a run whose API counts inputs, embeddings: its rates, inputs_per_s and
     input_tokens_per_s, instead of output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
     for every latency metric and statistic, output_tokens_mean, goodput_requests_per_s /
-    slo_attainment when the summary has them, and the energy and cost cells (`efficiency_cells`).
+    slo_attainment when the summary has them, the accuracy cells (`accuracy_cells`) and the energy and cost cells
+    (`efficiency_cells`).
     """
     rows = []
     slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
@@ -95,6 +96,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
                 row[f"{metric}_ms_{stat}"] = stats.get(stat)
         row["output_tokens_mean"] = (metrics.get("output_tokens") or {}).get("mean")
         row.update(_goodput(source, bool(slos_set)))
+        row.update(accuracy_cells(source))
         row.update(efficiency_cells(source))
         rows.append(row)
     return pd.DataFrame(rows)
@@ -112,6 +114,23 @@ def _goodput(source: dict[str, Any], slos_set: bool) -> dict[str, float | None]:
     if not slos_set:
         return {"goodput_requests_per_s": None, "slo_attainment": None}
     return {"goodput_requests_per_s": throughput.get("goodput_per_s"), "slo_attainment": throughput["slo_attainment"]}
+
+
+ACCURACY_COLUMNS = {
+    "accuracy": "accuracy",
+    "accuracy_ci95_low": "accuracy CI low",
+    "accuracy_ci95_high": "accuracy CI high",
+    "answers_scored": "answers scored",
+}
+"""The accuracy cells of a step row (`accuracy_cells`): header."""
+
+
+def accuracy_cells(source: dict[str, Any]) -> dict[str, float | int | None]:
+    """A step's (or a run's) accuracy of its scored answers (0..1), its Wilson 95 % interval and the answers
+    scored (summary.json `accuracy`); None where no answer was scored or the summary predates scoring."""
+    accuracy = source.get("accuracy") or {}
+    return {"accuracy": accuracy.get("accuracy"), "accuracy_ci95_low": accuracy.get("ci95_low"),
+            "accuracy_ci95_high": accuracy.get("ci95_high"), "answers_scored": accuracy.get("scored")}  # fmt: skip
 
 
 EFFICIENCY_COLUMNS = {
@@ -217,6 +236,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         "requests_per_s": "requests/s",
         **latency_table_columns(),
         "failures": "failed requests",
+        **{key: header for key, header in ACCURACY_COLUMNS.items() if best[key].notna().any()},
         **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items() if best[key].notna().any()},
     }
     table = best.set_index("run")[list(columns)].rename(columns=columns).T

@@ -22,6 +22,7 @@ from llm_locust.load.search import search_line
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.record import ErrorKind
+from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
     HISTOGRAMS_FILE,
@@ -113,6 +114,7 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
         "throughput": measured,
         "achieved_rate_per_s": measured["achieved_rate_per_s"],
         "failures": dict(window.failures),
+        "accuracy": accuracy_stats(window),
     }
 
 
@@ -133,6 +135,7 @@ def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) 
                 "metrics": metric_stats(window),
                 "throughput": throughput(window, measure_s.get(key.step, duration_s)),
                 "failures": dict(window.failures),
+                "accuracy": accuracy_stats(window),
             }
         )
     return document
@@ -409,6 +412,9 @@ def summary_table(summary: dict[str, Any]) -> str:
         + (f"; {cut} cut by the run's end, not counted)" if cut else ")")
     )
     lines += efficiency_lines(summary)
+    accuracy = summary.get("accuracy")
+    if accuracy:
+        lines.append(accuracy_line(accuracy))
     failures = summary["failures"]
     lines.append("Failures: " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) if failures else "none"))
     paused = summary.get("backoff") or {}
@@ -433,6 +439,14 @@ def summary_table(summary: dict[str, Any]) -> str:
     if verdict is not None:
         lines.append("Verdict: " + ("PASSED" if verdict["passed"] else "FAILED: " + "; ".join(verdict["reasons"])))
     return "\n".join(lines)
+
+
+def accuracy_line(accuracy: dict[str, Any]) -> str:
+    """The console line of summary.json's `accuracy` (`scoring.accuracy_stats`)."""
+    return (
+        f"Accuracy: {100 * accuracy['accuracy']:.1f} % of {accuracy['scored']} scored answers ({accuracy['correct']} "
+        f"right; 95 % CI {100 * accuracy['ci95_low']:.1f}-{100 * accuracy['ci95_high']:.1f} %)"
+    )
 
 
 def efficiency_lines(summary: dict[str, Any]) -> list[str]:

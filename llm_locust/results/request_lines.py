@@ -85,6 +85,21 @@ def _outcome(record: RequestRecord, _: EpochClock) -> str:
     return "ok" if record.ok else "cancelled" if record.cancelled else "failed"
 
 
+def _score(record: RequestRecord) -> float | None:
+    """The record's score as the metrics count it: a successful request's (a `check` failure drops it)."""
+    return record.score if record.ok else None
+
+
+def _reference(record: RequestRecord, _: EpochClock) -> dict[str, Any] | None:
+    """The checks of the record's reference that fit a line: `expected`, `regex`, `answer` (the right letter) and
+    `schema` (true: the answer had to satisfy one, as `settings` or the dataset gave it); None without a reference."""
+    reference = record.reference
+    if reference is None:
+        return None
+    checks = {"expected": reference.expected, "regex": reference.regex, "answer": reference.answer}
+    return {**{k: v for k, v in checks.items() if v is not None}, **({"schema": True} if reference.schema else {})}
+
+
 FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("request_id", lambda r, _: r.server_request_id or None),  # the x-request-id header, else the response's id
     ("endpoint", lambda r, _: r.endpoint),
@@ -107,6 +122,10 @@ FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("session", lambda r, _: r.session or None),  # its conversation's id (--session-header's value)
     ("turn", lambda r, _: r.turn or None),  # its 1-based turn in a multi-turn session
     ("name", _group("name")),  # a scenario's name for it (`name=`): its Locust row
+    ("score", lambda r, _: _score(r)),  # its answer's score in [0, 1]; null: not scored (no reference, or it failed)
+    ("correct", lambda r, _: None if (s := _score(r)) is None else s >= 1.0),  # a scored answer was right (score 1)
+    ("answer", lambda r, _: r.content_text if _score(r) is not None else None),  # a scored answer's text
+    ("reference", _reference),  # what it was scored against (with a dataset's or a scenario's reference)
 )
 """The fields of a line, in order: (name, reader of a `RequestRecord` and the process's `EpochClock`)."""
 

@@ -18,6 +18,7 @@ from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
+from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
 from llm_locust.metrics.unfinished import Unfinished
@@ -156,6 +157,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         },
         "metrics": stats,
         "throughput": throughput(run.total, duration_s),
+        "accuracy": accuracy_stats(run.total),
         "unfinished": view.unfinished.as_dict() if final else None,
         "slo": [r.as_dict() for r in evaluate(objectives.slo, stats)],
         "steps": [_step(view, span, run) for span in view.spans],
@@ -184,7 +186,9 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
     }
     if view.health is not None:
         summary["drift"] = dict(view.health.drift)
-        summary["verdict"] = verdict(summary, objectives.slo, objectives.max_error_rate, objectives.max_drift_pct)
+        summary["verdict"] = verdict(
+            summary, objectives.slo, objectives.max_error_rate, objectives.max_drift_pct, objectives.min_accuracy
+        )
     return summary
 
 

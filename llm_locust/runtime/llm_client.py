@@ -9,13 +9,16 @@ Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `emb
 them), so that an application's call moves into a task by changing its receiver: body fields are keyword
 arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path)
 and a `name` breakdown; `headers=` go with this request only; `catch_response=True` returns the answer as a context
-manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`). Streamed APIs
-stream (`stream=False` is refused: the measurements are the stream's).
+manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`); `score=` scores
+the answer — a callable given the `Answer` (a bool, or a number in [0, 1]) or a `scoring.Reference` — into the run's
+accuracy (a score is a measurement: a wrong answer is no failure). Streamed APIs stream (`stream=False` is refused:
+the measurements are the stream's).
 
 Every request — a scenario's and a built-in user's (`users.ApiUser`) — takes one route: `send` (the transport
-returns the finished record: TTFT, ITL, E2E, usage, tool calls, the kept text), then the answer is heard once (the
-built-in user's workload; a scenario's code, from the returned `Answer`), then `route.report` reports it to Locust
-with the record in the event's context, where the metrics take it.
+returns the finished record: TTFT, ITL, E2E, usage, tool calls, the kept text; a request with a reference gets its
+answer's score, here, after the stream was read), then the answer is heard once (the built-in user's workload; a
+scenario's code, from the returned `Answer`), then `route.report` reports it to Locust with the record in the event's
+context, where the metrics take it.
 
 Arrivals (`--request-rate`, open loop): one run of a task is one arrival. Its first call waits for the user's ticket
 from the pacer (due time, sweep step); the task's later calls go at once, as a session's later turns do, and count
@@ -36,6 +39,7 @@ from llm_locust.apis import Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
 from llm_locust.runtime.route import report
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
@@ -175,6 +179,11 @@ class Answer:
         """Every gap between consecutive token events, seconds."""
         return tuple(gap / 1e6 for gap in self.record.itl_us)
 
+    @property
+    def score(self) -> float | None:
+        """The answer's score in [0, 1] (`score=`), None when it was not scored (none asked, or the request failed)."""
+        return self.record.score if self.record.ok else None
+
 
 class CheckedAnswer(Answer):
     """An answer to judge (`catch_response=True`), as Locust's response context: inside `with`, `failure(reason)`
@@ -222,6 +231,7 @@ class _Endpoint:
         name: str | None = None,
         headers: Mapping[str, str] | None = None,
         catch_response: bool = False,
+        score: Callable[[Answer], Any] | Reference | None = None,
         **fields: Any,
     ) -> Any:
         """Send one request of this API with the body `fields` (keyword arguments, as the SDK takes them; `model`
@@ -229,9 +239,12 @@ class _Endpoint:
 
         `name`: its Locust stats row and its label in the `name` breakdown (default: the API's path, no breakdown);
         `headers`: sent with this request only; `catch_response`: return a `CheckedAnswer` to judge in a `with`
-        block, reported when it ends (else the `Answer`, reported already). ValueError for `stream=False`.
+        block, reported when it ends (else the `Answer`, reported already); `score`: how to score a successful answer
+        into the run's accuracy — a callable given the `Answer` that returns a bool or a number in [0, 1] (ValueError
+        otherwise, raised after the request was reported unscored), or a `scoring.Reference` (ValueError before
+        sending when it cannot score: a bad regex or schema). ValueError for `stream=False`.
         """
-        return self._client.create(self._endpoint, fields, name, headers, catch_response)
+        return self._client.create(self._endpoint, fields, name, headers, catch_response, score)
 
 
 class _Chat:
@@ -349,11 +362,14 @@ class LLMClient:
     ) -> RequestRecord:
         """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
         `headers`, under `ticket` — to a replica, with its cancellation draw; its finished record (not reported yet:
-        `report`)."""
+        `report`), its answer scored when the spec has a reference and the request succeeded (`scoring.score`)."""
         with self._replicas.use() as replica:
             cancel = self._canceller.draw() if sent.streams else None
             sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
-            return self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
+            record = self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
+        if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
+            record.score = score(record.reference, record.content_text or "")
+        return record
 
     def request(
         self,
@@ -393,11 +409,16 @@ class LLMClient:
         name: str | None,
         headers: Mapping[str, str] | None,
         catch_response: bool,
+        scorer: Callable[[Answer], Any] | Reference | None = None,
     ) -> Answer:
         """One scenario call of `endpoint` (see `_Endpoint.create`)."""
         sent = api(endpoint)
         if sent.streams and fields.get("stream", True) is False:
             raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")
+        reference = scorer if isinstance(scorer, Reference) else None
+        problem = None if reference is None else reference_problem(reference)
+        if problem:
+            raise ValueError(f"score=Reference(...): {problem}")
         ticket = self._ticket
         if ticket is None:
             ticket = self._ticket = self.take_ticket(new_session=True)
@@ -409,9 +430,16 @@ class LLMClient:
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
-        spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=model, groups=groups)
+        spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=model, groups=groups,
+                           reference=reference)  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
+        if callable(scorer) and record.ok:
+            try:
+                record.score = checked_score(scorer(Answer(record, row)))
+            except Exception:
+                self.report(row, record)  # measured all the same; the scorer's error is the scenario's own
+                raise
         if catch_response:
             return CheckedAnswer(record, row, self)
         self.report(row, record)

@@ -123,6 +123,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 settings.workload.ignore_eos,
                 settings.endpoint.client,
                 tools=bool(settings.workload.tool_sets),
+                response_format=settings.workload.response_format,
             )
         _check_agents(settings, environment.user_classes)
         if state.users is not None and lead is not None:  # a local runner's own bearer token, before any request

@@ -24,7 +24,8 @@ Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GE
 GET /health, GET /metrics (vLLM names), GET /gpu-metrics (simulated GPUs in DCGM-exporter format,
 utilisation = batch occupancy), GET /node-metrics (this host's /proc in node-exporter format),
 GET /sim/trace (per-request ground truth, perf_counter seconds: the kernel's receive time of the
-request, every token write; the injected fault; the tool call answered and the earlier ones carried),
+request, every token write; the injected fault; the tool call answered and the earlier ones carried;
+the answer given to a recognised question or a structured output),
 POST /sim/reset (clear the trace).
 Prompt tokens = whitespace-separated words of the prompt/messages (at least 1).
 """
@@ -140,6 +141,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_model_arguments(parser)
     add_tool_call_arguments(parser)
     add_token_arguments(parser)
+    add_answer_arguments(parser)
     parser.add_argument(
         "--ready-file",
         type=Path,
@@ -281,6 +283,44 @@ def add_tool_call_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_answer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The answer options (see `llm_locust.sim.answers`)."""
+    d = SimConfig()
+    group = parser.add_argument_group(
+        "answers",
+        "a prompt holding a built-in set's arithmetic or multiple-choice question (builtin:arithmetic,\n"
+        "builtin:choice) is answered from the truth the simulator computes, right or wrong by a draw;\n"
+        "a request asking for a JSON schema (or JSON object) in its API's field is answered with JSON\n"
+        "valid for it, or invalid by a draw; GET /sim/trace records each answer, GET /metrics counts them",
+    )
+    group.add_argument(
+        "--accuracy", type=float, default=d.accuracy, metavar="P", help="probability that a question is answered right"
+    )
+    group.add_argument(
+        "--degrade-above-batch",
+        type=int,
+        default=d.degrade_above_batch,
+        metavar="N",
+        help="a request admitted into a running batch of more than N sequences is right with probability "
+        "--degraded-accuracy instead (0 = never)",
+    )
+    group.add_argument(
+        "--degraded-accuracy",
+        type=float,
+        default=d.degraded_accuracy,
+        metavar="Q",
+        help="probability that a question is answered right above --degrade-above-batch",
+    )
+    group.add_argument(
+        "--invalid-json-rate",
+        type=float,
+        default=d.invalid_json_rate,
+        metavar="R",
+        help="probability that a structured output's JSON is made invalid (its closing character left out)",
+    )
+    group.add_argument("--answer-seed", type=int, default=d.answer_seed, metavar="N", help="seed of the answers' draws")
+
+
 def _fault_type(text: str) -> tuple[str, float]:
     """argparse type of --fault: a FaultSpecError becomes argparse's one-line usage error."""
     try:
@@ -328,10 +368,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"llm-locust sim: error: --accept-delay-ms must be >= 0, got {config.accept_delay_ms}", file=sys.stderr)
         return 2
     for option, rate in (("--tool-call-rate", config.tool_call_rate),
-                         ("--tool-call-malformed-rate", config.tool_call_malformed_rate)):  # fmt: skip
+                         ("--tool-call-malformed-rate", config.tool_call_malformed_rate),
+                         ("--accuracy", config.accuracy), ("--degraded-accuracy", config.degraded_accuracy),
+                         ("--invalid-json-rate", config.invalid_json_rate)):  # fmt: skip
         if not 0.0 <= rate <= 1.0:
             print(f"llm-locust sim: error: {option} must be a probability in [0, 1], got {rate}", file=sys.stderr)
             return 2
+    if config.degrade_above_batch < 0:
+        print(f"llm-locust sim: error: --degrade-above-batch must be >= 0, got {config.degrade_above_batch}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if config.gpus < 1:
         print(f"llm-locust sim: error: --gpus must be at least 1, got {config.gpus}", file=sys.stderr)
         return 2

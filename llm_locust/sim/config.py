@@ -94,3 +94,13 @@ class SimConfig:
     """A Google service-account key file: its Google token endpoint accepts assertions signed with its key."""
     require_token: bool = False
     """Completion requests need a bearer token issued here and unexpired (else HTTP 401)."""
+    accuracy: float = 1.0
+    """Probability that a question the simulator recognises is answered right (`llm_locust.sim.answers`)."""
+    degrade_above_batch: int = 0
+    """A request admitted into a running batch of more than this many sequences is right with probability
+    `degraded_accuracy` instead; 0: never."""
+    degraded_accuracy: float = 1.0
+    invalid_json_rate: float = 0.0
+    """Probability that a structured output's JSON is made invalid."""
+    answer_seed: int = 0
+    """Seed of the answers' draws (right or wrong, invalid JSON, the values)."""

@@ -46,6 +46,7 @@ class FixedDriver:
             self._timeline.at(seq.t_ready_s, partial(self._admit, generation))
         else:
             self.running += 1
+            seq.batch = self.running
         self._timeline.at(self._timing.due_s(seq, 0), partial(self._fire, generation))
 
     def _admit(self, generation: Generation, now_s: float) -> None:
@@ -54,6 +55,7 @@ class FixedDriver:
             self._loading.discard(generation)
             self.waiting -= 1
             self.running += 1
+            generation.seq.batch = self.running
 
     def cancel(self, generation: Generation) -> None:
         """Stop producing tokens for `generation` (its timeline entry lapses on its next wake)."""

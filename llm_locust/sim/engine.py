@@ -35,6 +35,7 @@ class Sequence:
     """
 
     __slots__ = (
+        "batch",
         "cached_tokens",
         "cancelled",
         "emitted",
@@ -53,6 +54,7 @@ class Sequence:
         self.t_recv_s = t_recv_s
         self.t_ready_s = t_recv_s
         self.t_admit_s: float | None = None
+        self.batch = 0  # sequences running when it was admitted, itself included (0: not yet)
         self.emitted = 0
         self.cancelled = False
         self.sink = sink
@@ -164,6 +166,7 @@ class BatchingEngine:
     def _start_step(self, start_s: float) -> None:
         admitted_prompt_tokens = 0
         not_ready: list[Sequence] = []  # their adapter is still loading: they keep their place in the queue
+        already = len(self.running)
         while self.waiting and len(self.running) < self.params.max_batch:
             seq = self.waiting.popleft()
             if seq.cancelled:
@@ -174,6 +177,8 @@ class BatchingEngine:
             seq.t_admit_s = start_s
             admitted_prompt_tokens += seq.prompt_tokens - seq.cached_tokens
             self.running.append(seq)
+        for seq in self.running[already:]:  # those admitted now: this step's batch
+            seq.batch = len(self.running)
         self.waiting.extendleft(reversed(not_ready))
         if not self.running and not_ready:  # nothing to run until the first of them is ready: an idle step
             self.step_end_s = min(seq.t_ready_s for seq in not_ready)

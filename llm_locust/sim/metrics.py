@@ -10,7 +10,8 @@ everything with its base model's name and counts no request per adapter; with ad
 named `llm_locust_sim:*`: `llm_locust_sim:model_requests_total{model_name}`, the finished requests per served model
 (`--models`); `llm_locust_sim:tool_calls_total`, the responses that answered with a tool call and ran to their end;
 and `llm_locust_sim:tool_calls_malformed_total`, those of them whose arguments were made malformed
-(`--tool-call-malformed-rate`).
+(`--tool-call-malformed-rate`); `llm_locust_sim:answers_total{kind}`, the answers of the responses that ran to their end
+without a fault, by kind (correct, wrong, valid_json, invalid_json: `llm_locust.sim.answers`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter
 
+from llm_locust.sim.answers import KINDS as ANSWER_KINDS
 from llm_locust.sim.trace import TraceRecord
 
 BUCKETS_S = (
@@ -85,6 +87,7 @@ class SimMetrics:
         self.requests_by_model: Counter[str] = Counter()
         self.tool_calls_total = 0
         self.tool_calls_malformed_total = 0
+        self.answers_by_kind: Counter[str] = Counter({kind: 0 for kind in ANSWER_KINDS})
         self.ttft = Histogram()
         self.tpot = Histogram()
         self.e2e = Histogram()
@@ -107,6 +110,9 @@ class SimMetrics:
         if record.tool_call is not None and record.finish_reason:
             self.tool_calls_total += 1
             self.tool_calls_malformed_total += record.tool_call.malformed
+        answer = record.answer
+        if answer is not None and answer.kind is not None and record.finish_reason and record.fault is None:
+            self.answers_by_kind[answer.kind] += 1
         if record.cancelled or not record.finish_reason or not record.token_times:
             return
         times = record.token_times
@@ -153,5 +159,8 @@ class SimMetrics:
             "# TYPE llm_locust_sim:tool_calls_malformed_total counter",
             f"llm_locust_sim:tool_calls_malformed_total{{{label}}} {self.tool_calls_malformed_total}",
         ]
+        lines.append("# TYPE llm_locust_sim:answers_total counter")
+        for kind, count in sorted(self.answers_by_kind.items()):
+            lines.append(f'llm_locust_sim:answers_total{{{label},kind="{kind}"}} {count}')
         lines += extra or ()
         return ("\n".join(lines) + "\n").encode()

@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 
 from llm_locust.sim import exporters, faults, http
-from llm_locust.sim.apis import BY_PATH, encoder_of, parse_completion, route
+from llm_locust.sim.answers import Answerer
+from llm_locust.sim.apis import BY_PATH, encoder_of, parse_request, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.cloud_paths import served_path
@@ -71,6 +72,8 @@ class SimApp:
         self.faults = FaultPicker(config.faults, config.fault_seed)
         self.prefix_cache = PrefixCache(config.prefix_cache_blocks) if config.prefix_cache_blocks > 0 else None
         self.tool_caller = ToolCaller(config.tool_call_rate, config.tool_call_malformed_rate, config.tool_call_seed)
+        self.answerer = Answerer(config.accuracy, config.degrade_above_batch, config.degraded_accuracy,
+                                 config.invalid_json_rate, config.answer_seed)  # fmt: skip
         self._request_numbers = count(1)
         self._started_s = int(time.time())
         served = config.served
@@ -205,14 +208,19 @@ class SimApp:
         self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float, path_model: str | None = None
     ) -> None:
         """Start generating for `request` of `api` (its model named by its path: `path_model`)."""
-        spec = parse_completion(request.body, api.endpoint, self.config.served, self.config.output_tokens, path_model)
+        spec, data = parse_request(
+            request.body, api.endpoint, self.config.served, self.config.output_tokens, path_model
+        )
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
+        if spec.tool_call is None and api.answer_encoder is not None:
+            spec = self.answerer.plan(spec, data)
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
         record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
         record.model = spec.model
         record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history
+        record.answer = spec.answer
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would

@@ -74,8 +74,12 @@ class Generation:
         self._transport.write(head)
 
     def emit(self, count: int) -> None:
-        """Deliver the `count` tokens just produced (`seq.emitted` already includes them)."""
+        """Deliver the `count` tokens just produced (`seq.emitted` already includes them); an answer that can be right
+        or wrong is settled first, for the batch the request was admitted into."""
         seq = self.seq
+        answer = self.spec.answer
+        if answer is not None and answer.kind is None:
+            answer.settle(seq.batch)
         if not self.spec.stream:
             now_s = perf_counter()
             self.record.token_times.extend([now_s] * count)

@@ -26,7 +26,10 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
   short with finish_reason "length"), else None (`llm_locust.sim.apis.tools`);
 - `carried_tool_calls`, `carried_tool_results`: the ids of the earlier tool calls the request's history holds and of
   those whose results it carries back; `messages`: its number of messages (Responses: input items; 0 for text
-  completions and embeddings).
+  completions and embeddings);
+- `answer`: the answer given instead of the usual words (`llm_locust.sim.answers`): `{"kind", "text", "batch"}` — kind
+  "correct" / "wrong" (a question it recognised; None if the response ended before its first token), "valid_json" /
+  "invalid_json" (a structured output), the text sent, the running batch it was admitted into —, else None.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from array import array
 from collections import deque
 from typing import Any
 
-from llm_locust.sim.apis.wire import History, ToolCall
+from llm_locust.sim.apis.wire import History, Scripted, ToolCall
 
 
 class TraceRecord:
     """One request's ground truth; see the module docstring for the fields."""
 
     __slots__ = (
+        "answer",
         "cancelled",
         "completion_tokens",
         "endpoint",
@@ -85,6 +89,7 @@ class TraceRecord:
         self.tools = 0
         self.tool_call: ToolCall | None = None
         self.history: History | None = None
+        self.answer: Scripted | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
@@ -112,6 +117,7 @@ class TraceRecord:
             "carried_tool_calls": list(history.calls) if history else [],
             "carried_tool_results": list(history.results) if history else [],
             "messages": history.messages if history else 0,
+            "answer": None if self.answer is None else self.answer.to_dict(),
         }
 
 

@@ -222,8 +222,8 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
 def new_record(prepared: Prepared) -> RequestRecord:
     """The record of `prepared`, being sent now (perf_counter), with its facts (`RequestSpec`: expected prompt
     tokens, shared prompt blocks — whole, of which seen before; it then counts in the "reuse" breakdown too —, model,
-    own breakdowns, session and turn — a multi-turn session's turn counts in the "turn" breakdown too), what its
-    pacer's ticket says and its replica's breakdown."""
+    own breakdowns, session and turn — a multi-turn session's turn counts in the "turn" breakdown too —, the
+    reference its answer is scored against), what its pacer's ticket says and its replica's breakdown."""
     spec, ticket = prepared.spec, prepared.ticket
     prefix_blocks = spec.prefix_blocks
     record = RequestRecord(
@@ -238,7 +238,7 @@ def new_record(prepared: Prepared) -> RequestRecord:
         record.groups += prepared.replica.groups
     if spec.turn:
         record.groups += (turn_group(spec.turn),)
-    record.session, record.turn = spec.session, spec.turn
+    record.session, record.turn, record.reference = spec.session, spec.turn, spec.reference
     if ticket is not None:
         record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
     return record

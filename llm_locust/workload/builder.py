@@ -31,8 +31,9 @@ import orjson
 
 from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.scoring import Reference
 from llm_locust.workload.agent import AgentSession, answer_content
-from llm_locust.workload.datasets import Conversation, load_dataset
+from llm_locust.workload.datasets import REFERENCE, Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
 from llm_locust.workload.model_mix import DIMENSION as MODEL_DIMENSION
@@ -42,6 +43,7 @@ from llm_locust.workload.prompts import PromptMaker
 from llm_locust.workload.providers import length_fields
 from llm_locust.workload.sessions import Session
 from llm_locust.workload.settings import WorkloadSettings
+from llm_locust.workload.structured import answer_reference
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.traces import Trace, TraceRequest
 
@@ -56,7 +58,8 @@ class RequestSpec:
     shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
     a multi-turn session (0: not one), whether its answer is to be kept (`RequestRecord.answer_text`: a later turn
     sends it back), the model it names and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with
-    `--model-mix`). The one type of a request's facts from the workload to its record: the transport's
+    `--model-mix`), and the reference its answer is scored against (`scoring.Reference`, None: not scored; a request
+    with one keeps its answer). The one type of a request's facts from the workload to its record: the transport's
     `request.Prepared` carries it, `client.new_record` reads it."""
 
     body: bytes
@@ -68,6 +71,7 @@ class RequestSpec:
     keep_answer: bool = False
     model: str = ""  # the model its body names
     groups: tuple[tuple[str, str], ...] = ()
+    reference: Reference | None = None
 
 
 @lru_cache(maxsize=2)
@@ -108,7 +112,7 @@ class Workload:
         seed = settings.seed
         self.rng = random.Random(None if seed is None else f"{seed}/{worker_index}/{next(_user_numbers)}")
         self.counter = token_counter(settings.tokenizer)
-        self.dataset = load_dataset(settings.dataset, settings.dataset_format) if settings.dataset else ()
+        self.dataset = load_dataset(settings.dataset, settings.dataset_format, seed) if settings.dataset else ()
         self._turns: Conversation = ()
         self._turn = 0
         self._user_id = uuid.UUID(int=self.rng.getrandbits(128)).hex[:12]
@@ -166,13 +170,18 @@ class Workload:
             fields, expected, blocks = self._next_fields(step.prompt_tokens if step is not None else None)
             if self.agent_mode:
                 agent = self.agent = AgentSession(self.conversation, self.settings.max_agent_steps)  # type: ignore[arg-type]
-        body = self._body(fields, model, step.max_tokens if step is not None else None)
+        settings = self.settings
+        reference = answer_reference(fields.get(REFERENCE), settings.response_format, settings.response_schema)
+        body = self._body(fields, model, step.max_tokens if step is not None else None, reference)
         if self.api.images and (self.images or self.image_pool):
             _attach_images(body, self._images())
             expected = None  # image tokens are the server's business
-        keep = self.agent_mode or (self.conversation is not None and not self.conversation.done)
+        keep = (
+            self.agent_mode or (self.conversation is not None and not self.conversation.done) or reference is not None
+        )
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model)
+        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
+                           reference=reference)  # fmt: skip
 
     @property
     def starts_session(self) -> bool:
@@ -240,11 +249,14 @@ class Workload:
         a session, its id and turn, and its session's next turn is this user's next request (`in_trace_session`)."""
         blocks = _block_texts(self.settings.tokenizer, self.settings.seed)
         text, tokens = prompt_from_blocks(blocks, request.hash_ids, request.input_tokens, self.rng)
-        body = self._body({"prompt": text}, model, request.output_tokens)
+        settings = self.settings
+        reference = answer_reference(None, settings.response_format, settings.response_schema)
+        body = self._body({"prompt": text}, model, request.output_tokens, reference)
         self._trace_next = request.next_turn
         self.turn = request.turn
         return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen),
-                           request.session, turn=request.turn, model=model)  # fmt: skip
+                           request.session, turn=request.turn, keep_answer=reference is not None, model=model,
+                           reference=reference)  # fmt: skip
 
     @property
     def in_trace_session(self) -> bool:
@@ -304,12 +316,16 @@ class Workload:
         self.turn = conversation.turn
         return {"messages": messages}, expected, (expected // BLOCK_TOKENS, max(seen, pool_blocks[1]))
 
-    def _body(self, fields: dict[str, Any], model: str, max_tokens: int | None) -> dict[str, Any]:
+    def _body(
+        self, fields: dict[str, Any], model: str, max_tokens: int | None, reference: Reference | None = None
+    ) -> dict[str, Any]:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`
-        (a length sweep's) wins over the dataset entry's, which wins over --max-tokens; --extra-body last, an object of
-        it merging into the body's object of that name."""
+        (a length sweep's) wins over the dataset entry's, which wins over --max-tokens; with --response-format, the
+        API's structured-output fields for the schema of `reference` (`structured.answer_reference`); --extra-body
+        last, an object of it merging into the body's object of that name."""
         settings = self.settings
         body = dict(fields)
+        body.pop(REFERENCE, None)
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
         self.api.shape(body)
@@ -321,6 +337,8 @@ class Workload:
         )
         if self.tool_sets:
             body["tools"] = self._session_tools()
+        if settings.response_format and reference is not None and reference.schema is not None:
+            body.update(self.api.response_format(settings.response_format, reference.schema, self.server_family))  # type: ignore[misc]
         for name, value in settings.extra_body.items():  # an object merges into the body's (generationConfig)
             given = body.get(name)
             body[name] = {**given, **value} if isinstance(given, dict) and isinstance(value, dict) else value

@@ -13,6 +13,13 @@ field the file gives, e.g. `max_tokens`, `temperature`):
   (system turn, user turns 1..i and the file's assistant replies 1..i-1). Conversations that
   are empty or have no user turn (common in ShareGPT exports) are skipped.
 - CSV with a header row: a `prompt` column (or a single column), optional `max_tokens` column.
+- `builtin:NAME[:N]`: no file, a built-in set of N items with their references, generated from `--seed`
+  (`builtin_sets`: `arithmetic`, `choice`, `json`).
+
+A `prompt`/`messages` object may carry a reference its answer is scored against (`metrics.scoring.Reference`):
+`expected` (the answer, a string or a number), `regex` (a pattern the answer contains), `choices` (a list of option
+texts) with `answer` (the right one: its letter "A".., or its 0-based index), `schema` (a JSON schema object the answer
+must satisfy). These fields are taken out of the body; the request's dict carries the `Reference` under `REFERENCE`.
 
 Errors are one line naming the file, the line (or entry) and the field.
 """
@@ -22,6 +29,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import string
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +37,8 @@ from typing import Any
 import orjson
 
 from llm_locust.errors import ConfigError
+from llm_locust.metrics.scoring import Reference, reference_problem
+from llm_locust.workload.builtin_sets import builtin_items, is_builtin
 
 FORMATS = ("jsonl", "json", "csv")
 _EXTENSIONS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -37,6 +47,11 @@ _ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "ass
 
 Request = dict[str, Any]
 Conversation = tuple[Request, ...]
+
+REFERENCE = "_reference"
+"""Key of a request's `Reference` in its dict (not a body field: the builder takes it out)."""
+REFERENCE_FIELDS = ("expected", "regex", "choices", "answer", "schema")
+"""A dataset row's fields that make its reference (`reference_of`)."""
 
 
 def dataset_format(path: str, given: str) -> str:
@@ -52,13 +67,21 @@ def dataset_format(path: str, given: str) -> str:
     return fmt
 
 
-def load_dataset(path: str, fmt: str) -> tuple[Conversation, ...]:
-    """The conversations of the file (parsed once per process while the file is unchanged)."""
+def load_dataset(path: str, fmt: str, seed: int | None = None) -> tuple[Conversation, ...]:
+    """The conversations of the file (parsed once per process while the file is unchanged), or of the built-in set
+    `path` names ("builtin:NAME[:N]", generated from `seed`: `builtin_sets`), each item a one-turn conversation."""
+    if is_builtin(path):
+        return _builtin(path, seed)
     try:
         stat = os.stat(path)
     except OSError as e:
         raise ConfigError(f"--dataset {path}: {e.strerror or e}") from None
     return _load(path, dataset_format(path, fmt), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4)
+def _builtin(dataset: str, seed: int | None) -> tuple[Conversation, ...]:
+    return tuple(({"prompt": prompt, REFERENCE: reference},) for prompt, reference in builtin_items(dataset, seed))
 
 
 @lru_cache(maxsize=4)
@@ -142,7 +165,50 @@ def _conversation(value: Any, where: str) -> Conversation:
         raise ConfigError(f"{where}: no 'prompt', 'messages' or 'conversations' field (has: {', '.join(value)})")
     if "max_tokens" in request:
         request["max_tokens"] = _positive_int(request["max_tokens"], where, "max_tokens")
+    reference = reference_of(request, where)
+    if reference is not None:
+        request[REFERENCE] = reference
     return (request,)
+
+
+def reference_of(row: dict[str, Any], where: str) -> Reference | None:
+    """The reference a dataset `row` carries (its `REFERENCE_FIELDS`, taken out of it), None when it has none;
+    ConfigError naming `where` and the field when one is malformed."""
+    fields = {name: row.pop(name) for name in REFERENCE_FIELDS if name in row}
+    if not fields:
+        return None
+    expected = fields.get("expected")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, str | int | float)):
+        raise ConfigError(f"{where}: 'expected' must be a string or a number, got {expected!r}")
+    regex = fields.get("regex")
+    if regex is not None and not isinstance(regex, str):
+        raise ConfigError(f"{where}: 'regex' must be a string, got {regex!r}")
+    choices = fields.get("choices", [])
+    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices) or len(choices) > 26:
+        raise ConfigError(f"{where}: 'choices' must be a list of at most 26 strings")
+    answer = _choice_letter(fields.get("answer"), len(choices), where)
+    schema = fields.get("schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise ConfigError(f"{where}: 'schema': a JSON schema must be an object, got {type(schema).__name__}")
+    reference = Reference(None if expected is None else str(expected), regex, tuple(choices), answer, schema)
+    problem = reference_problem(reference)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    return reference
+
+
+def _choice_letter(answer: Any, choices: int, where: str) -> str | None:
+    """A multiple-choice row's right answer as its letter ("A" for the first), from a letter or a 0-based index;
+    None without one. ConfigError when it names no option of the row's `choices` (any letter when it has none)."""
+    if answer is None:
+        return None
+    letters = string.ascii_uppercase[: choices or 26]
+    if isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(letters):
+        return letters[answer]
+    if isinstance(answer, str) and answer.strip().upper() in letters and answer.strip():
+        return answer.strip().upper()
+    raise ConfigError(f"{where}: 'answer' must be the right choice's letter ({letters[0]}-{letters[-1]}) or its "
+                      f"0-based index, got {answer!r}")  # fmt: skip
 
 
 def _turns(turns: Any, where: str) -> Conversation:

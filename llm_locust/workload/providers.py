@@ -71,9 +71,17 @@ def check_length_control(family: str, ignore_eos: bool) -> None:
         )
 
 
-def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, client: str, tools: bool = False) -> None:
+def check_api(
+    provider: str,
+    family: str,
+    endpoint: str,
+    ignore_eos: bool,
+    client: str,
+    tools: bool = False,
+    response_format: str = "",
+) -> None:
     """ConfigError if `endpoint` (the locustfile's API) cannot be measured with these options (`tools`: its requests
-    carry --tools / --tools-file)."""
+    carry --tools / --tools-file; `response_format`: --response-format's kind, "" for none)."""
     served = api(endpoint)
     name = served.title
     if provider not in served.paths:
@@ -107,6 +115,11 @@ def check_api(provider: str, family: str, endpoint: str, ignore_eos: bool, clien
         raise ConfigError(
             f"--tools / --tools-file: {name} takes no tools; use chat, the Responses, Messages or Gemini API"
         )
+    if response_format:
+        if served.response_format is None:
+            raise ConfigError(f"--response-format: {name} takes no structured output; use chat, text completions or "
+                              "the Responses API")  # fmt: skip
+        served.response_format(response_format, {}, family)  # ConfigError when the family's server takes none
     if client != "fast" and not served.sdk_method:
         raise ConfigError(f"--client {client} measures chat and text completions only, not {name}: use --client fast")
 

@@ -6,6 +6,7 @@ Files (dataset, tokenizer, images) are read once here, so that a bad one fails a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,11 +14,12 @@ import orjson
 
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, optional_int, shown_as
-from llm_locust.workload.datasets import load_dataset
+from llm_locust.workload.datasets import REFERENCE, load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
 from llm_locust.workload.lengths import LengthDist, parse_length
 from llm_locust.workload.model_mix import ModelMix, parse_model_mix
 from llm_locust.workload.sessions import DurationDist, parse_duration
+from llm_locust.workload.structured import load_schema
 from llm_locust.workload.tokens import token_counter
 from llm_locust.workload.tools import ToolSet, load_tool_sets, synthetic_tools
 
@@ -42,6 +44,8 @@ class WorkloadSettings:
     tokenizer: str
     dataset: str
     dataset_format: str
+    response_format: str
+    schema: str
     image: tuple[str, ...]
     image_size: tuple[int, int] | None
     embedding_batch: int
@@ -83,11 +87,21 @@ class WorkloadSettings:
         if options.tokenizer:
             token_counter(options.tokenizer)  # a bad file fails now, with its name
         if options.dataset:
-            load_dataset(options.dataset, options.dataset_format)
+            load_dataset(options.dataset, options.dataset_format, optional_int(options.seed, "--seed"))
+            if options.response_format == "json_schema" and not options.schema:
+                _check_row_schemas(options.dataset, options.dataset_format, optional_int(options.seed, "--seed"))
             if options.sweep_prompt_tokens:
                 raise ConfigError(
                     "--sweep-prompt-tokens and --dataset exclude each other: the dataset sets the prompts"
                 )
+        if options.schema:
+            if options.response_format != "json_schema":
+                raise ConfigError("--schema goes with --response-format json_schema (the schema the answers must "
+                                  "satisfy)")  # fmt: skip
+            load_schema(options.schema)
+        elif options.response_format == "json_schema" and not options.dataset:
+            raise ConfigError("--response-format json_schema needs --schema FILE, or a --dataset whose every row has "
+                              "a 'schema' (e.g. builtin:json)")  # fmt: skip
         model_mix = parse_model_mix(options.model_mix)
         if model_mix and options.model:
             raise ConfigError(
@@ -127,9 +141,25 @@ class WorkloadSettings:
         )  # fmt: skip
 
     @property
+    def response_schema(self) -> Mapping[str, Any] | None:
+        """The `--schema` file's JSON schema (None without one)."""
+        return load_schema(self.schema) if self.schema else None
+
+    @property
     def tool_sets(self) -> tuple[ToolSet, ...]:
         """The tool sets a session draws from: the --tools-file's, or one of --tools synthetic tools; () without
         tools."""
         if self.tools_file:
             return load_tool_sets(self.tools_file)
         return (synthetic_tools(self.tools, self.seed),) if self.tools else ()
+
+
+def _check_row_schemas(dataset: str, fmt: str, seed: int | None) -> None:
+    """ConfigError unless every request of `dataset` carries a reference with a JSON schema (what --response-format
+    json_schema sends without --schema)."""
+    for conversation in load_dataset(dataset, fmt, seed):
+        for request in conversation:
+            reference = request.get(REFERENCE)
+            if reference is None or reference.schema is None:
+                raise ConfigError(f"--response-format json_schema: a row of --dataset {dataset} has no 'schema'; "
+                                  "give --schema FILE for the rows without one")  # fmt: skip

@@ -38,6 +38,21 @@ def test_capacity_benchmark_prints_its_table(tmp_path):
         } <= row.keys()
 
 
+def test_capacity_benchmark_with_scoring_on_and_off(tmp_path):
+    """`--scoring both`: the same level on a dataset without references, then with them (every answer scored)."""
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "client_capacity.py"), "--streams", "2", "--run-time-s", "4",
+               "--warmup-s", "1", "--itl-ms", "5", "--tokens", "16", "--tokens-spread", "4", "--no-stop",
+               "--scoring", "both", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["fast"]]
+    assert [row[-1] for row in table] == ["off", "on"]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["scoring"] for r in rows] == ["off", "on"]
+    assert all(r["events_per_s"] > 0 and r["failures"] == 0 for r in rows)
+
+
 @pytest.mark.slow
 def test_trace_capacity_benchmark_prints_its_table(tmp_path):
     out = tmp_path / "rows.json"

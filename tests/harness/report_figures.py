@@ -32,9 +32,10 @@ def trace(figure: dict[str, Any], **meta: Any) -> dict[str, Any]:
     return matches[0]
 
 
-def table_after(html_text: str, heading: str) -> list[dict[str, str]]:
-    """The rows of the first table after the sub-heading `<h3>heading</h3>`, each {column header: cell text}."""
-    start = html_text.index(f"<h3>{html.escape(heading)}</h3>")
+def table_after(html_text: str, heading: str, level: int = 3) -> list[dict[str, str]]:
+    """The rows of the first table after the heading `<h{level}>heading</h{level}>` (a sub-heading by default), each
+    {column header: cell text}."""
+    start = html_text.index(f"<h{level}>{html.escape(heading)}</h{level}>")
     table = html_text[start : html_text.index("</table>", start)]
     headers = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", table)]
     rows = re.findall(r"<tr>(.*?)</tr>", table.split("</thead>", 1)[1], re.S)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 from urllib.parse import unquote
 
 from llm_locust.sim.apis import chat, completions, converse, embeddings, gemini, messages, responses
@@ -44,17 +45,29 @@ def route(path: str, query: str) -> tuple[Api | None, str | None]:
     return None, None
 
 
+def parse_request(
+    body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+) -> tuple[CompletionSpec, dict[str, Any]]:
+    """Validate a request body for `endpoint` served as one of `models` — the path's `path_model` (the body may not
+    name one then), else the body's, else the first: its spec and its JSON object; raise ApiError (400 / 404) if it
+    is unacceptable."""
+    data = decode_request(body, models, path_model)
+    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=path_model or data["model"]), data
+
+
 def parse_completion(
     body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
 ) -> CompletionSpec:
-    """Validate a request body for `endpoint` served as one of `models` — the path's `path_model` (the body may not
-    name one then), else the body's, else the first; raise ApiError (400 / 404) if it is unacceptable."""
-    data = decode_request(body, models, path_model)
-    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=path_model or data["model"])
+    """The spec of a request body (`parse_request`)."""
+    return parse_request(body, endpoint, models, natural_tokens, path_model)[0]
 
 
 def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:
-    """The encoder factory for `spec`: its API's tool-call encoder when it answers with a tool call, else its text
-    encoder."""
+    """The encoder factory for `spec`: its API's tool-call encoder when it answers with a tool call, its answer
+    encoder when it carries a settled-on-the-way answer (`sim.answers`), else its text encoder."""
     api = BY_ENDPOINT[spec.endpoint]
-    return api.tool_encoder if spec.tool_call is not None and api.tool_encoder is not None else api.encoder
+    if spec.tool_call is not None and api.tool_encoder is not None:
+        return api.tool_encoder
+    if spec.answer is not None and api.answer_encoder is not None:
+        return api.answer_encoder
+    return api.encoder

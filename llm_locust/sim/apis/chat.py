@@ -16,7 +16,14 @@ import orjson
 
 from llm_locust.sim.apis.completions import OPEN_CHOICE_TAIL, ChunkEncoder
 from llm_locust.sim.apis.tools import tool_fields
-from llm_locust.sim.apis.wire import Api, CompletionSpec, completion_spec, messages_prompt, optional_int
+from llm_locust.sim.apis.wire import (
+    Api,
+    CompletionSpec,
+    ScriptedPieces,
+    completion_spec,
+    messages_prompt,
+    optional_int,
+)
 from llm_locust.sim.words import WORDS
 
 
@@ -96,4 +103,11 @@ class ChatToolEncoder(ChatEncoder):
         return {"index": 0, "message": message, "logprobs": None, "finish_reason": self.spec.finish_reason}
 
 
-API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder, ChatToolEncoder)
+class ChatAnswerEncoder(ScriptedPieces, ChatEncoder):
+    """The chunks of one chat completion carrying the spec's answer (`llm_locust.sim.answers`)."""
+
+    __slots__ = ()
+
+
+API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder, ChatToolEncoder,
+          answer_encoder=ChatAnswerEncoder)  # fmt: skip

@@ -2,7 +2,8 @@
 
 The request's `prompt` (a string, a list of strings or token ids) and `max_tokens`. Each streamed token is one
 `data: {"object": "text_completion", "choices": [{"text": ...}]}` event (the last carries finish_reason), then the
-usage event with `stream_options.include_usage` and `data: [DONE]`. Chat's chunks (`chat.py`) are these with a delta.
+usage event with `stream_options.include_usage` and `data: [DONE]`. Chat's chunks (`chat.py`) are these with a delta. A
+response carrying an answer (`llm_locust.sim.answers`) has the answer's pieces as its tokens.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import orjson
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
+    ScriptedPieces,
     bad_request,
     completion_spec,
     optional_int,
@@ -97,13 +99,16 @@ class ChunkEncoder:
 
     def tokens_event(self, start: int, stop: int) -> bytes:
         """Return one event carrying tokens `start` .. `stop - 1` (with the finish_reason when it holds the last)."""
-        offset, count = self._offset, len(WORDS)
-        text = orjson.dumps("".join(WORDS[(offset + i) % count] for i in range(start, stop)))
+        text = orjson.dumps(self._text(start, stop))
         if stop - 1 == self._last_index:
             tail = b'%b,"logprobs":null,"finish_reason":"%b"}]}\n\n' % (self.CLOSING, self.spec.finish_reason.encode())
         else:
             tail = self.CLOSING + OPEN_CHOICE_TAIL
         return self._token_prefix + text + tail
+
+    def _text(self, start: int, stop: int) -> str:
+        """The text of tokens `start` .. `stop - 1`."""
+        return "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
 
     def text_event(self, text: str) -> bytes:
         """Return a token event carrying `text` (a whole event, built per call: for rare events only)."""
@@ -132,4 +137,10 @@ class ChunkEncoder:
         )
 
 
-API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder)
+class ChunkAnswerEncoder(ScriptedPieces, ChunkEncoder):
+    """The chunks of one text completion carrying the spec's answer (`llm_locust.sim.answers`)."""
+
+    __slots__ = ()
+
+
+API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder, answer_encoder=ChunkAnswerEncoder)

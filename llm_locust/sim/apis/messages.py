@@ -22,6 +22,7 @@ from llm_locust.sim.apis.wire import (
     Api,
     ApiError,
     CompletionSpec,
+    ScriptedPieces,
     completion_spec,
     messages_prompt,
     optional_int,
@@ -87,7 +88,11 @@ class MessagesEncoder:
 
     def tokens_event(self, start: int, stop: int) -> bytes:
         """Return one delta event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
-        return self.text_event("".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop)))
+        return self.text_event(self._text(start, stop))
+
+    def _text(self, start: int, stop: int) -> str:
+        """The text of tokens `start` .. `stop - 1`."""
+        return "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
 
     def text_event(self, text: str) -> bytes:
         """Return a delta event carrying `text` (built per call: for rare events only)."""
@@ -161,4 +166,11 @@ class MessagesToolEncoder(MessagesEncoder):
         return {"type": "tool_use", "id": call.id, "name": call.name, "input": tool_input}
 
 
-API = Api("messages", "/v1/messages", "msg", parse, MessagesEncoder, MessagesToolEncoder, "toolu_")
+class MessagesAnswerEncoder(ScriptedPieces, MessagesEncoder):
+    """The events of one Messages response carrying the spec's answer (`llm_locust.sim.answers`)."""
+
+    __slots__ = ()
+
+
+API = Api("messages", "/v1/messages", "msg", parse, MessagesEncoder, MessagesToolEncoder, "toolu_",
+          answer_encoder=MessagesAnswerEncoder)  # fmt: skip

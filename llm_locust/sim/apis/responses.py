@@ -24,6 +24,7 @@ from llm_locust.sim.apis.tools import tool_fields
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
+    ScriptedPieces,
     bad_request,
     completion_spec,
     optional_int,
@@ -94,12 +95,15 @@ class ResponsesEncoder:
 
     def tokens_event(self, start: int, stop: int) -> bytes:
         """Return one delta event carrying tokens `start` .. `stop - 1` (`--tokens-per-chunk`)."""
-        text = "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
         return (
             self._token_prefix
-            + orjson.dumps(text)
+            + orjson.dumps(self._text(start, stop))
             + b',"logprobs":[],"sequence_number":%d}\n\n' % (self._START + start)
         )
+
+    def _text(self, start: int, stop: int) -> str:
+        """The text of tokens `start` .. `stop - 1`."""
+        return "".join(WORDS[(self._offset + i) % len(WORDS)] for i in range(start, stop))
 
     def text_event(self, text: str) -> bytes:
         """Return a delta event carrying `text` (built per call: for rare events only)."""
@@ -210,4 +214,11 @@ class ResponsesToolEncoder(ResponsesEncoder):
         return [typed_event("response.function_call_arguments.done", done), *self._item_done(item, sequence + 1)]
 
 
-API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder, ResponsesToolEncoder)
+class ResponsesAnswerEncoder(ScriptedPieces, ResponsesEncoder):
+    """The events of one Responses API response carrying the spec's answer (`llm_locust.sim.answers`)."""
+
+    __slots__ = ()
+
+
+API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder, ResponsesToolEncoder,
+          answer_encoder=ResponsesAnswerEncoder)  # fmt: skip

@@ -106,6 +106,38 @@ class CompletionSpec:
     """What the request carries of earlier tool calls, and its number of messages (chat, Responses, Messages)."""
     tool_call: ToolCall | None = None
     """The tool call the response carries instead of text (its pieces are the output tokens), else None."""
+    answer: Scripted | None = None
+    """The answer the response carries instead of the usual words (`llm_locust.sim.answers`: its pieces are the output
+    tokens), else None."""
+
+
+class Scripted(Protocol):
+    """A response's own text (`llm_locust.sim.answers.Answer`): its `pieces`, one per output token, known once
+    `settle` was called with the running batch the request was admitted into."""
+
+    pieces: tuple[str, ...]
+    kind: str | None
+
+    def settle(self, batch: int) -> None: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class ScriptedPieces:
+    """An encoder's part for a response carrying `spec.answer`: each token's text is the answer's piece, its event
+    encoded when written (an answer is short); the subclass's `tokens_event` builds the event from `_text`."""
+
+    __slots__ = ()
+
+    spec: CompletionSpec
+
+    def _text(self, start: int, stop: int) -> str:
+        """The text of tokens `start` .. `stop - 1`: the answer's pieces."""
+        return "".join(self.spec.answer.pieces[start:stop])  # type: ignore[union-attr]
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Return token `index`'s event as (empty prefix, event)."""
+        return b"", self.tokens_event(index, index + 1)  # type: ignore[attr-defined]  # the encoder's own
 
 
 class Encoder(Protocol):
@@ -142,7 +174,9 @@ class Api:
     created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
     (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. A `{model}` in `path`
     is the model's place (`apis.route`); `content_type`: its streamed responses'; `request_id_header`: the response
-    header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`)."""
+    header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`).
+    An API that can answer a question or a structured output (`llm_locust.sim.answers`) has `answer_encoder` (the spec
+    carrying the answer)."""
 
     endpoint: Endpoint
     path: str
@@ -153,6 +187,7 @@ class Api:
     tool_call_prefix: str = "call_"
     content_type: str = "text/event-stream"
     request_id_header: str = ""
+    answer_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
 
 
 def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
@@ -188,11 +223,7 @@ def completion_spec(
         raise bad_request(f"max_tokens must be at least 1, got {max_tokens}")
     if min_tokens < 0 or (max_tokens is not None and min_tokens > max_tokens):
         raise bad_request(f"min_tokens must be between 0 and max_tokens, got {min_tokens}")
-    if data.get("ignore_eos"):
-        n = natural_tokens if max_tokens is None else max_tokens
-    else:
-        n = max(min(natural_tokens, max_tokens or natural_tokens), min_tokens)
-    n = max(n, 1)
+    n = output_length(data, max_tokens, natural_tokens)
     stream_options = data.get("stream_options") or {}
     return CompletionSpec(
         endpoint=endpoint,
@@ -205,6 +236,17 @@ def completion_spec(
         max_tokens=max_tokens,
         **tool_fields,
     )
+
+
+def output_length(data: dict[str, Any], max_tokens: int | None, natural_tokens: int) -> int:
+    """The output tokens of request `data` (already validated) whose answer is naturally `natural_tokens` long, under
+    the length rules of the module docstring: with `ignore_eos` its maximum (`max_tokens`; None: the natural length),
+    else the natural length cut to the maximum and raised to `min_tokens`; at least 1."""
+    if data.get("ignore_eos"):
+        n = natural_tokens if max_tokens is None else max_tokens
+    else:
+        n = max(min(natural_tokens, max_tokens or natural_tokens), optional_int(data, "min_tokens") or 0)
+    return max(n, 1)
 
 
 def optional_int(data: dict[str, Any], key: str) -> int | None:
@@ -275,7 +317,9 @@ def prompt_words(prompt: Any) -> int:
 
 
 def output_text(spec: CompletionSpec, offset: int) -> str:
-    """The whole text a response of `spec` generates (its words start at `offset`)."""
+    """The whole text a response of `spec` generates: its answer's (`spec.answer`), else words from `offset` on."""
+    if spec.answer is not None:
+        return "".join(spec.answer.pieces)
     return "".join(WORDS[(offset + i) % len(WORDS)] for i in range(spec.output_tokens))
 
 

@@ -144,3 +144,26 @@ def test_otlp_data_points_are_the_same_series_with_per_bucket_counts() -> None:
     (tokens,) = [p for p in metrics["gen_ai.client.token.usage"] if not p.attributes.keys() & {"replica", "name"}]
     assert tokens.attributes["gen_ai.token.type"] == "output" and tokens.count == len(ok)
     assert [p.value for p in metrics["llm_locust.users"]] == [5]
+
+
+def test_scored_answers_are_exported_as_counters_per_series():
+    """The answer counters (`live.COUNTERS`) count each scored answer once, in the totals and in its breakdown."""
+    rng = random.Random(3)
+    live, run = LiveMetrics(), RunMetrics()
+    for _ in range(2):  # two processes
+        recorder = MetricsRecorder(5.0)
+        for i in range(30):
+            record = _record(rng, ok=i % 10 != 0, name=("ask", "pick")[i % 2])
+            record.score = (None, 1.0, 0.0, 0.5)[i % 4]  # a failed request's score is not counted
+            recorder.record(record, 1_000.0)
+        delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+        run.merge_delta(delta)
+        live.add(delta)
+    samples = _scrape(live, run)
+    totals = frozenset({("run", "r1")})
+    scored = samples[("llm_locust_answers_scored_total", totals)]
+    assert scored == run.total.answers_scored > 0
+    assert samples[("llm_locust_answers_correct_total", totals)] == run.total.answers_correct
+    assert samples[("llm_locust_answer_score_sum_total", totals)] == run.total.answer_score_sum
+    by_name = sum(samples[("llm_locust_answers_scored_total", totals | {("name", n)})] for n in ("ask", "pick"))
+    assert by_name == scored

@@ -101,6 +101,8 @@ def test_verdict_passes_a_clean_run_and_names_each_failed_gate():
         "error_rate": 0.01,
         "max_error_rate": 0.02,
         "max_drift_pct": None,
+        "accuracy": None,
+        "min_accuracy": None,
         "exit_code": 0,
     }
     bad = summary_of(

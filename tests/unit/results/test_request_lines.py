@@ -13,6 +13,7 @@ import pytest
 from llm_locust.errors import ConfigError
 from llm_locust.metrics import messages_stream, protocol, responses_stream
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.scoring import Reference
 from llm_locust.results.request_lines import (
     FIELDS,
     EpochClock,
@@ -48,8 +49,21 @@ def test_line_of_a_successful_request():
     assert line == {
         "request_id": "chatcmpl-7", "endpoint": "chat", "step": 2, "measured": True, "outcome": "ok", "status": 200,
         "error_kind": None, "prompt_tokens": 12, "output_tokens": 4, "token_source": "usage", "replica": "1",
-        "model": "m", "session": None, "turn": None, "name": "ask",
+        "model": "m", "session": None, "turn": None, "name": "ask", "score": None, "correct": None, "answer": None,
+        "reference": None,
     }  # fmt: skip
+
+
+def test_line_of_a_scored_request_has_its_score_answer_and_reference():
+    reference = Reference(expected="4", schema={"type": "string"})
+    line = json.loads(line_of(finished(reference=reference, score=1.0, content_text="4.0"), CLOCK))
+    assert (line["score"], line["correct"], line["answer"]) == (1.0, True, "4.0")
+    assert line["reference"] == {"expected": "4", "schema": True}
+    wrong = json.loads(line_of(finished(reference=Reference(choices=("a", "b"), answer="B"), score=0.0,
+                                        content_text="A"), CLOCK))  # fmt: skip
+    assert (wrong["score"], wrong["correct"], wrong["answer"], wrong["reference"]) == (0.0, False, "A", {"answer": "B"})
+    unscored = json.loads(line_of(finished(reference=reference, content_text="kept"), CLOCK))  # e.g. it failed
+    assert (unscored["score"], unscored["correct"], unscored["answer"]) == (None, None, None)
 
 
 def test_line_of_a_failed_and_of_a_cancelled_request():
