@@ -19,8 +19,9 @@ BATCHING = ("--timing", "batching", "--max-batch", "16", "--decode-step-ms", "4"
 
 def test_the_reports_quality_chart_shows_accuracy_falling_past_the_batch_size(tmp_path):
     """Steps of 2, 4 and 8 users, each answer padded to 24 tokens (`--ignore-eos`: a request stays in the batch long
-    enough to fill it): the steps at 2 and 4 users are right every time, the step at 8 falls, its interval below
-    theirs; the chart's points, error bars and latency are the steps', and the steps table has the columns."""
+    enough to fill it): the steps at 2 and 4 users are right (but for a request at a step's end that meets the next
+    step's first ones in the batch), the step at 8 falls, its interval below theirs; the chart's points, error bars and
+    latency are the steps', and the steps table has the columns."""
     results = tmp_path / "degraded"
     with run_sim(*BATCHING, "--accuracy", "1", "--degrade-above-batch", "4", "--degraded-accuracy", "0.2") as sim:
         proc = run_locust(ROOT / "locustfiles" / "sweep.py", "--host", sim.url, "--sweep-users", "2,4,8",
@@ -30,7 +31,8 @@ def test_the_reports_quality_chart_shows_accuracy_falling_past_the_batch_size(tm
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = read_summary(results)["steps"]
     accuracy = [step["accuracy"] for step in steps]
-    assert [a["accuracy"] for a in accuracy[:2]] == [1.0, 1.0] and all(a["scored"] > 20 for a in accuracy)
+    # right every time but for a request of the 4-user step's end admitted beside the next step's first ones
+    assert all(a["accuracy"] >= 0.95 for a in accuracy[:2]) and all(a["scored"] > 20 for a in accuracy)
     assert accuracy[2]["accuracy"] < 0.6 and accuracy[2]["ci95_high"] < min(a["ci95_low"] for a in accuracy[:2])
 
     report = build_report([results], tmp_path / "report.html", png=False)
