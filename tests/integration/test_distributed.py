@@ -236,7 +236,8 @@ def test_each_role_registers_only_its_own_listeners():
         with master_and_worker() as (master_env, worker_env):
             assert listeners(local_env) == ("local", (True, True), {
                 "test_start": ["state._on_test_start"], "request": ["users._on_request"],
-                "test_stop": ["users._on_users_stopped", "lead._on_test_stop"], "quitting": ["lead._on_quitting"],
+                "test_stop": ["users._on_users_stopped", "lead._on_test_stop"],
+                "quitting": ["users.stop_auth", "lead._on_quitting"],
                 "report_to_master": [], "worker_report": [],
             })  # fmt: skip
             assert listeners(master_env) == ("master", (True, False), {
@@ -245,7 +246,7 @@ def test_each_role_registers_only_its_own_listeners():
             })  # fmt: skip
             assert listeners(worker_env) == ("worker", (False, True), {
                 "test_start": ["state._on_test_start"], "request": ["users._on_request"],
-                "test_stop": ["users._on_users_stopped"], "quitting": ["users._on_worker_quitting"],
+                "test_stop": ["users._on_users_stopped"], "quitting": ["users.stop_auth", "users._on_worker_quitting"],
                 "report_to_master": ["users._on_report_to_master"], "worker_report": [],
             })  # fmt: skip
     finally:
