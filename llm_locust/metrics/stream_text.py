@@ -39,7 +39,8 @@ class StreamText:
     most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
     whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
     `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`);
-    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`);
+    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`;
+    for a pair with a one-pass reader, `_ONE_PASS`, both are read in one pass per event);
     `decoder`: the stream's framing's (`framing.Framing.decoder`; default SSE).
     """
 
