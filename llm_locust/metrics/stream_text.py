@@ -39,7 +39,8 @@ class StreamText:
     most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
     whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
     `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`);
-    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`);
+    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`;
+    for a pair with a one-pass reader, `_ONE_PASS`, both are read in one pass per event);
     `decoder`: the stream's framing's (`framing.Framing.decoder`; default SSE).
     """
 
@@ -89,15 +90,26 @@ class StreamText:
             return
         if end:
             events += self._decoder.flush(0.0)
+        loads, one_pass = orjson.loads, _ONE_PASS.get((self._event_text, self._answer_parts))
         for event in events:
             if self._done or event.data == _DONE:
                 self._done = True
                 return
             try:
-                chunk = orjson.loads(event.data)
+                chunk = loads(event.data)
             except orjson.JSONDecodeError:
                 continue
-            if type(chunk) is dict:
+            if type(chunk) is not dict:
+                continue
+            if one_pass is not None:  # the text and its split read in one pass over the chunk
+                text, content, reasoning = one_pass(chunk)
+                if text:
+                    self._parts.append(text)
+                    if content:
+                        self._content.append(content)
+                    if reasoning:
+                        self._reasoning.append(reasoning)
+            else:
                 text = self._event_text(chunk)
                 if text:
                     self._parts.append(text)
@@ -155,3 +167,37 @@ def openai_parts(chunk: dict) -> tuple[str | None, str | None]:
     content = delta.get("content")
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     return (content if type(content) is str else None), (reasoning if type(reasoning) is str else None)
+
+
+def openai_answer(chunk: dict) -> tuple[str | None, str | None, str | None]:
+    """(`openai_text`, then `openai_parts`' answer text and reasoning text) of one decoded OpenAI chunk, read in one
+    pass: what a kept answer's decode reads per event (`StreamText`)."""
+    choices = chunk.get("choices")
+    if type(choices) is not list or not choices or type(choices[0]) is not dict:
+        return None, None, None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        text = choice.get("text")
+        return (text, text, None) if type(text) is str else (None, None, None)
+    content, reasoning_content, reasoning = delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")
+    if type(content) is not str:
+        content = None
+    calls = delta.get("tool_calls")
+    if reasoning_content is None and reasoning is None and calls is None:  # the usual content-only chunk
+        return content or "", content, None
+    parts = [part for part in (reasoning_content, reasoning, content) if type(part) is str]
+    if type(calls) is list:
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            if type(function) is dict:
+                parts += [part for part in (function.get("name"), function.get("arguments")) if type(part) is str]
+    split = reasoning_content or reasoning
+    return "".join(parts), content, (split if type(split) is str else None)
+
+
+_ONE_PASS: dict[tuple[Any, Any], Callable[[dict], tuple[str | None, str | None, str | None]]] = {
+    (openai_text, openai_parts): openai_answer
+}
+"""(event text, answer parts) → the reader that returns both in one pass (`StreamText` uses it when the pair is its
+own)."""
