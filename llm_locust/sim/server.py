@@ -35,7 +35,7 @@ from llm_locust.sim.metrics import SimMetrics
 from llm_locust.sim.oauth import TokenService
 from llm_locust.sim.prefix_cache import BLOCK_TOKENS, PrefixCache
 from llm_locust.sim.receive_time import KERNEL_TIMESTAMPS
-from llm_locust.sim.sigv4 import AwsError, Credential, verify
+from llm_locust.sim.sigv4 import Credential, verify
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import RecentRecords, TraceRecord
@@ -113,16 +113,13 @@ class SimApp:
                 raise ApiError(405, "MethodNotAllowed", f"method {method} not allowed on {path}")
             else:
                 raise ApiError(404, "NotFoundError", f"no route {method} {path}")
-        except ApiError as exc:
-            echoed = ApiError(exc.status, exc.type, self._echo(exc.message, request))
-            conn.respond(request, exc.status, echoed.body())
-        except AwsError as exc:
-            refused = AwsError(exc.status, exc.type, self._echo(exc.message, request))
-            conn.respond(request, exc.status, refused.body(), extra=(refused.header(),))
+        except ApiError as exc:  # in its provider's shape (an `AwsError`: AWS's body and header)
+            echoed = type(exc)(exc.status, exc.type, self._echo(exc.message, request))
+            conn.respond(request, exc.status, echoed.body(), extra=echoed.headers())
 
     def _check_credentials(self, request: http.Request) -> None:
         """Raise unless `request` carries the configured credentials: a SigV4 signature (`--sigv4`: recomputed, an
-        `AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
+        `sigv4.AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
         API key (`_authorize`: 401). Counted in `auth_counts`."""
         signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
@@ -130,7 +127,7 @@ class SimApp:
                 verify(self.sigv4, request.method, request.path, request.query, request.headers, request.body)
             else:
                 self._authorize(request)
-        except (ApiError, AwsError):
+        except ApiError:
             self.auth_counts["refused"] += 1
             raise
         self.auth_counts["verified"] += 1

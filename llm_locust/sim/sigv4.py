@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 
+from llm_locust.sim.apis.wire import ApiError
+
 SERVICE = "bedrock"
 _MAX_SKEW = timedelta(minutes=5)
 _AUTHORIZATION = re.compile(
@@ -31,22 +33,16 @@ _MISMATCH = (
 )
 
 
-class AwsError(Exception):
+class AwsError(ApiError):
     """An AWS-style refusal: HTTP `status`, its `type` (the `x-amzn-ErrorType` header) and `message`."""
-
-    def __init__(self, status: int, type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type
-        self.message = message
 
     def body(self) -> bytes:
         """AWS's JSON error body: `{"message": ...}`."""
         return orjson.dumps({"message": self.message})
 
-    def header(self) -> str:
+    def headers(self) -> tuple[str, ...]:
         """The `x-amzn-ErrorType` header line."""
-        return f"x-amzn-ErrorType: {self.type}:http://internal.amazon.com/coral/com.amazon.coral.service/"
+        return (f"x-amzn-ErrorType: {self.type}:http://internal.amazon.com/coral/com.amazon.coral.service/",)
 
 
 @dataclass(frozen=True)

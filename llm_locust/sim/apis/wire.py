@@ -38,6 +38,10 @@ class ApiError(Exception):
         """Return the JSON body, shaped like vLLM's: {"error": {"message", "type", "code"}}."""
         return orjson.dumps({"error": {"message": self.message, "type": self.type, "code": self.status}})
 
+    def headers(self) -> tuple[str, ...]:
+        """Header lines the response carries besides the body's (none)."""
+        return ()
+
 
 def bad_request(message: str) -> ApiError:
     """Return a 400 BadRequestError."""
