@@ -119,7 +119,7 @@ class SimApp:
 
     def _check_credentials(self, request: http.Request) -> None:
         """Raise unless `request` carries the configured credentials: a SigV4 signature (`--sigv4`: recomputed, an
-        `sigv4.AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
+        `AwsError` 403 when wrong) — also required of a request without one when no API key is configured —, else the
         API key (`_authorize`: 401). Counted in `auth_counts`."""
         signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
         try:
