@@ -80,25 +80,25 @@ def test_json_schema_validity_counts_equal_the_simulators_invalid_answers(tmp_pa
 
 
 def test_a_user_sweeps_accuracy_falls_at_the_step_past_the_degraded_batch_and_the_gate_says_so(tmp_path):
-    """A batching simulator degrading above a batch of 4: the sweep's 2-user step answers (nearly) every question
-    right, its 8-user step (batches above 4) falls below 0.9, every answer admitted into a batch of 4 or less is
+    """A batching simulator degrading above a batch of 2: the sweep's 2-user step answers (nearly) every question
+    right, its 8-user step (batches above 2) falls below 0.9, every answer admitted into a batch of 2 or less is
     right, and `--min-accuracy 0.9` fails the run (exit 3); the same sweep against a healthy simulator passes it
     (exit 0)."""
     sweep = ROOT / "locustfiles" / "sweep.py"
     args = ("--sweep-users", "2,8", "--step-duration-s", "6", "--warmup-s", "1", "--stop-timeout", "5", "--seed", "4",
             "--dataset", "builtin:arithmetic", "--min-accuracy", "0.9")  # fmt: skip
     batching = ("--timing", "batching", "--decode-step-ms", "8", "--max-batch", "32")
-    with run_sim(*batching, "--degrade-above-batch", "4", "--degraded-accuracy", "0.3") as sim:
+    with run_sim(*batching, "--degrade-above-batch", "2", "--degraded-accuracy", "0.3") as sim:
         degraded = run_locust(sweep, "--host", sim.url, *args, "--results-dir", str(tmp_path / "degraded"))
         trace = sim.trace()
-    assert degraded.returncode == EXIT_GATE_FAILED, degraded.stderr[-3000:]
     steps = read_summary(tmp_path / "degraded")["steps"]
+    assert degraded.returncode == EXIT_GATE_FAILED, ([step["accuracy"] for step in steps], degraded.stderr[-2000:])
     assert [step["users"] for step in steps] == [2, 8]
     # a step counts the requests sent in it: the 2-user step's last ones may meet the next step's users in a batch
     assert steps[0]["accuracy"]["accuracy"] > 0.97 and steps[0]["accuracy"]["scored"] > 20
     assert steps[1]["accuracy"]["accuracy"] < 0.9, steps[1]["accuracy"]
-    assert all(r["answer"]["kind"] == "correct" for r in trace if r["answer"]["batch"] <= 4)
-    assert any(r["answer"]["batch"] > 4 for r in trace)
+    assert all(r["answer"]["kind"] == "correct" for r in trace if r["answer"]["batch"] <= 2)
+    assert any(r["answer"]["batch"] > 2 for r in trace)
     with run_sim(*batching) as sim:
         healthy = run_locust(sweep, "--host", sim.url, *args, "--results-dir", str(tmp_path / "healthy"))
     assert healthy.returncode == 0, healthy.stderr[-3000:]
