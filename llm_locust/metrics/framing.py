@@ -1,11 +1,11 @@
 """How a streamed API frames its events on the wire (`apis.Api.framing`): Server-Sent Events, or AWS event-stream
 messages (Bedrock's ConverseStream).
 
-A `Framing` names the response's content type, the reader that applies a body's events to its record as its pieces
-arrive (`reader(record, apply)`, with `feed(data, t)` and `flush(t)`), and the plain decoder of its events for
-`stream_text.StreamText`. Each event reaches the API's applier with the arrival time of the piece of body that
-completed it — for SSE the piece that completed its first data line, for an event-stream message its last byte —,
-the time `transport` takes for each read (the kernel's receive time where there is one). Pure.
+A `Framing` names the response's content type and the reader that applies a body's events to its record as its pieces
+arrive (`reader(record, apply, keep)`, with `feed(data, t)` and `flush(t)`; `keep`, when given, gets each event's
+payload for `stream_text.StreamText`). Each event reaches the API's applier with the arrival time of the piece of
+body that completed it — for SSE the piece that completed its first data line, for an event-stream message its last
+byte —, the time `transport` takes for each read (the kernel's receive time where there is one). Pure.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from llm_locust.metrics.eventstream import EventStreamDecoder, EventStreamError
 from llm_locust.metrics.protocol import EventStream
 from llm_locust.metrics.record import ErrorKind, RequestRecord
-from llm_locust.metrics.sse import SSEDecoder
 
 
 class StreamReader(Protocol):
@@ -33,23 +32,20 @@ class StreamReader(Protocol):
         ...
 
 
-class Decoder(Protocol):
-    """A framing's plain decoder: events with a `data` payload (`sse.SSEEvent`, `eventstream.EventMessage`)."""
-
-    def feed(self, chunk: bytes | bytearray, t: float) -> list[Any]: ...
-    def flush(self, t: float) -> list[Any]: ...
-
-
 class MessageStream:
     """One event-stream body's messages applied to its record (`apply`: the API's, called with each
-    `eventstream.EventMessage`); a malformed message (bad length or checksum) fails it as a bad stream."""
+    `eventstream.EventMessage`); a malformed message (bad length or checksum) fails it as a bad stream. `keep` (when
+    given) gets each message's payload before it is applied."""
 
-    __slots__ = ("_apply", "_decoder", "_record")
+    __slots__ = ("_apply", "_decoder", "_keep", "_record")
 
-    def __init__(self, record: RequestRecord, apply: Callable[..., bool]) -> None:
+    def __init__(
+        self, record: RequestRecord, apply: Callable[..., bool], keep: Callable[[bytes], None] | None = None
+    ) -> None:
         self._record = record
         self._apply = apply
         self._decoder = EventStreamDecoder()
+        self._keep = keep
 
     def feed(self, data: bytes | bytearray, t: float) -> bool:
         """Apply the messages completed by `data` (arrived at `t`); True once the stream is over for the client."""
@@ -59,8 +55,10 @@ class MessageStream:
         except EventStreamError as e:
             record.fail(ErrorKind.BAD_STREAM, str(e))
             return True
-        apply = self._apply
-        for message in messages:  # noqa: SIM110 (as protocol.EventStream)
+        apply, keep = self._apply, self._keep
+        for message in messages:
+            if keep is not None:
+                keep(message.data)
             if apply(record, message, message.t, None):
                 return True
         return False
@@ -72,16 +70,15 @@ class MessageStream:
 
 @dataclass(frozen=True)
 class Framing:
-    """A stream's framing: the `content_type` a 2xx response must have, its `reader` (record, the API's event
-    applier) → `StreamReader`, and its plain `decoder` (for `--tokenizer` and kept answers)."""
+    """A stream's framing: the `content_type` a 2xx response must have, and its `reader` (record, the API's event
+    applier, where each event's payload is kept or None) → `StreamReader`."""
 
     name: str
     content_type: str
-    reader: Callable[[RequestRecord, Any], StreamReader]
-    decoder: Callable[[], Decoder]
+    reader: Callable[[RequestRecord, Any, Any], StreamReader]
 
 
-SSE = Framing("sse", "text/event-stream", EventStream, SSEDecoder)
+SSE = Framing("sse", "text/event-stream", EventStream)
 """Server-Sent Events (OpenAI, Anthropic, ...): the API's applier gets each event's data bytes."""
-EVENTSTREAM = Framing("eventstream", "application/vnd.amazon.eventstream", MessageStream, EventStreamDecoder)
+EVENTSTREAM = Framing("eventstream", "application/vnd.amazon.eventstream", MessageStream)
 """AWS event-stream messages (Bedrock's ConverseStream): the API's applier gets each `eventstream.EventMessage`."""

@@ -70,6 +70,10 @@ class TokenChunks:
             return True  # the usual content: plain text, nothing escaped
         return _STRING.fullmatch(piece, start - 1, stop + 1) is not None
 
+    def literal(self, piece: bytes | bytearray) -> bytes | bytearray:
+        """The content string literal, quotes included, of a `piece` that `match_event` accepted."""
+        return piece[len(self._event_prefix) - 1 : len(piece) - len(self._event_suffix) + 1]
+
     def learn(self, data: bytes, chunk: dict) -> None:
         """Keep the bytes around the content string of `data` (decoded: `chunk`) if it is a plain
         content-token chunk."""
@@ -105,24 +109,33 @@ class EventStream:
     arriving at an event boundary, is applied as a content token without any decoding; any
     other piece goes through the SSE decoder and `apply` (the API's event applier; only
     `apply_event` teaches `TokenChunks`, so other APIs always take the decoding path).
+    `keep` (when given: `stream_text.StreamText.keep`) gets each event's data before it is applied — of the usual
+    token event only its content string literal (`TokenChunks.literal`).
     """
 
-    __slots__ = ("_apply", "_chunks", "_decoder", "_record")
+    __slots__ = ("_apply", "_chunks", "_decoder", "_keep", "_record")
 
-    def __init__(self, record: RequestRecord, apply: EventApplier | None = None) -> None:
+    def __init__(
+        self, record: RequestRecord, apply: EventApplier | None = None, keep: Callable[[bytes], None] | None = None
+    ) -> None:
         self._record = record
         self._apply = apply or apply_event
         self._decoder = SSEDecoder()
         self._chunks = TokenChunks()
+        self._keep = keep
 
     def feed(self, data: bytes | bytearray, t: float) -> bool:
         """Apply the events completed by `data` (arrived at `t`, perf_counter s); True once the
         stream is over for the client (as `apply_event`)."""
         if self._decoder.idle and self._chunks.match_event(data):
             apply_token(self._record, t)
+            if self._keep is not None:
+                self._keep(self._chunks.literal(data))
             return False
-        record, chunks, apply = self._record, self._chunks, self._apply
-        for event in self._decoder.feed(bytes(data), t):  # noqa: SIM110 (any() over a generator: +0.3 µs per event)
+        record, chunks, apply, keep = self._record, self._chunks, self._apply, self._keep
+        for event in self._decoder.feed(bytes(data), t):
+            if keep is not None:
+                keep(event.data)
             if apply(record, event.data, event.t, chunks):
                 return True
         return False
@@ -130,6 +143,8 @@ class EventStream:
     def flush(self, t: float) -> None:
         """End of the body at `t`: apply a last event that had no blank line after it."""
         for event in self._decoder.flush(t):
+            if self._keep is not None:
+                self._keep(event.data)
             if self._apply(self._record, event.data, event.t, None):
                 return
 

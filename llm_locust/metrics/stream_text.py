@@ -1,12 +1,16 @@
-"""The generated text of a whole streamed response, for counting its tokens on the client (`--tokenizer`).
+"""The generated text of a whole streamed response: for counting its tokens on the client (`--tokenizer`) and for a
+kept answer (scored, returned to a scenario).
 
-The body's bytes are kept as they arrive and decoded to text in large batches (`StreamText`) — never per event,
-so the client's hot path (`protocol.EventStream`) stays as it is; the text is counted once, at the end. The text
-is what the API's parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`): for OpenAI
-chunks (`openai_text`) chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool calls' function
-names and arguments, and text-completion `text`; the deltas of the Responses and Messages APIs' token-bearing
-events (`responses_stream.event_text`, `messages_stream.event_text`); the parts of Gemini's responses
-(`gemini_stream.event_text`). Pure; never raises.
+The stream's reader (`framing.Framing.reader`, the one that times the events) hands each event's payload to
+`StreamText.keep` as it decodes it, so the body is never decoded twice: an SSE event's data, an event-stream
+message's payload, and — for the usual chat chunk the reader recognises without decoding it
+(`protocol.TokenChunks`) — only its content string literal, quotes included. The payloads are decoded to text after
+the stream, in batches (`KEEP_EVENTS`; a run of content literals in one JSON parse). The text is what the API's
+parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`): for OpenAI chunks
+(`openai_text`) chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool calls' function names and
+arguments, and text-completion `text`; the deltas of the Responses and Messages APIs' token-bearing events
+(`responses_stream.event_text`, `messages_stream.event_text`); the parts of Gemini's responses
+(`gemini_stream.event_text`); ConverseStream's deltas (`converse_stream.event_text`). Pure; never raises.
 """
 
 from __future__ import annotations
@@ -16,10 +20,8 @@ from typing import Any
 
 import orjson
 
-from llm_locust.metrics import gemini_stream, messages_stream, responses_stream
-from llm_locust.metrics.sse import SSEDecoder
-
 _DONE = b"[DONE]"
+_QUOTE = b'"'
 
 EventText = Callable[[dict], "str | None"]
 """The generated text one decoded event carries (None or "": none)."""
@@ -28,108 +30,111 @@ AnswerParts = Callable[[dict], "tuple[str | None, str | None]"]
 """The answer's own text and the reasoning text one decoded event carries (None or "": none of that kind; a tool
 call's name and arguments are neither)."""
 
-DRAIN_BYTES = 65_536
-"""Body bytes a `StreamText` buffers before decoding them to text (bounds its memory per stream)."""
+KeepPayload = Callable[[bytes], None]
+"""Where a stream's reader hands each event's payload (`StreamText.keep`)."""
+
+KEEP_EVENTS = 4096
+"""Payloads a `StreamText` holds before decoding them to text (bounds its memory per stream)."""
 
 
 class StreamText:
-    """The generated text of one streamed response, from the pieces of its body in arrival order.
+    """The generated text of one streamed response, from its events' payloads in arrival order.
 
-    `add` only buffers a piece; every `DRAIN_BYTES` the buffer is decoded to text in one go, so a stream costs at
-    most that much body memory plus its text, and no work per event. `text` decodes the rest and returns the
-    whole text; events after `[DONE]` and payloads that are not JSON objects of the expected shape add nothing.
-    `event_text` reads one event's text (the stream's API's; by default any built-in API's, `chunk_text`);
-    `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text (`answer`;
-    for a pair with a one-pass reader, `_ONE_PASS`, both are read in one pass per event);
-    `decoder`: the stream's framing's (`framing.Framing.decoder`; default SSE).
+    `keep` only holds a payload — an event's data (JSON, or `[DONE]`), or a usual chat chunk's content string
+    literal (it starts with a quote: no event's JSON object does) —; every `KEEP_EVENTS` payloads they are decoded
+    to text in one go. `text` decodes the rest and returns the whole text; payloads after `[DONE]` and payloads that
+    are not JSON objects of the expected shape add nothing. `event_text` reads one event's text (the stream's
+    API's); `answer_parts` (the API's, when given) also splits it into the answer's own text and the reasoning text
+    (`answer`; for a pair with a one-pass reader, `_ONE_PASS`, both are read in one pass per event).
     """
 
-    __slots__ = (
-        "_answer_parts", "_content", "_decoder", "_done", "_event_text", "_parts", "_pending", "_pending_bytes",
-        "_reasoning",
-    )  # fmt: skip
+    __slots__ = ("_answer_parts", "_content", "_done", "_event_text", "_held", "_parts", "_reasoning")
 
-    def __init__(
-        self, event_text: EventText | None = None, answer_parts: AnswerParts | None = None, decoder: Any = None
-    ) -> None:
-        self._event_text = event_text or chunk_text
+    def __init__(self, event_text: EventText, answer_parts: AnswerParts | None = None) -> None:
+        self._event_text = event_text
         self._answer_parts = answer_parts
         self._content: list[str] = []
         self._reasoning: list[str] = []
-        self._decoder = decoder or SSEDecoder()
-        self._pending: list[bytes | bytearray] = []
-        self._pending_bytes = 0
+        self._held: list[bytes] = []
         self._parts: list[str] = []
         self._done = False
 
-    def add(self, piece: bytes | bytearray) -> None:
-        """Keep one piece of body (it must not change afterwards)."""
-        self._pending.append(piece)
-        self._pending_bytes += len(piece)
-        if self._pending_bytes >= DRAIN_BYTES:
-            self._drain(end=False)
+    def keep(self, payload: bytes) -> None:
+        """Hold one event's payload (bytes-like; it must not change afterwards)."""
+        held = self._held
+        held.append(payload)
+        if len(held) >= KEEP_EVENTS:
+            self._drain()
 
     def text(self) -> str:
-        """The generated text of everything added (the body's end: a last event without its blank line counts)."""
-        self._drain(end=True)
+        """The generated text of every payload kept."""
+        self._drain()
         return "".join(self._parts)
 
     def answer(self) -> tuple[str, str]:
-        """(the answer's own text, the reasoning text) of everything added, after `text` ("" without
+        """(the answer's own text, the reasoning text) of every payload kept, after `text` ("" without
         `answer_parts`)."""
         return "".join(self._content), "".join(self._reasoning)
 
-    def _drain(self, end: bool) -> None:
-        """Decode the buffered pieces (and, at the `end`, what the decoder still holds) into text parts."""
-        data = b"".join(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        try:
-            events = self._decoder.feed(data, 0.0) if data else []
-        except ValueError:  # a malformed event-stream message: nothing after it can be read
-            self._done = True
-            return
-        if end:
-            events += self._decoder.flush(0.0)
-        loads, one_pass = orjson.loads, _ONE_PASS.get((self._event_text, self._answer_parts))
-        for event in events:
-            if self._done or event.data == _DONE:
+    def _drain(self) -> None:
+        """Decode the held payloads into text parts, in order."""
+        held, self._held = self._held, []
+        literals: list[bytes] = []  # a run of content string literals, parsed together
+        for payload in held:
+            if self._done:
+                break
+            if payload[:1] == _QUOTE:
+                literals.append(payload)
+                continue
+            if literals:
+                self._add_content(literals)
+                literals = []
+            if payload == _DONE:
                 self._done = True
-                return
-            try:
-                chunk = loads(event.data)
-            except orjson.JSONDecodeError:
-                continue
-            if type(chunk) is not dict:
-                continue
-            if one_pass is not None:  # the text and its split read in one pass over the chunk
-                text, content, reasoning = one_pass(chunk)
-                if text:
-                    self._parts.append(text)
-                    if content:
-                        self._content.append(content)
-                    if reasoning:
-                        self._reasoning.append(reasoning)
-            else:
-                text = self._event_text(chunk)
-                if text:
-                    self._parts.append(text)
-                    if self._answer_parts is not None:
-                        content, reasoning = self._answer_parts(chunk)
-                        if content:
-                            self._content.append(content)
-                        if reasoning:
-                            self._reasoning.append(reasoning)
+                break
+            self._add_event(payload)
+        if literals:
+            self._add_content(literals)
+
+    def _add_content(self, literals: list[bytes]) -> None:
+        """The text of a run of content string literals (chat `delta.content`: the answer's own text)."""
+        try:
+            text = "".join(orjson.loads(b"[" + b",".join(literals) + b"]"))
+        except orjson.JSONDecodeError:  # a literal that is not valid UTF-8 (the reader checks quotes, not encoding)
+            text = "".join(_string(literal) for literal in literals)
+        self._parts.append(text)
+        if self._answer_parts is not None:
+            self._content.append(text)
+
+    def _add_event(self, payload: bytes) -> None:
+        """The text of one event's JSON payload (nothing for any other payload)."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return
+        if type(chunk) is not dict:
+            return
+        one_pass = _ONE_PASS.get((self._event_text, self._answer_parts))
+        if one_pass is not None:  # the text and its split read in one pass over the chunk
+            text, content, reasoning = one_pass(chunk)
+        else:
+            text = self._event_text(chunk)
+            content, reasoning = self._answer_parts(chunk) if text and self._answer_parts is not None else (None, None)
+        if text:
+            self._parts.append(text)
+            if content:
+                self._content.append(content)
+            if reasoning:
+                self._reasoning.append(reasoning)
 
 
-def chunk_text(chunk: dict) -> str | None:
-    """The generated text of a decoded event of any built-in API: a typed Responses or Messages event, a Gemini
-    response (`candidates`), else an OpenAI chunk (`openai_text`)."""
-    kind = chunk.get("type")
-    if type(kind) is str:  # a Responses or Messages event
-        return (responses_stream if kind.startswith("response.") else messages_stream).event_text(chunk)
-    if "candidates" in chunk:
-        return gemini_stream.event_text(chunk)
-    return openai_text(chunk)
+def _string(literal: bytes) -> str:
+    """One JSON string literal's text ("" when it is not one)."""
+    try:
+        text = orjson.loads(literal)
+    except orjson.JSONDecodeError:
+        return ""
+    return text if type(text) is str else ""
 
 
 def openai_text(chunk: dict) -> str | None:

@@ -53,9 +53,9 @@ class FastTransport:
 
     `watchdog` enforces the first-token, read and whole-request timeouts (`RequestTimeout` is raised into the
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
-    (`RequestSpec.keep_answer`): a stream's body is kept as it arrives (`StreamText`) and its generated text decoded
-    once, at the end — counted (`record.local_output_tokens`, checked against the server's usage), kept
-    (`record.answer_text`), or both.
+    (`RequestSpec.keep_answer`): the stream's reader keeps each event's payload as it decodes it (`StreamText`), and
+    the generated text is decoded once, after the stream — counted (`record.local_output_tokens`, checked against
+    the server's usage), kept (`record.answer_text`), or both.
     """
 
     def __init__(
@@ -99,7 +99,7 @@ class FastTransport:
         record = new_record(prepared)
         api = prepared.api
         kept = (
-            StreamText(api.event_text, api.answer_parts if keep_answer else None, api.framing.decoder())
+            StreamText(api.event_text, api.answer_parts if keep_answer else None)  # type: ignore[arg-type]
             if counter is not None or keep_answer
             else None
         )
@@ -112,7 +112,8 @@ class FastTransport:
             if _check_response(resp, record, api.framing.content_type):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    _read_events(raw, record, api.framing.reader(record, api.parser), watch, kept, cancel)
+                    reader = api.framing.reader(record, api.parser, None if kept is None else kept.keep)
+                    _read_events(raw, record, reader, watch, cancel)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
@@ -279,17 +280,15 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(
-    raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, kept: StreamText | None, cancel: Cancel | None
-) -> None:
+def _read_events(raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, cancel: Cancel | None) -> None:
     """Read the stream to its end, `events` (the API's framing's reader: SSE events, event-stream messages) applying
-    each event to `record` with its arrival time; each piece of body also goes to `kept` unless it is None.
+    each event to `record` with its arrival time.
 
     On Linux the process's `StreamPump` reads the body (one greenlet for every stream, plain TCP
     and TLS); otherwise this greenlet reads it with `byte_arrival.body_chunks`. Raises
     `StreamCancelled` once a stream to be cancelled after N tokens has them.
     """
-    on_body = events.feed if kept is None else _keeping(events.feed, kept)
+    on_body = events.feed
     if cancel is not None and cancel.after_tokens:
         on_body = _token_limit(on_body, record, cancel.after_tokens)
 
@@ -321,17 +320,6 @@ def _token_limit(feed: BodyCallback, record: RequestRecord, after_tokens: int) -
         if not done and record.events >= after_tokens:
             raise StreamCancelled(f"cancelled after {record.events} token events (--cancel-after-tokens)")
         return done
-
-    return on_body
-
-
-def _keeping(feed: Any, kept: StreamText) -> Any:
-    """`feed` that also hands each piece of body to `kept` (the parser hands over pieces of their own)."""
-    keep = kept.add
-
-    def on_body(data: bytes | bytearray, t: float) -> bool:
-        keep(data)
-        return feed(data, t)
 
     return on_body
 

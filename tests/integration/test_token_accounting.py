@@ -6,12 +6,13 @@ from __future__ import annotations
 import orjson
 import pytest
 from conftest import options, read_summary, run_local
+from harness.kept_text import kept_stream
 from harness.tokenizer import build_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import RequestRecord, TokenSource
-from llm_locust.metrics.stream_text import DRAIN_BYTES, StreamText
+from llm_locust.metrics.stream_text import KEEP_EVENTS
 from llm_locust.report.build import build_report
 from llm_locust.results.files import token_accounting, token_warnings
 from llm_locust.sim import run_sim
@@ -35,29 +36,32 @@ def word_tokenizer(path):
 
 
 def test_streamed_text_takes_every_generated_field_and_skips_the_rest():
-    body = b"".join([
+    events = [
         b": keep-alive\n\n",
         _event({"choices": [{"delta": {"role": "assistant", "content": ""}}]}),
         _event({"choices": [{"delta": {"reasoning_content": "think "}}]}),
-        _event({"choices": [{"delta": {"content": "Hello"}}]}),
-        _event({"choices": [{"delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}]}),
-        b"data: {not json\n\n",
+        _event({"id": "c", "choices": [{"index": 0, "delta": {"content": "Hello"}}]}),
+        _event({"id": "c", "choices": [{"index": 0, "delta": {"content": ' "q"\\é'}}]}),  # the usual chunk: a literal
+        _event({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "t", "function": {"name": "f",
+                                                                                              "arguments": "{}"}}]}}]}),
         _event({"choices": [], "usage": {"completion_tokens": 3}}),
         _event({"choices": [{"text": " world"}]}),
         b"data: [DONE]\n\n",
         _event({"choices": [{"delta": {"content": "after done"}}]}),
-    ])  # fmt: skip
-    assert streamed_text(body[i : i + 7] for i in range(0, len(body), 7)) == "think Hellof{} world"  # split anywhere
+    ]  # fmt: skip
+    body = b"".join(events)
+    for pieces in ([body[i : i + 7] for i in range(0, len(body), 7)], events):  # split anywhere; an event a piece
+        assert streamed_text(pieces) == 'think Hello "q"\\éf{} world'
     assert streamed_text([b"data: [1, 2]\n\n", _event({"choices": "x"}), _event({"choices": [{"delta": 5}]})]) == ""
-    long = _event({"choices": [{"delta": {"content": " word"}}]}) * (3 * DRAIN_BYTES // 50)  # decoded in batches
-    assert streamed_text([long[:-3], long[-3:], b"data: [DONE]"]) == " word" * (3 * DRAIN_BYTES // 50)
+    hello = _event({"id": "c", "choices": [{"index": 0, "delta": {"content": "Hello"}}]})
+    assert streamed_text([hello, b"data: {not json\n\n", hello]) == "Hello"  # the text ends where the stream did
+    word = _event({"id": "c", "choices": [{"index": 0, "delta": {"content": " word"}}]})
+    long = [word] * (3 * KEEP_EVENTS)  # decoded in batches
+    assert streamed_text([*long, b"data: [DONE]\n\n"]) == streamed_text([b"".join(long)]) == " word" * len(long)
 
 
 def streamed_text(pieces) -> str:
-    kept = StreamText()
-    for piece in pieces:
-        kept.add(piece)
-    return kept.text()
+    return kept_stream("chat", pieces, answer=False)[0].text()
 
 
 def test_client_and_server_counts_are_compared_per_request_and_merged():

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import options
+from harness.kept_text import kept_stream
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
@@ -183,31 +184,25 @@ def test_impossible_combinations_are_refused(args, needle):
 
 def test_tokenizer_text_of_typed_events():
     """--tokenizer counts the text of the same events the parsers count as tokens."""
-    from llm_locust.metrics.stream_text import StreamText
-
-    kept = StreamText()
-    for data in (
+    responses, _record = kept_stream("responses", (
         typed("response.created", response=RESPONSE),
         typed("response.reasoning_text.delta", delta="think "),
         typed("response.output_text.delta", delta="Hi"),
         typed("response.output_text.done", text="Hi"),
+    ), answer=False)  # fmt: skip
+    messages, _record = kept_stream("messages", (
         typed("content_block_delta", index=0, delta={"type": "thinking_delta", "thinking": "hmm "}),
         typed("content_block_delta", index=1, delta={"type": "text_delta", "text": "there"}),
         typed("content_block_delta", index=2, delta={"type": "input_json_delta", "partial_json": "{}"}),
         typed("content_block_delta", index=0, delta={"type": "signature_delta", "signature": "sig"}),
         typed("message_stop"),
-    ):
-        kept.add(data)
-    assert kept.text() == "think Hihmm there{}"
+    ), answer=False)  # fmt: skip
+    assert (responses.text(), messages.text()) == ("think Hi", "hmm there{}")
 
 
 @pytest.mark.parametrize("endpoint", ["responses", "messages"])
 def test_a_scenario_answer_splits_the_text_from_the_reasoning_and_the_tool_input(endpoint):
     """`Api.answer_parts`: the answer's own text and the reasoning, apart; a tool call's input is neither."""
-    from llm_locust.apis import api
-    from llm_locust.metrics.stream_text import StreamText
-
-    served = api(endpoint)
     events = {
         "responses": (
             typed("response.reasoning_text.delta", delta="think "),
@@ -222,15 +217,12 @@ def test_a_scenario_answer_splits_the_text_from_the_reasoning_and_the_tool_input
             typed("content_block_delta", index=1, delta={"type": "text_delta", "text": " there"}),
         ),
     }[endpoint]
-    kept = StreamText(served.event_text, served.answer_parts)
-    for data in events:
-        kept.add(data)
+    kept, _record = kept_stream(endpoint, events)
     assert kept.text() == "think Hi{} there" and kept.answer() == ("Hi there", "think ")
 
 
 def test_a_chat_answer_splits_the_text_from_the_reasoning_and_the_tool_calls():
-    from llm_locust.apis import api
-    from llm_locust.metrics.stream_text import StreamText, openai_parts
+    from llm_locust.metrics.stream_text import openai_parts
 
     chunks = [
         {"choices": [{"index": 0, "delta": {"reasoning_content": "think "}}]},
@@ -243,10 +235,9 @@ def test_a_chat_answer_splits_the_text_from_the_reasoning_and_the_tool_calls():
         {"choices": [{"index": 0, "delta": {"reasoning": "more", "content": " there"}}]},
         {"choices": [], "usage": {"completion_tokens": 5}},
     ]
-    kept = StreamText(api("chat").event_text, api("chat").answer_parts)
-    for chunk in chunks:
-        kept.add(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-    kept.add(b"data: [DONE]\n\n")
+    pieces = [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks] + [b"data: [DONE]\n\n"]
+    kept, _record = kept_stream("chat", pieces)
     assert kept.text() == "think Hif{}more there" and kept.answer() == ("Hi there", "think more")
     assert openai_parts({"choices": [{"index": 0, "text": "done"}]}) == ("done", None)  # text completions
-    assert StreamText(api("chat").event_text).answer() == ("", "")  # not asked: nothing kept apart
+    not_asked, _record = kept_stream("chat", pieces, answer=False)
+    assert not_asked.text() == "think Hif{}more there" and not_asked.answer() == ("", "")  # nothing kept apart

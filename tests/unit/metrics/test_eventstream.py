@@ -7,13 +7,13 @@ from zlib import crc32
 
 import pytest
 from botocore.eventstream import EventStreamBuffer
+from harness.kept_text import kept_stream
 
-from llm_locust.metrics.converse_stream import apply_message, event_parts, event_text
+from llm_locust.metrics.converse_stream import apply_message
 from llm_locust.metrics.eventstream import EventStreamDecoder, EventStreamError
 from llm_locust.metrics.framing import EVENTSTREAM
 from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
-from llm_locust.metrics.stream_text import StreamText
 from llm_locust.sim.apis.converse import event, exception, message
 
 STREAM = [
@@ -177,11 +177,8 @@ def test_a_stream_cut_before_its_end_is_incomplete():
 
 
 def test_the_kept_text_of_a_converse_stream():
-    kept = StreamText(event_text, event_parts, EVENTSTREAM.decoder())
-    for i in range(0, len(BODY), 5):
-        kept.add(BODY[i : i + 5])
-    assert kept.text() == "Hello wörld"
+    kept, record = kept_stream("converse", [BODY[i : i + 5] for i in range(0, len(BODY), 5)])
+    assert record.ok and kept.text() == "Hello wörld"
     assert kept.answer() == ("Hello wörld", "")
-    broken = StreamText(event_text, None, EVENTSTREAM.decoder())
-    broken.add(message({":event-type": "x"}, b"{}")[:-1] + b"\x00")
-    assert broken.text() == ""
+    broken, record = kept_stream("converse", [message({":event-type": "x"}, b"{}")[:-1] + b"\x00"], answer=False)
+    assert record.error_kind == ErrorKind.BAD_STREAM and broken.text() == ""

@@ -7,13 +7,13 @@ import json
 
 import orjson
 import pytest
+from harness.kept_text import kept_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
 from llm_locust.metrics import gemini_stream
 from llm_locust.metrics.protocol import EventStream, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, TokenSource
-from llm_locust.metrics.stream_text import StreamText
 
 
 def event(parts=None, finish_reason=None, usage=None, response_id="r-1", **extra) -> bytes:
@@ -118,15 +118,10 @@ def test_fields_of_unexpected_types_fail_as_a_bad_stream():
 
 
 def test_text_and_answer_parts_for_the_tokenizer_and_a_scenario_answer():
-    kept = StreamText(gemini_stream.event_text, gemini_stream.event_parts)
     call = {"functionCall": {"name": "f", "args": {"x": 1}}}
-    for data, _t in [*THINKING, (event([call]), 0.5)]:
-        kept.add(data)
-    assert kept.text() == 'Let me thinkHello there!f{"x":1}'
+    kept, record = kept_stream("gemini", [data for data, _t in [*THINKING, (event([call]), 0.5)]])
+    assert record.ok and kept.text() == 'Let me thinkHello there!f{"x":1}'
     assert kept.answer() == ("Hello there!", "Let me think")
-    by_default = StreamText()  # any built-in API's events: Gemini's recognised by their candidates
-    by_default.add(THINKING[1][0])
-    assert by_default.text() == "Hello"
 
 
 @given(st.lists(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

@@ -1,14 +1,18 @@
-"""`StreamText`'s one-pass read of a kept answer gives exactly what the API's `event_text` and `answer_parts` give
-read one event at a time, on random streams split at random byte boundaries."""
+"""`StreamText`'s one-pass read of a kept answer, fed by the API's own reader, gives exactly what the API's
+`event_text` and `answer_parts` give read one event at a time, on random streams split at random byte boundaries; the
+usual chat chunks kept as their content string literals read as their contents."""
 
 from __future__ import annotations
 
+import itertools
+
 import orjson
+from harness.kept_text import kept_stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_locust.apis import api
-from llm_locust.metrics.stream_text import StreamText, openai_answer, openai_parts, openai_text
+from llm_locust.metrics.stream_text import openai_answer, openai_parts, openai_text
 
 _TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12) | st.sampled_from(['"', "\\", "\n", "é漢🙂", ""])
 _VALUE = _TEXT | st.none() | st.integers(-(2**63), 2**63 - 1) | st.just([])
@@ -58,16 +62,11 @@ def _reference(name: str, chunks: list[dict]) -> tuple[str, str, str]:
 
 
 def _streamed(name: str, chunks: list[dict], cuts: list[int]) -> tuple[str, str, str]:
-    spec = api(name)
+    """(text, answer text, reasoning text) kept through the API's reader from the stream's body cut at `cuts`."""
     body = b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
-    stream = StreamText(spec.event_text, spec.answer_parts, spec.framing.decoder())
-    start = 0
-    for cut in sorted({min(cut, len(body)) for cut in cuts}):
-        stream.add(body[start:cut])
-        start = cut
-    stream.add(body[start:])
-    text = stream.text()
-    return (text, *stream.answer())
+    bounds = [0, *sorted({min(cut, len(body)) for cut in cuts}), len(body)]
+    kept, _record = kept_stream(name, [body[a:b] for a, b in itertools.pairwise(bounds)])
+    return (kept.text(), *kept.answer())
 
 
 _STREAMS = st.sampled_from(
@@ -79,7 +78,29 @@ _STREAMS = st.sampled_from(
 @given(_STREAMS, st.lists(st.integers(0, 4000), max_size=6))
 def test_one_pass_equals_two_readers(case: tuple[str, list[dict]], cuts: list[int]) -> None:
     name, chunks = case
+    for chunk in chunks:  # the reader stops at a chunk its parser refuses: so does the kept text
+        _kept, record = kept_stream(name, [b"data: " + orjson.dumps(chunk) + b"\n\n"])
+        if not record.ok:
+            chunks = chunks[: chunks.index(chunk)]
+            break
     assert _streamed(name, chunks, cuts) == _reference(name, chunks)
+
+
+_USUAL = st.lists(_TEXT.filter(bool), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_USUAL, st.booleans())
+def test_the_usual_chat_chunks_kept_as_literals_read_as_their_content(contents: list[str], reasoning: bool) -> None:
+    """Usual content chunks, an event a piece, reach `StreamText` as their content string literals (the reader's
+    fast path): the kept text and answer are the contents, in order, also around a reasoning chunk."""
+    usual = [{"id": "c", "choices": [{"index": 0, "delta": {"content": text}}]} for text in contents]
+    chunks = [usual[0], *([{"choices": [{"index": 0, "delta": {"reasoning_content": "hm"}}]}] if reasoning else []),
+              *usual[1:]]  # fmt: skip
+    pieces = [b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks] + [b"data: [DONE]\n\n"]
+    kept, record = kept_stream("chat", pieces)
+    assert record.ok and record.events == len(chunks)
+    assert (kept.text(), *kept.answer()) == _reference("chat", chunks)
 
 
 @settings(max_examples=300, deadline=None)
