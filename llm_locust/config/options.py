@@ -287,6 +287,7 @@ def add_provider_arguments(group: Any) -> None:
         "--auth",
         default="auto",
         choices=AUTH_CHOICES,
+        startup_only=True,  # which credentials of the process are sent
         help="key: the API key as given; oauth: short-lived bearer tokens from the cloud's own library, refreshed "
         "during the run (azure: Entra ID, databricks: OAuth M2M, vertex: Google); auto: the key when one is set, else "
         "oauth where its credentials are in the environment (AZURE_CLIENT_ID, DATABRICKS_CLIENT_ID; always for vertex)",
