@@ -85,6 +85,30 @@ def with_credentials(url: str) -> str:
     return url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD_WRITTEN}@")
 
 
+def run_distributed(
+    locustfile: object, host: str, results: object, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """The `locust` CLI with a master and 2 worker processes (4 users, 4 s, 8 tokens, DEBUG logs) against `host`,
+    writing the results folder `results` and Locust's CSVs and HTML report into it; `args` added."""
+    command = [
+        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--processes", "2", "-u", "4", "-r", "4",
+        "--run-time", "4s", "--host", host, "--model", "llm-locust-sim", "--max-tokens", "8",
+        "--results-dir", str(results), "--csv", f"{results}/locust", "--csv-full-history",
+        "--html", f"{results}/locust_report.html", "--loglevel", "DEBUG", *master_port_args(), *args,
+    ]  # fmt: skip
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+
+
+def with_report(run: subprocess.CompletedProcess, results: object) -> str:
+    """Every output of `run` and of `llm-locust report` on its `results` (which must succeed), joined."""
+    report = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "-o",
+                             f"{results}/report.html", "--no-png"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    output = run.stdout + run.stderr + report.stdout + report.stderr
+    assert report.returncode == 0, output[-3000:]
+    return output
+
+
 def test_planted_secrets_through_master_and_workers(tmp_path):
     """--api-key, two --header, credentials in --host and --metrics-url; a master with 2 worker processes.
 
@@ -94,27 +118,10 @@ def test_planted_secrets_through_master_and_workers(tmp_path):
     locustfile.write_text(LOCUSTFILE)
     results = tmp_path / "results"
     with run_sim(*SIM_ARGS) as sim:
-        command = [
-            sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--processes", "2",
-            "-u", "4", "-r", "4", "--run-time", "4s", "--host", with_credentials(sim.url), "--model", "llm-locust-sim",
-            "--max-tokens", "8", "--ignore-eos", "--api-key", KEY, *HEADERS,
-            "--metrics-url", with_credentials(sim.url) + "/metrics", "--metrics-interval-s", "0.5",
-            "--results-dir", str(results), "--csv", str(results / "locust"), "--csv-full-history",
-            "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG", *master_port_args(),
-        ]  # fmt: skip
-        run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=90)
-    report_command = [
-        sys.executable,
-        "-m",
-        "llm_locust.cli",
-        "report",
-        str(results),
-        "-o",
-        str(results / "report.html"),
-    ]
-    report = subprocess.run([*report_command, "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    output = run.stdout + run.stderr + report.stdout + report.stderr
-    assert report.returncode == 0, output[-3000:]
+        run = run_distributed(locustfile, with_credentials(sim.url), results, "--ignore-eos", "--api-key", KEY,
+                              *HEADERS, "--metrics-url", with_credentials(sim.url) + "/metrics",
+                              "--metrics-interval-s", "0.5")  # fmt: skip
+    output = with_report(run, results)
 
     summary = read_summary(results)
     assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
@@ -190,29 +197,11 @@ def test_planted_gemini_key_through_master_and_workers(tmp_path):
     (the simulator refuses a request without it: every success proves it went), with failures of every kind whose
     echoes of the request headers are cut before it (it sorts last): in no output, at DEBUG level too."""
     results = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
     with run_sim(*SIM_ARGS, "--api-key", GEMINI_KEY) as sim:
-        command = [
-            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "gemini.py"), "--headless",
-            "--processes", "2", "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--provider", "gemini",
-            "--model", "llm-locust-sim", "--max-tokens", "8", "--results-dir", str(results),
-            "--csv", str(results / "locust"), "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG",
-            *master_port_args(),
-        ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
-        run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=90,
-                             env={**env, "GEMINI_API_KEY": GEMINI_KEY})  # fmt: skip
-    report_command = [
-        sys.executable,
-        "-m",
-        "llm_locust.cli",
-        "report",
-        str(results),
-        "-o",
-        str(results / "report.html"),
-    ]
-    report = subprocess.run([*report_command, "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    output = run.stdout + run.stderr + report.stdout + report.stderr
-    assert report.returncode == 0, output[-3000:]
+        run = run_distributed(ROOT / "locustfiles" / "gemini.py", sim.url, results, "--provider", "gemini",
+                              env={**env, "GEMINI_API_KEY": GEMINI_KEY})  # fmt: skip
+    output = with_report(run, results)
     summary = read_summary(results)
     assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
     assert set(summary["failures"]) >= {"http_5xx", "overloaded"}, summary["failures"]  # Gemini's UNAVAILABLE
@@ -242,17 +231,9 @@ def test_planted_oauth_secrets_through_master_and_workers(tmp_path):
            "AZURE_CLIENT_SECRET": azure_secret, "GOOGLE_APPLICATION_CREDENTIALS": str(key_file)}  # fmt: skip
     with run_sim(*SIM_ARGS, "--require-token", "--token-lifetime-s", "1", "--oauth-client",
                  f"sp-1:{client_secret}") as sim:  # fmt: skip
-        command = [
-            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE_PATH), "--headless", "--processes", "2",
-            "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--model", "llm-locust-sim",
-            "--provider", "databricks", "--deployment", "llama", "--max-tokens", "8", "--results-dir", str(results),
-            "--csv", str(results / "locust"), "--html", str(results / "locust_report.html"), "--loglevel", "DEBUG",
-            *master_port_args(),
-        ]  # fmt: skip
-        run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
-    report = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "--no-png"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
-    output = run.stdout + run.stderr + report.stdout + report.stderr
+        run = run_distributed(LOCUSTFILE_PATH, sim.url, results, "--provider", "databricks", "--deployment", "llama",
+                              env=env)  # fmt: skip
+    output = with_report(run, results)
     summary = read_summary(results)
     assert summary["throughput"]["requests_ok"] > 0 and set(summary["failures"]) >= ECHOED_KINDS, output[-3000:]
     assert summary["auth"]["flow"] == "databricks-m2m" and len(summary["auth"]["refreshes_by_worker"]) == 2
@@ -283,20 +264,9 @@ def test_planted_aws_secrets_through_master_and_workers(tmp_path):
     sigv4 = tmp_path / "credential"
     sigv4.write_text(f"AKIAIOSFODNN7EXAMPLE:{AWS_SECRET}:{AWS_TOKEN}\n")
     with run_sim(*SIM_ARGS, "--sigv4", f"@{sigv4}") as sim:
-        command = [
-            sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "converse.py"), "--headless",
-            "--processes", "2", "-u", "4", "-r", "4", "--run-time", "4s", "--host", sim.url, "--provider", "bedrock",
-            "--model", "llm-locust-sim", "--max-tokens", "8", "--results-dir", str(results),
-            "--csv", str(results / "locust"), "--csv-full-history", "--html", str(results / "locust_report.html"),
-            "--loglevel", "DEBUG", *master_port_args(),
-        ]  # fmt: skip
-        run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+        run = run_distributed(ROOT / "locustfiles" / "converse.py", sim.url, results, "--provider", "bedrock", env=env)
         auth = sim.auth()
-    report = subprocess.run([sys.executable, "-m", "llm_locust.cli", "report", str(results), "-o",
-                             str(results / "report.html"), "--no-png"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
-    output = run.stdout + run.stderr + report.stdout + report.stderr
-    assert report.returncode == 0, output[-3000:]
+    output = with_report(run, results)
     summary = read_summary(results)
     assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
     assert set(summary["failures"]) >= ECHOED_KINDS and auth["refused"] == 0 and auth["verified"] > 0
