@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from conftest import ROOT, read_summary, wait_for
-from harness.browser import browser_tools, chromium_page
+from conftest import ROOT, read_summary
+from harness.browser import browser_tools, chromium_page, open_final_llm_page
 from harness.report_figures import array, figures, table_after, trace
 from harness.web_ui import locust_web_ui
 
@@ -37,16 +37,7 @@ def test_accuracy_on_the_live_page_and_in_the_report(fast_sim, tmp_path):
     problems: list[str] = []
     with locust_web_ui(*command) as web, chromium_page(viewport={"width": 1400, "height": 1000}) as page:
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-
-        def final() -> bool:
-            try:
-                return page.request.get(web.url + "/llm/stats.json").json()["final"]
-            except Exception:
-                return False
-
-        wait_for(final, 40, "the run's final summary")
-        page.goto(web.url + "/llm")
-        page.wait_for_selector("body[data-final='1']", timeout=15_000)
+        open_final_llm_page(page, web.url, 40)
         summary = read_summary(results)
         accuracy = summary["accuracy"]
         assert accuracy["scored"] == summary["throughput"]["requests_ok"] > 20

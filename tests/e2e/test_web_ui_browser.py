@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import LOCUSTFILE, ROOT, read_summary, wait_for
-from harness.browser import browser_tools, chromium_page
+from harness.browser import browser_tools, chromium_page, open_final_llm_page
 from harness.web_ui import locust_web_ui
 
 from llm_locust.sim import run_sim
@@ -276,16 +276,7 @@ def test_a_scenarios_names_are_a_table_of_the_llm_page(fast_sim, tmp_path):
     problems: list[str] = []
     with locust_web_ui(*command) as web, chromium_page(viewport={"width": 1400, "height": 1000}) as page:
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-
-        def final() -> bool:
-            try:
-                return page.request.get(web.url + "/llm/stats.json").json()["final"]
-            except Exception:
-                return False
-
-        wait_for(final, 30, "the run's final summary")
-        page.goto(web.url + "/llm")
-        page.wait_for_selector("body[data-final='1']", timeout=15_000)
+        open_final_llm_page(page, web.url, 30)
         table = page.locator("table[data-dimension='name']")
         field = lambda name: table.locator(f"[data-field='{name}']").inner_text()  # noqa: E731
         entries = read_summary(results)["breakdowns"]["name"]

@@ -37,3 +37,19 @@ def chromium_page(**page_options: Any) -> Iterator[Any]:
             yield chromium.new_page(**page_options)
         finally:
             chromium.close()
+
+
+def open_final_llm_page(page: Any, url: str, timeout_s: float) -> None:
+    """Wait (up to `timeout_s`) for the run of the web UI at `url` to have its final summary (/llm/stats.json), then
+    open its /llm page on `page` and wait until the page has drawn it."""
+    from conftest import wait_for
+
+    def final() -> bool:
+        try:
+            return page.request.get(url + "/llm/stats.json").json()["final"]
+        except Exception:
+            return False
+
+    wait_for(final, timeout_s, "the run's final summary")
+    page.goto(url + "/llm")
+    page.wait_for_selector("body[data-final='1']", timeout=15_000)
