@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from hdrh.histogram import HdrHistogram  # noqa: E402
 
 from llm_locust.demo import free_port  # noqa: E402
 from llm_locust.metrics.gates import EXIT_GATE_FAILED  # noqa: E402
@@ -279,20 +282,27 @@ def tokenizer_dir(out: Path) -> Path:
 
 
 def client_measures(client: str, out: Path) -> dict[str, Any]:
-    """What the client measured: ITL (or per-request mean gap) and TTFT percentiles, ms; failures."""
+    """What the client measured: ITL (or per-request mean gap) and TTFT percentiles, ms; the TTFT mean and the ITL
+    standard deviation, ms (None where the client does not say); failures."""
     if client == "guidellm":
         bench = json.loads((out / "guidellm.json").read_text())["benchmarks"][0]
         metrics = bench["metrics"]
-        itl = metrics["inter_token_latency_ms"]["successful"]["percentiles"]
-        ttft = metrics["time_to_first_token_ms"]["successful"]["percentiles"]
+        itl_stats = metrics["inter_token_latency_ms"]["successful"]
+        ttft_stats = metrics["time_to_first_token_ms"]["successful"]
+        itl, ttft = itl_stats["percentiles"], ttft_stats["percentiles"]
         failures = len(bench["requests"].get("errored", []))
-        return {"itl": (itl["p50"], itl["p99"]), "ttft": (ttft["p50"], ttft["p99"]), "failures": failures}
+        return {"itl": (itl["p50"], itl["p99"]), "ttft": (ttft["p50"], ttft["p99"]), "failures": failures,
+                "ttft_mean": ttft_stats.get("mean"), "itl_std": itl_stats.get("std_dev")}  # fmt: skip
     step = json.loads((out / "summary.json").read_text())["steps"][0]  # the requests sent after the warm-up
     m = step["metrics"]
+    histograms = json.loads((out / "histograms.json").read_text())["steps"]["0"]  # integer µs
+    ttft_hist, itl_hist = HdrHistogram.decode(histograms["ttft"]), HdrHistogram.decode(histograms["itl"])
     return {
         "itl": (m["itl_ms"]["p50"], m["itl_ms"]["p99"]),
         "ttft": (m["ttft_ms"]["p50"], m["ttft_ms"]["p99"]),
         "failures": sum(step["failures"].values()),
+        "ttft_mean": ttft_hist.get_mean_value() / 1e3,
+        "itl_std": itl_hist.get_stddev() / 1e3,
     }
 
 
@@ -374,6 +384,10 @@ def run_level(
         "ttft_err_p50_ms": ttft_err[0],
         "ttft_err_p99_ms": ttft_err[1],
         "server_itl_p99_ms": percentile(server_itl, 99),
+        "ttft_mean_ms": measured["ttft_mean"],
+        "server_ttft_mean_ms": statistics.fmean(server_ttft),
+        "itl_std_ms": measured["itl_std"],
+        "server_itl_std_ms": statistics.pstdev(server_itl),
         "failures": measured["failures"],
         "rss_mb": rss,
         "rss_growth_mb": rss_growth_mb(samples, t0, t1),

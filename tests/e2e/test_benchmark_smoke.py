@@ -53,6 +53,24 @@ def test_capacity_benchmark_with_scoring_on_and_off(tmp_path):
     assert all(r["events_per_s"] > 0 and r["failures"] == 0 for r in rows)
 
 
+def test_overhead_curve_prints_its_table(tmp_path):
+    """`overhead_curve.py` at 1 and 2 streams with 1 and 2 processes: a row each, with vLLM's TTFT error, the TTFT
+    error against the simulator and both ITL standard deviations (the client's from its histograms)."""
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "overhead_curve.py"), "--streams", "1,2", "--processes",
+               "1,2", "--run-time-s", "4", "--warmup-s", "1", "--tokens", "16", "--tokens-spread", "4",
+               "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(line.split()[:3] == ["proc", "streams", "events/s"] for line in done.stdout.splitlines())
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["processes"], r["streams"]) for r in rows] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    for row in rows:
+        assert row["events_per_s"] > 0 and row["failures"] == 0, row
+        assert row["itl_std_ms"] > 0 and row["server_itl_std_ms"] > 0 and row["ttft_mean_err_ms"] >= 0, row
+        assert row["ttft_over_ms"] == row["ttft_mean_ms"] - 50.0
+
+
 @pytest.mark.slow
 def test_trace_capacity_benchmark_prints_its_table(tmp_path):
     out = tmp_path / "rows.json"
