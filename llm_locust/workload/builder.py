@@ -127,6 +127,8 @@ class Workload:
         self._trace_next = -1  # a trace session's next turn (its index in trace.requests), -1: none
         self.prefixes = prefixes
         self.prompts = PromptMaker(self.counter, self.rng)
+        if self.prompts.pool is not None:  # drawn with the first user, not on a request's way out
+            self.prompts.pool.reserve(round(settings.prompt_tokens.mean))
         self.images = [file_data_url(path) for path in settings.image]
         self.image_pool = generated_pool(*settings.image_size, seed) if settings.image_size else ()
         self.tool_sets = settings.tool_sets

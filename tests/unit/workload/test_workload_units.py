@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import statistics
 import struct
+import time
 import zlib
 
 import pytest
@@ -16,7 +17,7 @@ from llm_locust.workload.input_images import generated_pool, parse_size, png_byt
 from llm_locust.workload.lengths import parse_length
 from llm_locust.workload.prefix_blocks import BlockTexts
 from llm_locust.workload.prefix_pool import PrefixPool
-from llm_locust.workload.prompts import PromptMaker
+from llm_locust.workload.prompts import PromptMaker, WordPool
 from llm_locust.workload.providers import (
     check_length_control,
     completion_path,
@@ -81,6 +82,40 @@ def test_word_prompts_are_exact_varied_and_share_the_prefix():
     assert text_a.startswith(prefix + " ") and text_b.startswith(prefix + " ") and text_a != text_b
     words = text_a.split()[20:]
     assert len(set(words)) > 100  # varied text, no pad token
+
+
+def test_word_pool_windows_are_n_words_from_varied_places_and_grow_exactly():
+    """A window is n consecutive words of the pool (single spaces, no empty word), from a place its caller's
+    generator draws (the same seed: the same windows); asking for longer windows grows the pool, and windows across
+    the old end and the new words are whole words too."""
+    pool = WordPool(["alpha", "be", "c"])
+    assert pool.window(0, random.Random(1)) == ""
+    first = [pool.window(n, random.Random(n)) for n in (1, 7, 300)]
+    assert [len(text.split(" ")) for text in first] == [1, 7, 300]
+    assert all(word in ("alpha", "be", "c") for text in first for word in text.split(" "))
+    assert first == [pool.window(n, random.Random(n)) for n in (1, 7, 300)]
+    rng = random.Random(5)
+    assert len({pool.window(50, rng) for _ in range(20)}) == 20  # other places, other texts
+    size = len(pool.text.split(" "))
+    long = pool.window(size, random.Random(2))  # more than a quarter of the pool: it grows first
+    assert len(pool.text.split(" ")) >= 4 * size and len(long.split(" ")) == size
+    assert long.split(" ") == pool.text.split(" ")[pool.text[: pool.text.index(long)].count(" ") :][:size]
+    assert "  " not in pool.text and not pool.text.startswith(" ") and not pool.text.endswith(" ")
+
+
+def test_word_prompts_are_cheap_windows_of_one_pool_per_process():
+    """With the word approximation every user's prompts are windows of the process's one pool: exact lengths, other
+    text for other users' generators, and a 100k-token prompt in well under a millisecond of CPU."""
+    counter = WordCounter()
+    a, b = PromptMaker(counter, random.Random(1)), PromptMaker(counter, random.Random(2))
+    assert a.pool is b.pool is not None
+    text_a, n_a = a.prompt(100_000)
+    text_b, _ = b.prompt(100_000)
+    assert n_a == 100_000 == counter.count(text_a) == len(text_a.split(" ")) and text_a != text_b
+    t0 = time.process_time()
+    for _ in range(20):
+        a.prompt(100_000)
+    assert (time.process_time() - t0) / 20 < 0.002  # was 6 ms drawn word by word (a generous bound)
 
 
 def test_tokenizer_prompts_have_exact_token_lengths(tmp_path):
