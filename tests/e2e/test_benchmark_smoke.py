@@ -71,6 +71,21 @@ def test_overhead_curve_prints_its_table(tmp_path):
         assert row["ttft_over_ms"] == row["ttft_mean_ms"] - 50.0
 
 
+def test_long_context_benchmark_joins_every_request(tmp_path):
+    """`long_context.py` on two short lengths: every request after the warm-up joined with the simulator's trace."""
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "long_context.py"), "--prompt-tokens", "50,2000", "--users",
+               "2", "--run-time-s", "4", "--warmup-s", "1", "--max-tokens", "8", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(line.split()[:3] == ["prompt", "requests", "diff"] for line in done.stdout.splitlines())
+    rows = json.loads(out.read_text())
+    assert [row["prompt_tokens"] for row in rows] == [50, 2000]
+    for row in rows:
+        assert 0 < row["joined"] <= row["requests"] and row["client_cpu_ms_per_request"] > 0, row
+        assert row["diff_p50_ms"] <= row["diff_p99_ms"] <= row["diff_max_ms"], row
+
+
 @pytest.mark.slow
 def test_trace_capacity_benchmark_prints_its_table(tmp_path):
     out = tmp_path / "rows.json"
