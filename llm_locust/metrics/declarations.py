@@ -117,6 +117,7 @@ LATENCIES: tuple[LatencyMetric, ...] = (
                   buckets_s=MILLISECONDS_BUCKETS_S),
     LatencyMetric("tls_handshake", "TLS handshake", read_s=attrgetter("tls_handshake_s"), outcomes=ALL_OUTCOMES,
                   series=True, buckets_s=MILLISECONDS_BUCKETS_S),
+    LatencyMetric("upload", "request upload", read_s=attrgetter("upload_s"), outcomes=ALL_OUTCOMES),
     LatencyMetric("ttfb", "time to response headers", read_s=attrgetter("ttfb_s"), outcomes=ALL_OUTCOMES,
                   series=True),
     LatencyMetric("tool_call", "time to tool call", read_s=attrgetter("tool_call_s")),
@@ -130,7 +131,8 @@ between token events, pooled), E2E (to the last token) — of successful request
 loop: how late each request was sent, whatever its outcome), the TTFT of failed requests that got a first token
 (kept apart so that it never mixes into the successes'), the E2E of cancelled requests (to their last token), and the
 phases of each request's connection, whatever its outcome: a new connection's TCP connect and TLS handshake (none on a
-reused one), and the time to the response headers (TTFB); the time to the complete tool call(s) of a successful answer
+reused one), the time to send the request (upload: to its last byte handed to the kernel), and the time to the
+response headers (TTFB); the time to the complete tool call(s) of a successful answer
 that has one; an agent session's duration, and its time waiting for the model and in tools (on the session's last
 request, when it succeeded).
 Definitions: `record.RequestRecord` and docs/metrics.md."""

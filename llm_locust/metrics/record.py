@@ -13,7 +13,9 @@ the moment never happened (e.g. no token arrived).
 - queue delay = t_send - t_sched: how late an open-loop request left (t_sched: when the
   arrival process wanted it sent; None in closed loop).
 - connection phases: `connect_s`, `tls_handshake_s` (a new connection's TCP connect and TLS handshake; None on a
-  reused one) and TTFB = t_headers - t_send (the response headers). t_send is taken before the connection is
+  reused one), upload = t_uploaded - t_send (to the request's last byte handed to the kernel: a body larger than the
+  kernel's send buffer waits there for the server to read) and TTFB = t_headers - t_send (the response headers).
+  t_send is taken before the connection is
   checked out, so a new connection's connect and handshake are inside TTFB and TTFT (as in vLLM's bench and
   GuideLLM); these show the parts.
 - time to the complete tool call = t_tool_call - t_send: the arrival of the last event that carried a part of a
@@ -131,6 +133,7 @@ class RequestRecord:
     new_connection: bool | None = None
     connect_s: float | None = None  # a new connection's TCP connect (and proxy tunnel), seconds
     tls_handshake_s: float | None = None  # a new https connection's TLS handshake, seconds
+    t_uploaded: float | None = None  # the request's last byte handed to the kernel (its connection's sendall returned)
     t_headers: float | None = None  # arrival (kernel receive time) of the read that completed the response head
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
@@ -180,6 +183,12 @@ class RequestRecord:
         if self.usage_completion_tokens is not None:
             return TokenSource.USAGE
         return TokenSource.EVENTS if self.local_output_tokens is None else TokenSource.TOKENIZER
+
+    @property
+    def upload_s(self) -> float | None:
+        """Time to send the request, seconds: `t_uploaded` − `t_send` (a new connection's connect and handshake
+        inside, as in TTFB); None where the client does not see its socket (the openai SDK) or nothing was sent."""
+        return None if self.t_uploaded is None else self.t_uploaded - self.t_send
 
     @property
     def ttfb_s(self) -> float | None:

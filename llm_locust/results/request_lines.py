@@ -105,6 +105,7 @@ FIELDS: tuple[tuple[str, Callable[[RequestRecord, EpochClock], Any]], ...] = (
     ("endpoint", lambda r, _: r.endpoint),
     ("t_sched", _time("t_sched")),  # open loop: when it was due
     ("t_send", _time("t_send")),  # just before it was sent (before the connection was checked out)
+    ("t_uploaded", _time("t_uploaded")),  # its last byte handed to the kernel; null with the openai SDK
     ("t_headers", _time("t_headers")),  # arrival of the response head (first byte); null when not streamed
     ("t_first", _time("t_first")),  # first generated token
     ("t_last", _time("t_last")),  # last generated token

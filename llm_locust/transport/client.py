@@ -163,7 +163,8 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
     server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
     never once a byte of the response arrived); the first attempt's time stays in the request's
     (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
-    handshake times, and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and
+    handshake times, when its last byte was handed to the kernel (`t_uploaded`), and (`streamed`: the body is not
+    read yet) the arrival of the response head, `t_headers`; and
     the server's request id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
     patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
     resp = post()
@@ -179,6 +180,8 @@ def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], stre
             record.connect_s = connection.connect_s
             # (not getattr: a closed gevent socket raises OSError for any attribute it lacks)
             record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
+        if connection.t_sent_s >= record.t_send:  # this request's own send (not the connection's previous one)
+            record.t_uploaded = connection.t_sent_s
         if streamed and resp.status_code:  # its head was read: the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
     request_id = None

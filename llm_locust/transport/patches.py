@@ -56,17 +56,23 @@ class StampedSocket(StampedRecv, gevent.socket.socket):
     head (the request's greenlet got to it late) gets that time, not the time it was parsed.
 
     `connect_s`: how long its TCP connect took (and the proxy's CONNECT tunnel, if any), seconds;
-    `requests`: how many requests have taken it from the pool (1: the first)."""
+    `requests`: how many requests have taken it from the pool (1: the first); `t_sent_s`: when its last `sendall`
+    returned (perf_counter s): the last byte of a request handed to the kernel."""
 
-    __slots__ = ("connect_s", "requests", "t_arrival_s")
+    __slots__ = ("connect_s", "requests", "t_arrival_s", "t_sent_s")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.t_arrival_s = 0.0
+        self.t_sent_s = 0.0
         self.connect_s = 0.0
         self.requests = 0
         if KERNEL_TIMESTAMPS:
             self.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        super().sendall(data, flags)
+        self.t_sent_s = perf_counter()
 
 
 def stamped_tcp_socket(_pool: Any, family: int, kind: int, proto: int) -> StampedSocket:

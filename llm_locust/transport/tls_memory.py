@@ -73,6 +73,11 @@ class TLSConnection:
         """How many requests have taken this connection from the pool (1: the first)."""
         return self.raw.requests
 
+    @property
+    def t_sent_s(self) -> float:
+        """When the last encrypted bytes were handed to the kernel (`patches.StampedSocket`), perf_counter s."""
+        return self.raw.t_sent_s
+
     @requests.setter
     def requests(self, count: int) -> None:
         self.raw.requests = count

@@ -4,6 +4,7 @@ kept-alive connection (closed by the server before any byte of the response) ret
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gevent
@@ -11,6 +12,7 @@ from conftest import options, read_summary, run_local
 from harness.sse_server import HEADERS as HEAD
 from harness.sse_server import chunk, read_request, serve
 
+from llm_locust.results.request_lines import REQUESTS_FILE
 from llm_locust.sim import run_sim
 
 DELAY_MS = 40.0
@@ -39,6 +41,18 @@ def test_plain_connection_phases_with_a_known_accept_delay(tmp_path):
     assert m["tls_handshake_ms"]["count"] == 0
     assert m["ttfb_ms"]["count"] == ok and m["ttfb_ms"]["max"] >= DELAY_MS  # a new connection's first head
     assert m["ttfb_ms"]["p50"] < 5.0, m["ttfb_ms"]  # on a kept-alive connection the simulator answers at once
+
+
+def test_every_request_has_its_upload_between_its_send_and_its_headers(tmp_path):
+    """The upload phase (to a request's last byte handed to the kernel): one sample per request, and in
+    requests.jsonl each line's `t_uploaded` after its `t_send` and before its first token (the simulator's 10 ms
+    later; the response head may come before the sending greenlet is back from `sendall`: it answers on receipt)."""
+    with run_sim(*SIM_ARGS) as sim:
+        summary = local_summary(tmp_path, sim.url, "--requests-jsonl", "--prompt-tokens", "20000")
+    ok = summary["throughput"]["requests_ok"]
+    assert summary["failures"] == {} and ok >= 8 and summary["metrics"]["upload_ms"]["count"] == ok
+    lines = [json.loads(line) for line in (tmp_path / REQUESTS_FILE).read_text().splitlines()]
+    assert len(lines) == ok and all(line["t_send"] < line["t_uploaded"] < line["t_first"] for line in lines)
 
 
 def test_time_to_response_headers_with_a_known_header_delay(tmp_path):

@@ -29,7 +29,8 @@ CLOCK = EpochClock(offset_s=1_700_000_000.0)
 
 def finished(t_send: float = 10.0, **fields) -> RequestRecord:
     """A successful streamed request sent at `t_send` (perf_counter s): 4 tokens, usage sent."""
-    record = RequestRecord(endpoint="chat", t_send=t_send, t_headers=t_send + 0.01, t_first=t_send + 0.05,
+    record = RequestRecord(endpoint="chat", t_send=t_send, t_uploaded=t_send + 0.002, t_headers=t_send + 0.01,
+                           t_first=t_send + 0.05,
                            t_last=t_send + 0.2, t_done=t_send + 0.2005, usage_completion_tokens=4, prompt_tokens=12,
                            status_code=200, saw_done=True, server_request_id="chatcmpl-7")  # fmt: skip
     for name, value in fields.items():
@@ -42,7 +43,15 @@ def test_line_of_a_successful_request():
         line_of(finished(t_sched=9.5, step=2, groups=(("replica", "1"), ("name", "ask")), model="m"), CLOCK)
     )
     assert list(line) == [name for name, _ in FIELDS]
-    times = {"t_sched": 9.5, "t_send": 10.0, "t_headers": 10.01, "t_first": 10.05, "t_last": 10.2, "t_done": 10.2005}
+    times = {
+        "t_sched": 9.5,
+        "t_send": 10.0,
+        "t_uploaded": 10.002,
+        "t_headers": 10.01,
+        "t_first": 10.05,
+        "t_last": 10.2,
+        "t_done": 10.2005,
+    }
     assert {name: line.pop(name) for name in times} == pytest.approx(
         {name: 1_700_000_000.0 + t for name, t in times.items()}, abs=1e-6
     )
