@@ -4,12 +4,15 @@ prompt tokens.
 For each prompt length: the simulator (fixed timing: `--ttft-ms`, `--itl-ms`) and llm-locust (`locustfiles/chat.py`,
 `--users` users, `--max-tokens` output tokens, `--requests-jsonl`) over 127.0.0.1 for `--run-time-s`. Each request's
 line is joined with the simulator's trace by its id, and its TTFT as the client measured it (first token − send) is
-compared with the simulator's (first token write − the kernel's receive time of the request's read): the difference
+compared with the simulator's (first token write − the kernel's receive time of the read that brought the request's
+first byte): the difference
 is what the client adds — waiting to send its body, reading late. Printed per length (requests sent in the first
 `--warmup-s` left out: the users' start):
 
 - the difference's p50 / p99 / max, ms, and where the worst requests' time went: before the simulator received the
   request (send → received), or after its first write (written → client's first token);
+- the simulator's mean time decoding a body, and the p99 of its time from a request's first byte to its last (a
+  body read over several reads);
 - the client's CPU per request, ms (its process tree over the run, / requests), and the simulator's.
 
     .venv/bin/python benchmarks/long_context.py                       # 1k, 32k, 128k tokens, 16 users
@@ -75,7 +78,8 @@ def run_length(prompt_tokens: int, args: argparse.Namespace) -> dict:
         client_ms = (line["t_first"] - line["t_send"]) * 1e3
         sim_ms = (record["token_times"][0] - record["t_recv"]) * 1e3
         before_ms = (record["t_recv"] - (line["t_send"] - wall_minus_mono)) * 1e3
-        joined.append((client_ms - sim_ms, before_ms, client_ms - sim_ms - before_ms))
+        joined.append((client_ms - sim_ms, before_ms, client_ms - sim_ms - before_ms, record["parse_s"] * 1e3,
+                       (record["t_body"] - record["t_recv"]) * 1e3))  # fmt: skip
     joined.sort()
     diffs = [j[0] for j in joined]
     worst = joined[-max(1, len(joined) // 100) :]  # the top 1 %
@@ -88,6 +92,8 @@ def run_length(prompt_tokens: int, args: argparse.Namespace) -> dict:
         "diff_max_ms": diffs[-1] if diffs else float("nan"),
         "worst_before_ms": sum(w[1] for w in worst) / len(worst) if worst else float("nan"),
         "worst_after_ms": sum(w[2] for w in worst) / len(worst) if worst else float("nan"),
+        "sim_parse_ms_mean": sum(j[3] for j in joined) / len(joined) if joined else float("nan"),
+        "sim_body_ms_p99": percentile(sorted(j[4] for j in joined), 99),
         "client_cpu_ms_per_request": 1e3 * client_cpu / max(1, len(lines)),
         "sim_cpu_ms_per_request": 1e3 * sim_cpu / max(1, len(lines)),
     }
@@ -101,6 +107,8 @@ COLUMNS = (
     ("max ms", "diff_max_ms", "{:>8.3f}"),
     ("worst 1%: send→recv", "worst_before_ms", "{:>19.2f}"),
     ("write→client", "worst_after_ms", "{:>12.2f}"),
+    ("sim parse ms", "sim_parse_ms_mean", "{:>12.2f}"),
+    ("sim body p99 ms", "sim_body_ms_p99", "{:>15.2f}"),
     ("client CPU/req ms", "client_cpu_ms_per_request", "{:>17.2f}"),
     ("sim CPU/req ms", "sim_cpu_ms_per_request", "{:>14.2f}"),
 )

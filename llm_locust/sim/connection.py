@@ -113,6 +113,7 @@ class SimConnection(asyncio.Protocol):
         self._closing = False
         self._delayed: tuple[asyncio.TimerHandle, TraceRecord] | None = None  # a held-back request
         self._stamped: StampedSocket | None = None  # the socket, when it keeps kernel receive times
+        self._t_first_s = 0.0  # when the first byte of the request being read arrived (perf_counter s)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""
@@ -125,8 +126,12 @@ class SimConnection(asyncio.Protocol):
         self.app.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
-        """Parse `data`; dispatch each completed request unless one is still being answered."""
-        t_recv_s = perf_counter() if self._stamped is None else self._stamped.t_arrival_s
+        """Parse `data`; dispatch each completed request unless one is still being answered. A request is received
+        where a server's clock starts, at the read that brought its first byte (a large body's upload, and this
+        loop's time on other connections meanwhile, are the server's); `Request.t_body_s`: the read that completed
+        it."""
+        t_read_s = perf_counter() if self._stamped is None else self._stamped.t_arrival_s
+        t_first_s = t_read_s if self._parser.idle else self._t_first_s
         try:
             requests = self._parser.feed(data)
         except http.HttpError as exc:
@@ -139,9 +144,11 @@ class SimConnection(asyncio.Protocol):
         if self._parser.awaiting_continue:
             self._parser.awaiting_continue = False
             self.transport.write(http.CONTINUE)
-        for request in requests:
+        self._t_first_s = t_read_s if requests else t_first_s  # what is left of the data began in this read, or before
+        for i, request in enumerate(requests):  # a pipelined request after the first began in this read
+            request.t_body_s = t_read_s
             if self.generation is None and self._delayed is None and not self._queued and not self._closing:
-                self.app.handle(request, self, t_recv_s)
+                self.app.handle(request, self, t_first_s if i == 0 else t_read_s)
             else:
                 self._queued.append(request)
 

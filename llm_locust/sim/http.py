@@ -24,7 +24,7 @@ class HttpError(Exception):
 class Request:
     """One parsed request: method, path (without query), query string, headers (lower-case names)."""
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "t_body_s", "version")
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
         self.method = method
@@ -37,6 +37,7 @@ class Request:
         else:
             self.keep_alive = "keep-alive" in connection
         self.body = b""
+        self.t_body_s = 0.0  # when its last byte arrived (perf_counter s; set by the connection that read it)
 
 
 class RequestParser:
@@ -48,6 +49,11 @@ class RequestParser:
         self._body_bytes = 0
         self.awaiting_continue = False
         """Set when a request asked for `100 Continue` and its body has not arrived yet."""
+
+    @property
+    def idle(self) -> bool:
+        """True between requests: no byte of the next one has arrived."""
+        return self._pending is None and not self._buf
 
     def feed(self, data: bytes) -> list[Request]:
         """Consume `data`; return the requests completed by it. Raises HttpError."""

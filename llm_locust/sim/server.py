@@ -205,6 +205,7 @@ class SimApp:
         self, request: http.Request, conn: SimConnection, api: Api, t_recv_s: float, path_model: str | None = None
     ) -> None:
         """Start generating for `request` of `api` (its model named by its path: `path_model`)."""
+        t_parse_s = perf_counter()
         spec, data = parse_request(
             request.body, api.endpoint, self.config.served, self.config.output_tokens, path_model
         )
@@ -215,6 +216,7 @@ class SimApp:
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
         record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        record.t_body, record.parse_s = request.t_body_s or t_recv_s, perf_counter() - t_parse_s
         record.model = spec.model
         record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history
         record.answer = spec.answer

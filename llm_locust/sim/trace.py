@@ -3,7 +3,9 @@
 One `TraceRecord` per request, with what was actually written and when (perf_counter seconds,
 CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same machine):
 
-- `t_recv`: the request was fully received;
+- `t_recv`: the request's first byte arrived (the kernel's receive time of the read that brought it: where a server's
+  clock starts); `t_body`: its last byte (the read that completed it); `parse_s`: seconds spent decoding its body
+  before it could start;
 - `token_times`: for a streamed response, the instant right before each token event was handed
   to the socket (events written together share an instant; the bytes cannot reach a client
   earlier — stamped after the write, a client on another core could read them first); for a
@@ -55,12 +57,14 @@ class TraceRecord:
         "id",
         "lora_wait_s",
         "model",
+        "parse_s",
         "prefix_blocks",
         "prefix_blocks_hit",
         "prompt_tokens",
         "queue_s",
         "session",
         "stream",
+        "t_body",
         "t_done",
         "t_recv",
         "token_times",
@@ -73,6 +77,8 @@ class TraceRecord:
         self.endpoint = endpoint
         self.stream = stream
         self.t_recv = t_recv
+        self.t_body = t_recv
+        self.parse_s = 0.0
         self.prompt_tokens = prompt_tokens
         self.token_times = array("d")
         self.completion_tokens = 0
@@ -99,6 +105,8 @@ class TraceRecord:
             "endpoint": self.endpoint,
             "stream": self.stream,
             "t_recv": self.t_recv,
+            "t_body": self.t_body,
+            "parse_s": self.parse_s,
             "token_times": self.token_times.tolist(),
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

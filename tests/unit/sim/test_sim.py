@@ -199,6 +199,27 @@ def test_t_recv_is_when_the_request_arrived_not_when_the_busy_loop_read_it(sim: 
     assert_t_recv_is_the_kernel_arrival(sim, http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10))
 
 
+@pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="kernel receive times: Linux only")
+def test_t_recv_is_the_first_byte_and_t_body_the_last(sim: SimProcess) -> None:
+    """A request whose body's end comes 0.3 s after its head: `t_recv` is the head's arrival (a server's clock starts
+    there), `t_body` the end's, and the simulator's TTFT (first write − t_recv) holds the wait; `parse_s` is its
+    decoding of the body."""
+    body = json.dumps(chat(max_tokens=2, ignore_eos=True)).encode()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as conn:
+        t_send = time.perf_counter()
+        conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])
+        time.sleep(0.3)
+        conn.sendall(body[10:])
+        response = conn.recv(65536)
+        while b"[DONE]" not in response:
+            response += conn.recv(65536)
+    response_id = json.loads(response.split(b"data: ", 2)[1].split(b"\n", 1)[0])["id"]
+    record = trace_record(sim, response_id)
+    assert 0 <= record["t_recv"] - t_send < 0.1 and record["t_body"] - record["t_recv"] >= 0.3, record
+    assert record["token_times"][0] - record["t_recv"] >= 0.3 and 0 < record["parse_s"] < 0.1, record
+
+
 def test_disconnect_mid_stream_is_cancelled(sim: SimProcess) -> None:
     sim.reset()
     body = json.dumps(chat(max_tokens=200, ignore_eos=True)).encode()
