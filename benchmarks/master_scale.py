@@ -5,9 +5,10 @@ N`, bound to 127.0.0.1 on a free port, one user per worker, its --host a closed 
 and N synthetic workers (`benchmarks/synthetic_workers.py`: many worker identities per process, each one ZeroMQ
 socket speaking Locust's worker protocol). Once spawned, each worker sends --rounds stats reports, one every 3 s,
 carrying what a real llm-locust worker attaches (the `MetricsRecorder` delta of --requests requests: HDR histograms
-of every declared latency, prompt-length breakdowns, failures, cancellations; Locust's own stats; with
---request-lines the requests.jsonl lines), then keeps heartbeating with empty reports until the master's run time
-ends. The master's own outputs are then compared with what was sent. Printed per N:
+of every declared latency, prompt-length breakdowns, failures, cancellations, or with `--payload chat` only what
+locustfiles/chat.py's default run measures; Locust's own stats; with --request-lines the requests.jsonl lines), then
+keeps heartbeating with empty reports until the master's run time ends. The master's own outputs are then compared
+with what was sent. Printed per N:
 
 - CPU %: the master's CPU over the reporting rounds (100 % = one core), the first report interval left out;
   ms/report: that CPU divided by the reports sent meanwhile (heartbeats, Locust's stats and the ticker included);
@@ -26,6 +27,7 @@ samples of the functions that take the most, Locust's, ZeroMQ's and ours).
     python benchmarks/master_scale.py --workers 10,100
     python benchmarks/master_scale.py --workers 500,1000 --rounds 6 --profile
     python benchmarks/master_scale.py --workers 100 --request-lines
+    python benchmarks/master_scale.py --workers 1000 --payload chat
 
 The synthetic workers run beside the master on the same machine, 500 identities per process at most: their CPU is not
 the master's (the master's is read from /proc), but on 2 cores they compete with it for the CPU.
@@ -51,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from client_capacity import cpu_seconds, percentile, rss_mb  # noqa: E402
-from synthetic_workers import REPORT_S, Tally, master_command, start_processes  # noqa: E402
+from synthetic_workers import PAYLOADS, REPORT_S, Tally, master_command, start_processes  # noqa: E402
 
 from llm_locust.demo import free_port  # noqa: E402
 
@@ -155,7 +157,15 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     spy = None
     try:
         workers_started = start_processes(
-            port, workers, folder, args.rounds, args.requests, args.interval_s, time_limit_s, args.request_lines
+            port,
+            workers,
+            folder,
+            args.rounds,
+            args.requests,
+            args.interval_s,
+            time_limit_s,
+            args.request_lines,
+            payload=args.payload,
         )
         if args.profile:  # over the rounds: after the workers connected and spawned
             deadline = time.time() + args.connect_s
@@ -231,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tail-s", type=float, default=6.0, help="the master's run time after the rounds, s")
     parser.add_argument("--connect-s", type=float, default=60.0, help="time allowed for the workers to connect")
     parser.add_argument("--request-lines", action="store_true", help="--requests-jsonl on; reports carry lines")
+    parser.add_argument(
+        "--payload", choices=PAYLOADS, default="full",
+        help="what each report carries: full, every declared latency and count histogram with 4 prompt-length "
+        "breakdowns (the most a report holds); chat, what locustfiles/chat.py sends with its defaults",
+    )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="record the master with py-spy over the rounds")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown of the profile")
     parser.add_argument("--keep", action="store_true", help="keep each level's folder (master log, results)")

@@ -75,23 +75,32 @@ def master_command(
     ]  # fmt: skip
 
 
-def synthetic_record(rng: random.Random) -> Any:
-    """A finished chat request as the client's transport leaves it: ~97.5 % successful (TTFT, ITL gaps, usage,
-    prompt counts, some tool calls and agent sessions' last steps, open-loop `t_sched`), 0.5 % failed (HTTP 500,
-    some after a first token), 2 % cancelled; one in ten on a new TLS connection (connect and handshake phases); its
-    prompt-length group. Every declared latency and count histogram gets values."""
+PAYLOADS = ("full", "chat")
+"""What the synthetic requests measure: `full`, every declared latency and count histogram and prompt-length
+breakdowns (the most a report carries); `chat`, what locustfiles/chat.py's run with its defaults sends (closed loop
+over http, fixed prompt lengths: no breakdown)."""
+
+
+def synthetic_record(rng: random.Random, payload: str = "full") -> Any:
+    """A finished chat request as the client's transport leaves it: 99.5 % successful (TTFT, ITL gaps, usage,
+    prompt counts), 0.5 % failed (HTTP 500, some after a first token), one in ten on a new connection. `full` adds
+    open-loop `t_sched`, TLS handshakes, 2 % cancelled requests, some tool calls and agent sessions' last steps, and
+    the prompt-length group (`PAYLOADS`)."""
     from llm_locust.metrics.length_buckets import add_prompt_group
     from llm_locust.metrics.record import AgentSummary, ErrorKind, RequestRecord, ToolCall
 
     t_send = 1000.0
     record = RequestRecord("chat", t_send=t_send, model="synthetic")
-    record.t_sched = t_send - rng.uniform(0.0, 0.003)
+    full = payload == "full"
+    if full:
+        record.t_sched = t_send - rng.uniform(0.0, 0.003)
     record.new_connection = rng.random() < 0.1
     if record.new_connection:
         record.connect_s = rng.uniform(0.0002, 0.002)
-        record.tls_handshake_s = rng.uniform(0.002, 0.01)
+        if full:
+            record.tls_handshake_s = rng.uniform(0.002, 0.01)
     record.t_headers = t_send + rng.uniform(0.01, 0.2)
-    prompt = rng.choice((128, 512, 2048, 8192)) + rng.randint(0, 100)
+    prompt = rng.choice((128, 512, 2048, 8192)) + rng.randint(0, 100) if full else 128
     record.expected_prompt_tokens = prompt
     kind = rng.random()
     if kind < 0.005:  # failed: before any token, or cut mid-stream
@@ -99,7 +108,8 @@ def synthetic_record(rng: random.Random) -> Any:
             record.t_first = record.t_headers + rng.uniform(0.0, 0.3)
         record.status_code = 500
         record.fail(ErrorKind.HTTP_5XX, "HTTP 500")
-        add_prompt_group(record)
+        if full:
+            add_prompt_group(record)
         return record
     tokens = rng.randint(16, 256)
     record.status_code = 200
@@ -112,7 +122,7 @@ def synthetic_record(rng: random.Random) -> Any:
     record.t_last = t
     record.t_done = t + 0.0005
     record.events = tokens
-    if kind < 0.025:  # cancelled on purpose after its last token read
+    if full and kind < 0.025:  # cancelled on purpose after its last token read
         record.cancelled = True
         record.local_output_tokens = tokens
         add_prompt_group(record)
@@ -121,6 +131,8 @@ def synthetic_record(rng: random.Random) -> Any:
     record.prompt_tokens = prompt
     record.finish_reason = "stop" if rng.random() < 0.7 else "length"
     record.saw_done = True
+    if not full:
+        return record
     if rng.random() < 0.05:
         record.t_tool_call = t
         record.tool_calls = (ToolCall(f"call_{rng.randrange(10**9)}", "lookup", '{"q": "x"}'),)
@@ -176,8 +188,8 @@ class Payloads:
     """`variants` payloads of `requests` requests for each number of time windows a report spans, made when first
     asked for (`get`)."""
 
-    def __init__(self, requests: int, interval_s: float, seed: int, variants: int = 4) -> None:
-        self.requests, self.interval_s, self.variants = requests, interval_s, variants
+    def __init__(self, requests: int, interval_s: float, seed: int, payload: str = "full", variants: int = 4) -> None:
+        self.requests, self.interval_s, self.payload, self.variants = requests, interval_s, payload, variants
         self._rng = random.Random(seed)
         self._made: dict[tuple[int, int], Payload] = {}
 
@@ -202,7 +214,7 @@ class Payloads:
         lines = RequestLines(1.0, None, 0)
         stats = RequestStats()
         for i in range(self.requests):
-            record = synthetic_record(self._rng)
+            record = synthetic_record(self._rng, self.payload)
             recorder.record(record, (i % windows) * self.interval_s + 0.5)  # spread over the windows it spans
             lines.add(record)
             if record.ok or record.cancelled:
@@ -291,6 +303,7 @@ def run_identities(
     seed: int,
     request_lines: bool,
     prefix: str,
+    payload: str = "full",
 ) -> dict[str, Any]:
     """Run `count` identities against the master at `host`:`port` until the master tells them to quit (or
     `time_limit_s` passes); each sends `rounds` reports with data once its users are spawned. Returns what they sent
@@ -313,7 +326,7 @@ def run_identities(
     )
     from llm_locust.runtime.saturation import LoopMonitor
 
-    payloads = Payloads(requests, interval_s, seed)
+    payloads = Payloads(requests, interval_s, seed, payload)
     for windows in (1, 2):
         for variant in range(payloads.variants):
             payloads.get(windows, variant)
@@ -523,7 +536,7 @@ class Tally:
 
 def start_processes(
     port: int, workers: int, out_dir: Path, rounds: int, requests: int, interval_s: float, time_limit_s: float,
-    request_lines: bool = False, seed: int = 1,
+    request_lines: bool = False, seed: int = 1, payload: str = "full",
 ) -> list[tuple[Any, Path]]:  # fmt: skip
     """Start the synthetic worker processes (at most `PER_PROCESS` identities each) against 127.0.0.1:`port`;
     -> (process, its JSON output) each."""
@@ -537,7 +550,7 @@ def start_processes(
             sys.executable, __file__, "--master-port", str(port), "--workers", str(min(per, workers - first)),
             "--rounds", str(rounds), "--requests", str(requests), "--interval-s", str(interval_s),
             "--time-limit-s", str(time_limit_s), "--seed", str(seed + index), "--prefix", f"synthetic{index}_",
-            "--out", str(out), *(("--request-lines",) if request_lines else ()),
+            "--payload", payload, "--out", str(out), *(("--request-lines",) if request_lines else ()),
         ]  # fmt: skip
         started.append((subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)}), out))
     return started
@@ -555,11 +568,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--prefix", default=f"{socket.gethostname()}_synthetic_")
     parser.add_argument("--request-lines", action="store_true", help="reports carry --requests-jsonl lines")
+    parser.add_argument("--payload", choices=PAYLOADS, default="full", help="what the requests measure (PAYLOADS)")
     parser.add_argument("--out", type=Path, required=True, help="write what was sent here (JSON)")
     args = parser.parse_args(argv)
     result = run_identities(
         args.master_host, args.master_port, args.workers, args.rounds, args.requests, args.interval_s,
-        args.time_limit_s, args.seed, args.request_lines, args.prefix,
+        args.time_limit_s, args.seed, args.request_lines, args.prefix, args.payload,
     )  # fmt: skip
     args.out.write_text(json.dumps(result))
     return 0
