@@ -10,8 +10,9 @@ locustfiles/chat.py's default run measures; Locust's own stats; with --request-l
 keeps heartbeating with empty reports until the master's run time ends. The master's own outputs are then compared
 with what was sent. Printed per N:
 
-- CPU %: the master's CPU over the reporting rounds (100 % = one core), the first report interval left out;
-  ms/report: that CPU divided by the reports sent meanwhile (heartbeats, Locust's stats and the ticker included);
+- CPU %: the master's CPU from the end of the first report interval (spawning and connections left out) to the
+  merge of the last report (100 % = one core); ms/report: that CPU divided by the reports sent since (heartbeats,
+  Locust's stats and the ticker included);
   workers/core: how many workers one core of this master carries at a report every 3 s (3,000 ms ÷ ms/report);
 - merge delay p50 / p99 / max: from a report's send to its merge. Each report is followed by a heartbeat; the
   master handles a worker's messages in order and merges a report before reading the next, so the heartbeat's
@@ -188,8 +189,8 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     summary = json.loads((results / "summary.json").read_text())
     problems = tally.mismatches(summary, results if args.request_lines else None)
     t0 = min(tally.spawned) + REPORT_S  # the first report interval left out (spawning, connections)
-    t1 = max(tally.report_times)
-    reports = sum(1 for t in tally.report_times if t0 <= t <= t1)
+    t1 = max(max(tally.report_times), tally.merged_last)  # a master behind merges after the last report left
+    reports = sum(1 for t in tally.report_times if t0 <= t)
     cpu_s = value_at(samples, t1, 1) - value_at(samples, t0, 1)
     ms_per_report = 1000 * cpu_s / reports if reports else float("nan")
     delays = sorted(tally.delays_ms)

@@ -336,6 +336,7 @@ def run_identities(
     monitor.start()
     sample: dict[str, Any] = {"value": monitor.take(), "t": time.monotonic()}
     delays_ms: list[float] = []
+    merged_last = {"t": 0.0}  # epoch s when the last report known merged was (its heartbeat answered)
     report_times: list[float] = []  # epoch s of each report with data
     spawned: list[float] = []  # epoch s of each spawn message handled
     rng = random.Random(seed)
@@ -351,7 +352,8 @@ def run_identities(
             sample["value"], sample["t"] = monitor.take(), now
         return sample["value"]
 
-    def report(identity: Identity, last: bool = False) -> None:
+    def report(identity: Identity, last: bool = False) -> bool:
+        """Send one stats report; True when it carried data."""
         data: dict[str, Any] = {"user_classes_count": identity.users, "user_count": sum(identity.users.values())}
         now = time.time()
         if identity.rounds_left > 0 and not last:
@@ -380,6 +382,7 @@ def run_identities(
         data[IN_FLIGHT_KEY] = sum(identity.users.values()) if identity.rounds_left > 0 else 0
         data[SATURATION_KEY] = saturation()
         send(identity, "stats", data)
+        return WIRE_KEY in data
 
     def heartbeat(identity: Identity, after_report: bool) -> None:
         identity.pending.append((time.perf_counter(), after_report))
@@ -406,6 +409,7 @@ def run_identities(
                         t_sent, after_report = identity.pending.pop(0)
                         if after_report:
                             delays_ms.append((time.perf_counter() - t_sent) * 1000)
+                            merged_last["t"] = time.time()
                 case "stop":
                     identity.state = STATE_STOPPED
                     identity.users = {}
@@ -425,8 +429,7 @@ def run_identities(
         while not identity.quit and time.monotonic() < deadline:
             if identity.acked:
                 if tick % round(REPORT_S / HEARTBEAT_S) == 0:
-                    report(identity)
-                    heartbeat(identity, after_report=True)
+                    heartbeat(identity, after_report=report(identity))  # its answer: the report merged
                 else:
                     heartbeat(identity, after_report=False)
             tick += 1
@@ -471,6 +474,7 @@ def run_identities(
         "counts": {payloads.key(w, v): payloads.get(w, v).counts for (w, v) in payloads._made},
         "lines": {payloads.key(w, v): payloads.get(w, v).lines.count(b"\n") for (w, v) in payloads._made},
         "delays_ms": delays_ms,
+        "merged_last": merged_last["t"],
         "report_times": report_times,
         "spawned": spawned,
     }
@@ -496,6 +500,7 @@ class Tally:
     counts: Counter[str] = field(default_factory=Counter)
     requests_by_worker: dict[str, int] = field(default_factory=dict)
     delays_ms: list[float] = field(default_factory=list)
+    merged_last: float = 0.0
     report_times: list[float] = field(default_factory=list)
     spawned: list[float] = field(default_factory=list)
 
@@ -509,6 +514,7 @@ class Tally:
             self.lines += times * sent["lines"][key]
         self.requests_by_worker.update(sent["requests_by_worker"])
         self.delays_ms.extend(sent["delays_ms"])
+        self.merged_last = max(self.merged_last, sent["merged_last"])
         self.report_times.extend(sent["report_times"])
         self.spawned.extend(sent["spawned"])
 
