@@ -19,7 +19,10 @@ in its own `ttft_failed` histogram). Cancelled requests (closed early by the cli
 
 from __future__ import annotations
 
+import base64
 import math
+import struct
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -40,14 +43,14 @@ _HIGHEST_COUNT = 10_000_000
 
 def new_histogram(metric: str) -> HdrHistogram:
     """An empty histogram with the range of `metric` (µs for latencies, tokens for counts)."""
-    highest = _HIGHEST_COUNT if metric in COUNT_METRICS else _HIGHEST_US
-    return HdrHistogram(1, highest, 3)
+    return HdrHistogram(1, _highest(metric), 3)
 
 
 class Histograms(dict[str, HdrHistogram]):
     """A window's histograms by metric name, each made when first recorded into or added to (`new_histogram`): an
     empty latency histogram costs ~190 KB, and most windows see few of the declared metrics (no agent session, no new
-    connection). Reading a metric with `get` makes nothing."""
+    connection). Reading a metric with `get` makes nothing. A delta decoded by a master holds `SparseHistogram`s
+    instead (`delta_from_wire`)."""
 
     def __missing__(self, metric: str) -> HdrHistogram:
         hist = self[metric] = new_histogram(metric)
@@ -102,11 +105,170 @@ def counts_index(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     return ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub_bucket - hist.sub_bucket_half_count
 
 
-def cumulative_counts(hist: HdrHistogram, bounds_index: np.ndarray) -> np.ndarray:
+def cumulative_counts(hist: HdrHistogram | SparseHistogram, bounds_index: np.ndarray) -> np.ndarray:
     """How many values of `hist` are in the buckets up to each of `bounds_index` (`counts_index` of each bound),
     inclusive: a bucket holding a bound counts whole (exact below 2,048; else within 0.1 % of the bound)."""
+    if isinstance(hist, SparseHistogram):
+        cumulative = np.concatenate(([0], np.cumsum(hist.counts, dtype=np.int64)))
+        return cumulative[np.searchsorted(hist.index, bounds_index, side="right")]
     cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], dtype=np.int64)
     return cumulative[bounds_index]
+
+
+class SparseHistogram(NamedTuple):
+    """A histogram as a master decodes it from a worker's report (`delta_from_wire`): the indices of its non-zero
+    buckets in `new_histogram`'s counts, ascending, their counts, its number of values and its lowest and highest
+    value as hdrh reads them from a decoded histogram (the low end of the lowest bucket, the high end of the highest).
+    A master only adds it to its own histograms (`add_histogram`) and counts it into the live export
+    (`cumulative_counts`): a full histogram per decoded one would cost its ~190 KB of counts, allocated and zeroed
+    (~100 µs), for the few hundred buckets a window fills."""
+
+    index: np.ndarray  # int64, ascending
+    counts: np.ndarray  # uint64, > 0
+    total: int
+    min_value: int
+    max_value: int
+
+    def get_total_count(self) -> int:
+        """The number of values."""
+        return self.total
+
+    def get_min_value(self) -> int:
+        """The lowest value (the low end of its bucket)."""
+        return self.min_value
+
+    def get_max_value(self) -> int:
+        """The highest value (the high end of its bucket)."""
+        return self.max_value
+
+
+_EXTERNAL_HEADER = struct.Struct(">II")  # cookie, compressed length
+_PAYLOAD_HEADER = struct.Struct(">IIIIQQd")  # cookie, payload length, index offset, digits, lowest, highest, ratio
+_MAX_VARINT_BYTES = 8  # a count or a run of zeros below 2**55: what hdrh's 9-byte form never needs here
+
+
+def decode_histograms(encoded: Sequence[tuple[str, str | bytes]]) -> list[SparseHistogram | HdrHistogram]:
+    """Each (metric, wire form) of `encoded` decoded, as a `SparseHistogram` — hdrh's `encode` is base64 of a V2
+    header and the zlib-compressed payload of the counts as ZigZag LEB128 varints, runs of zeros as negative numbers;
+    the varints of all the payloads are decoded together, in one pass of numpy — or, a payload of another geometry
+    or form (not made by `new_histogram`), by hdrh as a full histogram."""
+    streams: list[bytes] = []
+    fast: list[int] = []
+    decoded: list[SparseHistogram | HdrHistogram | None] = [None] * len(encoded)
+    for i, (metric, wire) in enumerate(encoded):
+        raw = base64.b64decode(wire)
+        _cookie, length = _EXTERNAL_HEADER.unpack_from(raw)
+        data = zlib.decompress(raw[_EXTERNAL_HEADER.size : _EXTERNAL_HEADER.size + length])
+        _cookie, payload_len, offset, digits, lowest, highest, _ratio = _PAYLOAD_HEADER.unpack_from(data)
+        stream = data[_PAYLOAD_HEADER.size : _PAYLOAD_HEADER.size + payload_len]
+        usual = (offset, digits, lowest, highest) == (0, 3, 1, _highest(metric))
+        if usual and stream and stream[-1] < 0x80 and len(stream) == payload_len:
+            streams.append(stream)
+            fast.append(i)
+        else:
+            decoded[i] = HdrHistogram.decode(wire)
+    if streams:
+        for i, sparse in zip(fast, _decode_streams(streams), strict=True):
+            decoded[i] = sparse if sparse is not None else HdrHistogram.decode(encoded[i][1])
+    return decoded  # type: ignore[return-value]
+
+
+def _decode_streams(streams: list[bytes]) -> list[SparseHistogram | None]:
+    """The varint streams (each ending on a varint's last byte) decoded together: one `SparseHistogram` per stream
+    (None where a varint is too long for this decoder, or a stream holds no count)."""
+    varints = np.frombuffer(b"".join(streams), np.uint8)
+    ends = np.flatnonzero(varints < 0x80).astype(np.int32)  # a varint's last byte has the high bit clear
+    starts = np.empty_like(ends)
+    starts[0], starts[1:] = 0, ends[:-1] + 1
+    lengths = (ends - starts + 1).astype(np.int32)
+    # int32 when every varint fits 4 bytes (28 bits: any count of a report): arrays half as large — under the
+    # allocator's 128 KB, no fresh pages for each
+    wide = np.int64 if lengths.max() > 4 else np.int32
+    zigzag = (varints[starts] & 0x7F).astype(wide)
+    longer = np.flatnonzero(lengths > 1)  # most counts and runs of zeros fit one byte
+    shift = 7
+    while longer.size and shift < 7 * _MAX_VARINT_BYTES:
+        zigzag[longer] |= (varints[starts[longer] + shift // 7] & 0x7F).astype(wide) << shift
+        longer = longer[lengths[longer] > shift // 7 + 1]
+        shift += 7
+    sign = zigzag & 1
+    np.negative(sign, out=sign)
+    values = zigzag >> 1
+    values ^= sign  # ZigZag: 2n -> n, 2n + 1 -> -n - 1 (in place: numpy's temporaries of one expression cost 10x)
+    steps = np.where(values < 0, -values, 1)
+    index = np.cumsum(steps, dtype=wide)  # each varint's bucket: after the zeros and counts before it
+    index -= steps
+    stream_ends = np.cumsum([len(stream) for stream in streams]) - 1
+    last = np.searchsorted(ends, stream_ends)  # each stream's last varint
+    first = np.empty_like(last)
+    first[0], first[1:] = 0, last[:-1] + 1
+    too_long = (
+        (np.maximum.reduceat(lengths, first) > _MAX_VARINT_BYTES).tolist() if longer.size else [False] * len(streams)
+    )
+    filled = values > 0
+    kept = np.flatnonzero(filled)
+    per_stream = np.add.reduceat(filled, first, dtype=np.int64)
+    kept_index = (index[kept] - np.repeat(index[first], per_stream)).astype(np.int64)  # from its stream's first
+    kept_counts = values[kept].astype(np.uint64)
+    bounds = np.cumsum(per_stream)
+    low_bounds = bounds - per_stream
+    totals = np.add.reduceat(np.maximum(values, 0), first, dtype=np.int64).tolist()
+    somewhere = np.minimum(low_bounds, kept_index.size - 1)  # a stream without counts: any index (None below)
+    lows = _value_from_index(kept_index[somewhere]).tolist()
+    highs = (_value_from_index(kept_index[np.maximum(bounds - 1, 0)] + 1) - 1).tolist()
+    result: list[SparseHistogram | None] = []
+    for i, (low, high) in enumerate(zip(low_bounds.tolist(), bounds.tolist(), strict=True)):
+        if too_long[i] or low == high:
+            result.append(None)
+        else:
+            result.append(SparseHistogram(kept_index[low:high], kept_counts[low:high], totals[i], lows[i], highs[i]))
+    return result
+
+
+_SUB_BUCKET_HALF_COUNT_MAGNITUDE = 10  # of `new_histogram`'s geometry (3 significant digits, lowest value 1)
+
+
+def _value_from_index(index: np.ndarray) -> np.ndarray:
+    """The lowest value of the bucket at each of `index` in `new_histogram`'s counts: hdrh's `get_value_from_index`,
+    vectorised (its bucket i + 1 starts where bucket i ends)."""
+    half = 1 << _SUB_BUCKET_HALF_COUNT_MAGNITUDE
+    bucket = (index >> _SUB_BUCKET_HALF_COUNT_MAGNITUDE) - 1
+    sub_bucket = (index & (half - 1)) + half
+    first = bucket < 0
+    sub_bucket = np.where(first, sub_bucket - half, sub_bucket)
+    return sub_bucket << np.maximum(bucket, 0)
+
+
+def _highest(metric: str) -> int:
+    """The highest value of `metric`'s histograms (`new_histogram`)."""
+    return _HIGHEST_COUNT if metric in COUNT_METRICS else _HIGHEST_US
+
+
+def _counts(hist: HdrHistogram) -> np.ndarray:
+    """`hist`'s counts as a numpy view (no copy)."""
+    return np.frombuffer(hist.counts, dtype=np.uint64)
+
+
+def add_histogram(hist: HdrHistogram, other: HdrHistogram | SparseHistogram) -> None:
+    """Add `other`'s counts to `hist` (of the same metric): what hdrh's `add` does, over `other`'s filled buckets
+    only. hdrh adds every bucket, ~23,500 for a latency (30 µs a histogram); a window's values fill a few hundred."""
+    if isinstance(other, SparseHistogram):
+        if not other.index.size:
+            return
+        _counts(hist)[other.index] += other.counts
+        hist.total_count += other.total
+    else:
+        count = other.get_total_count()
+        if not count:
+            return
+        if other.counts_len != hist.counts_len or other.sub_bucket_count != hist.sub_bucket_count:
+            hist.add(other)
+            return
+        low, high = counts_index(hist, np.array([other.get_min_value(), other.get_max_value()], dtype=np.int64))
+        _counts(hist)[low : high + 1] += _counts(other)[low : high + 1]
+        hist.total_count += count
+    hist.min_value = min(hist.min_value, other.get_min_value())
+    hist.max_value = max(hist.max_value, other.get_max_value())
 
 
 def record_values(hist: HdrHistogram, values: np.ndarray) -> None:
@@ -327,14 +489,15 @@ class WindowMetrics(Counts):
         """Add `other`'s requests to this window."""
         for name, h in other.hist.items():
             if h.get_total_count():
-                self.hist[name].add(h)
+                add_histogram(self.hist[name], h)
                 self.sums[name] += other.sums[name]
         super().merge(other)
 
     def release(self) -> None:
         """Free the histograms' memory as soon as this window is dropped (see `release_histogram`)."""
         for hist in self.hist.values():
-            release_histogram(hist)
+            if isinstance(hist, HdrHistogram):
+                release_histogram(hist)
 
     def to_wire(self) -> dict[str, Any]:
         """A msgpack-able dict (what a worker sends), every key a name: the non-empty histograms and their sums by
@@ -347,14 +510,17 @@ class WindowMetrics(Counts):
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> WindowMetrics:
-        """Rebuild a window from `to_wire` output."""
+    def from_wire(
+        cls, data: dict[str, Any], decoded: Sequence[HdrHistogram | SparseHistogram] | None = None
+    ) -> WindowMetrics:
+        """Rebuild a window from `to_wire` output; `decoded`: its histograms, decoded already (`decode_histograms`, in
+        the order of `data["hist"]`): a window only merged into others and exported, a master's (`delta_from_wire`)."""
         window = cls()
-        for name, encoded in data["hist"].items():
-            decoded = HdrHistogram.decode(encoded)
-            window.hist[name].add(decoded)
-            release_histogram(decoded)
+        for name in data["hist"]:
             window.sums[name] = data["sums"][name]
+        if decoded is None:
+            decoded = [HdrHistogram.decode(encoded) for encoded in data["hist"].values()]
+        window.hist.update(zip(data["hist"], decoded, strict=True))
         window.set_from_wire(data["counts"])
         return window
 
@@ -477,14 +643,22 @@ def delta_to_wire(delta: Delta) -> dict[str, Any]:
 
 
 def delta_from_wire(data: dict[str, Any]) -> Delta:
-    """Reverse of `delta_to_wire`."""
+    """Reverse of `delta_to_wire`; every histogram of the delta decoded at once, sparse (`decode_histograms`): a
+    delta is merged into a run's windows, never added to."""
+    windows = [
+        (WindowKey(int(start), int(step), measured == "1"), window)
+        for start, step, measured, window in ((*key.split(":"), w) for key, w in data["windows"].items())
+    ]
+    groups = [
+        (GroupKey(dimension, label, int(step)), window)
+        for step, dimension, label, window in ((*key.split(":", 2), w) for key, w in data["groups"].items())
+    ]
+    decoded = iter(decode_histograms([item for _, w in windows + groups for item in w["hist"].items()]))
     delta = Delta()
-    for key, window in data["windows"].items():
-        start, step, measured = key.split(":")
-        delta.windows[WindowKey(int(start), int(step), measured == "1")] = WindowMetrics.from_wire(window)
-    for key, window in data["groups"].items():
-        step, dimension, label = key.split(":", 2)
-        delta.groups[GroupKey(dimension, label, int(step))] = WindowMetrics.from_wire(window)
+    for key, window in windows:
+        delta.windows[key] = WindowMetrics.from_wire(window, [next(decoded) for _ in window["hist"]])
+    for group, window in groups:
+        delta.groups[group] = WindowMetrics.from_wire(window, [next(decoded) for _ in window["hist"]])
     return delta
 
 

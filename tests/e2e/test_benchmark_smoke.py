@@ -97,3 +97,18 @@ def test_trace_capacity_benchmark_prints_its_table(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     sent, traced = (int(n) for n in row["sent"].split("/"))
     assert sent == traced > 40 and row["events_per_s"] > 0 and row["err_p50_ms"] >= 0
+
+
+def test_master_scale_benchmark_prints_its_table(tmp_path):
+    """A real master and 3 synthetic workers, 2 reports each: the table, exact counts, and py-spy's summary."""
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "master_scale.py"), "--workers", "3", "--rounds", "2",
+               "--requests", "20", "--tail-s", "2", "--profile", "--profile-top", "5", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    header = next(line for line in done.stdout.splitlines() if line.split()[:2] == ["workers", "reports"])
+    assert all(title in header for title in ("ms/report", "workers/core", "delay p50", "RSS MB", "exact"))
+    (row,) = json.loads(out.read_text())
+    assert row["workers"] == row["acked"] == 3 and row["reports"] == 6 and row["exact"] is True
+    assert row["requests_merged"] == row["requests_sent"] == 120 and row["ms_per_report"] > 0
+    assert "where the master's time went" in done.stdout

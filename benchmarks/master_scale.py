@@ -1,0 +1,265 @@
+"""How many workers can one llm-locust master carry? A real master, N synthetic workers, exact counts checked.
+
+For each N it starts a real master — the `locust` CLI on locustfiles/chat.py, `--master --headless --expect-workers
+N`, bound to 127.0.0.1 on a free port, one user per worker, its --host a closed port (a master sends no request) —
+and N synthetic workers (`benchmarks/synthetic_workers.py`: many worker identities per process, each one ZeroMQ
+socket speaking Locust's worker protocol). Once spawned, each worker sends --rounds stats reports, one every 3 s,
+carrying what a real llm-locust worker attaches (the `MetricsRecorder` delta of --requests requests: HDR histograms
+of every declared latency, prompt-length breakdowns, failures, cancellations, or with `--payload chat` only what
+locustfiles/chat.py's default run measures; Locust's own stats; with --request-lines the requests.jsonl lines), then
+keeps heartbeating with empty reports until the master's run time ends. The master's own outputs are then compared
+with what was sent. Printed per N:
+
+- CPU %: the master's CPU from the end of the first report interval (spawning and connections left out) to the
+  merge of the last report (100 % = one core); ms/report: that CPU divided by the reports sent since (heartbeats,
+  Locust's stats and the ticker included);
+  workers/core: how many workers one core of this master carries at a report every 3 s (3,000 ms ÷ ms/report);
+- merge delay p50 / p99 / max: from a report's send to its merge. Each report is followed by a heartbeat; the
+  master handles a worker's messages in order and merges a report before reading the next, so the heartbeat's
+  answer comes once the report is merged;
+- RSS: the master's resident memory at the end of the rounds and its peak, MB;
+- merged / sent: requests in the master's summary.json against the requests sent, and "exact" when every count of
+  summary.json (requests, tokens, each metric's count, each breakdown, each worker's requests; requests.jsonl's lines)
+  equals the sum of what was sent.
+
+`--profile` records the master with py-spy over the rounds and prints where its time went (inclusive share of the
+samples of the functions that take the most, Locust's, ZeroMQ's and ours).
+
+    python benchmarks/master_scale.py --workers 10,100
+    python benchmarks/master_scale.py --workers 500,1000 --rounds 6 --profile
+    python benchmarks/master_scale.py --workers 100 --request-lines
+    python benchmarks/master_scale.py --workers 1000 --payload chat
+
+The synthetic workers run beside the master on the same machine, 500 identities per process at most: their CPU is not
+the master's (the master's is read from /proc), but on 2 cores they compete with it for the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from client_capacity import cpu_seconds, percentile, rss_mb  # noqa: E402
+from synthetic_workers import PAYLOADS, REPORT_S, Tally, master_command, start_processes  # noqa: E402
+
+from llm_locust.demo import free_port  # noqa: E402
+
+COLUMNS = (
+    ("workers", "workers", "{:>7}"),
+    ("reports", "reports", "{:>7}"),
+    ("CPU %", "cpu_pct", "{:>6.0f}"),
+    ("ms/report", "ms_per_report", "{:>9.2f}"),
+    ("workers/core", "workers_per_core", "{:>12.0f}"),
+    ("delay p50", "delay_p50_ms", "{:>9.1f}"),
+    ("p99", "delay_p99_ms", "{:>8.1f}"),
+    ("max ms", "delay_max_ms", "{:>8.1f}"),
+    ("RSS MB", "rss_mb", "{:>7.1f}"),
+    ("peak", "rss_peak_mb", "{:>6.1f}"),
+    ("merged", "requests_merged", "{:>9}"),
+    ("sent", "requests_sent", "{:>9}"),
+    ("exact", "exact", "{:>5}"),
+)
+
+
+def header() -> str:
+    """The table's header line."""
+    return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS)
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One line of the table."""
+    return " ".join(fmt.format("yes" if row[key] is True else "NO" if row[key] is False else row[key])
+                    for _t, key, fmt in COLUMNS)  # fmt: skip
+
+
+def sample_master(pid: int, samples: list[tuple[float, float, float]], stop: threading.Event) -> None:
+    """Every 0.25 s until `stop`: (epoch s, CPU seconds of the master so far, its RSS now, MB)."""
+    while not stop.is_set():
+        samples.append((time.time(), cpu_seconds(pid), rss_mb(pid, "VmRSS")))
+        stop.wait(0.25)
+
+
+def value_at(samples: list[tuple[float, float, float]], t: float, index: int) -> float:
+    """Sample column `index` at epoch `t`, interpolated."""
+    for (ta, *a), (tb, *b) in pairwise(samples):
+        if ta <= t <= tb:
+            return a[index - 1] + (b[index - 1] - a[index - 1]) * (t - ta) / (tb - ta)
+    return samples[-1][index] if samples and t > samples[-1][0] else 0.0
+
+
+def profile(pid: int, duration_s: float, out: Path) -> subprocess.Popen | None:
+    """py-spy recording the master for `duration_s` into `out` (collapsed stacks), or None without py-spy."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found: no profile", flush=True)
+        return None
+    command = [spy, "record", "--pid", str(pid), "--duration", str(max(1, round(duration_s))), "--rate", "100",
+               "--format", "raw", "--nonblocking", "--output", str(out)]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_summary(path: Path, top: int = 25) -> list[str]:
+    """The functions with the largest inclusive share of the samples in py-spy's collapsed stacks at `path`."""
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        for frame in {_frame(f) for f in stack.split(";")}:
+            inclusive[frame] += n
+    if not total:
+        return ["(no samples)"]
+    return [f"{100 * n / total:5.1f} %  {frame}" for frame, n in inclusive.most_common(top)]
+
+
+def _frame(frame: str) -> str:
+    """`function (path:line)` without the line and with the path shortened to its package."""
+    name, _, where = frame.partition(" (")
+    where = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "llm_locust/", "python3.11/"):
+        if marker in where:
+            where = where.split(marker, 1)[1] if marker != "llm_locust/" else "llm_locust/" + where.split(marker, 1)[1]
+            break
+    return f"{name} ({where})"
+
+
+def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One master with `workers` synthetic workers; -> the row."""
+    folder = Path(tempfile.mkdtemp(prefix=f"master_scale_{workers}_"))
+    results = folder / "results"
+    port = free_port()
+    run_time_s = round(args.rounds * REPORT_S + REPORT_S + args.tail_s)
+    master_log = (folder / "master.log").open("w")
+    master = subprocess.Popen(
+        master_command(port, workers, run_time_s, results, args.interval_s, args.request_lines),
+        cwd=ROOT, stdout=master_log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    samples: list[tuple[float, float, float]] = []
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_master, args=(master.pid, samples, stop), daemon=True)
+    sampler.start()
+    time_limit_s = run_time_s + args.connect_s + 30
+    workers_started: list[tuple[subprocess.Popen, Path]] = []
+    spy = None
+    try:
+        workers_started = start_processes(
+            port,
+            workers,
+            folder,
+            args.rounds,
+            args.requests,
+            args.interval_s,
+            time_limit_s,
+            args.request_lines,
+            payload=args.payload,
+        )
+        if args.profile:  # over the rounds: after the workers connected and spawned
+            deadline = time.time() + args.connect_s
+            while time.time() < deadline and master.poll() is None and "All users spawned" not in _log(folder):
+                time.sleep(0.2)
+            spy = profile(master.pid, args.rounds * REPORT_S - REPORT_S, folder / "profile.txt")
+        master.wait(timeout=time_limit_s)
+        for proc, _out in workers_started:
+            proc.wait(timeout=60)
+    finally:
+        stop.set()
+        for proc in [master, *(p for p, _ in workers_started), *([spy] if spy else [])]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        master_log.close()
+    tally = Tally()
+    for _proc, out in workers_started:
+        tally.add(json.loads(out.read_text()))
+    summary = json.loads((results / "summary.json").read_text())
+    problems = tally.mismatches(summary, results if args.request_lines else None)
+    t0 = min(tally.spawned) + REPORT_S  # the first report interval left out (spawning, connections)
+    t1 = max(max(tally.report_times), tally.merged_last)  # a master behind merges after the last report left
+    reports = sum(1 for t in tally.report_times if t0 <= t)
+    cpu_s = value_at(samples, t1, 1) - value_at(samples, t0, 1)
+    ms_per_report = 1000 * cpu_s / reports if reports else float("nan")
+    delays = sorted(tally.delays_ms)
+    row = {
+        "workers": workers,
+        "reports": tally.reports_with_data,
+        "cpu_pct": 100 * cpu_s / (t1 - t0),
+        "ms_per_report": ms_per_report,
+        "workers_per_core": REPORT_S * 1000 / ms_per_report,
+        "delay_p50_ms": percentile(delays, 50),
+        "delay_p99_ms": percentile(delays, 99),
+        "delay_max_ms": delays[-1] if delays else float("nan"),
+        "rss_mb": value_at(samples, t1, 2),
+        "rss_peak_mb": max(rss for _t, _c, rss in samples),
+        "requests_merged": sum(summary["run"]["requests_by_worker"].values()),
+        "requests_sent": sum(tally.requests_by_worker.values()),
+        "exact": not problems,
+        "mismatches": problems,
+        "acked": tally.acked,
+        "master_exit": master.returncode,
+        "folder": str(folder),
+    }
+    print(format_row(row), flush=True)
+    for problem in problems[:10]:
+        print(f"    mismatch: {problem}", flush=True)
+    if tally.acked < workers:
+        print(f"    only {tally.acked} of {workers} workers were acknowledged by the master", flush=True)
+    if spy is not None and (folder / "profile.txt").exists():
+        print(f"    where the master's time went ({workers} workers, py-spy, inclusive):", flush=True)
+        for line in profile_summary(folder / "profile.txt", args.profile_top):
+            print(f"      {line}", flush=True)
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def _log(folder: Path) -> str:
+    path = folder / "master.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print the table (and write --json); return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", default="10,100", help="comma-separated numbers of synthetic workers")
+    parser.add_argument("--rounds", type=int, default=5, help="reports with data per worker (one every 3 s)")
+    parser.add_argument("--requests", type=int, default=300, help="requests per report (100 req/s per worker)")
+    parser.add_argument("--interval-s", type=float, default=5.0, help="the master's --interval-s (time windows)")
+    parser.add_argument("--tail-s", type=float, default=6.0, help="the master's run time after the rounds, s")
+    parser.add_argument("--connect-s", type=float, default=60.0, help="time allowed for the workers to connect")
+    parser.add_argument("--request-lines", action="store_true", help="--requests-jsonl on; reports carry lines")
+    parser.add_argument(
+        "--payload", choices=PAYLOADS, default="full",
+        help="what each report carries: full, every declared latency and count histogram with 4 prompt-length "
+        "breakdowns (the most a report holds); chat, what locustfiles/chat.py sends with its defaults",
+    )  # fmt: skip
+    parser.add_argument("--profile", action="store_true", help="record the master with py-spy over the rounds")
+    parser.add_argument("--profile-top", type=int, default=25, help="functions shown of the profile")
+    parser.add_argument("--keep", action="store_true", help="keep each level's folder (master log, results)")
+    parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    if args.rounds < 2 or args.interval_s < REPORT_S:
+        parser.error("--rounds must be >= 2 and --interval-s >= 3 (a report spans at most two windows)")
+    print(header(), flush=True)
+    rows = [run_level(int(n), args) for n in args.workers.split(",") if n.strip()]
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0 if all(row["exact"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
