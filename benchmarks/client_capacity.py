@@ -53,6 +53,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
 from time import perf_counter
@@ -409,9 +410,16 @@ def format_row(row: dict) -> str:
     return " ".join(cells)
 
 
-def header() -> str:
-    """The table's header line."""
-    return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS)
+def header(columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
+    """A table's header line: each title right-aligned to its column's width (`columns`: title, row key, format
+    `{:>WIDTH...}`; this benchmark's by default, the other benchmarks' tables too)."""
+    return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in columns)
+
+
+def plain_row(row: dict[str, Any], columns: Sequence[tuple[str, str, str]]) -> str:
+    """One line of a table of `columns` (see `header`): each value formatted, True / False as yes / NO."""
+    return " ".join(fmt.format("yes" if row[key] is True else "NO" if row[key] is False else row[key])
+                    for _title, key, fmt in columns)  # fmt: skip
 
 
 def ramp(client: str, schemes: tuple[str, ...], args: argparse.Namespace, cores: tuple[int | None, int | None]) -> list:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from client_capacity import ROOT, cpu_seconds, percentile, process_tree
+from client_capacity import ROOT, cpu_seconds, header, percentile, plain_row, process_tree
 
 from llm_locust.sim import run_sim
 
@@ -129,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(f"{args.users} users, {args.max_tokens} output tokens, simulator TTFT {args.ttft_ms} ms, ITL "
           f"{args.itl_ms} ms; {args.run_time_s} s per length; load average at start {load:.2f}")  # fmt: skip
-    print(" ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS), flush=True)
+    print(header(COLUMNS), flush=True)
     rows = []
     for tokens in (int(t) for t in args.prompt_tokens.split(",")):
         row = run_length(tokens, args)
         rows.append(row)
-        print(" ".join(fmt.format(row[key]) for _title, key, fmt in COLUMNS), flush=True)
+        print(plain_row(row, COLUMNS), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

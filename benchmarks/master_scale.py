@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from client_capacity import cpu_seconds, percentile, rss_mb  # noqa: E402
+from client_capacity import cpu_seconds, header, percentile, plain_row, rss_mb  # noqa: E402
 from synthetic_workers import PAYLOADS, REPORT_S, Tally, master_command, start_processes  # noqa: E402
 
 from llm_locust.demo import free_port  # noqa: E402
@@ -73,17 +73,6 @@ COLUMNS = (
     ("sent", "requests_sent", "{:>9}"),
     ("exact", "exact", "{:>5}"),
 )
-
-
-def header() -> str:
-    """The table's header line."""
-    return " ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS)
-
-
-def format_row(row: dict[str, Any]) -> str:
-    """One line of the table."""
-    return " ".join(fmt.format("yes" if row[key] is True else "NO" if row[key] is False else row[key])
-                    for _t, key, fmt in COLUMNS)  # fmt: skip
 
 
 def sample_master(pid: int, samples: list[tuple[float, float, float]], stop: threading.Event) -> None:
@@ -213,7 +202,7 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         "master_exit": master.returncode,
         "folder": str(folder),
     }
-    print(format_row(row), flush=True)
+    print(plain_row(row, COLUMNS), flush=True)
     for problem in problems[:10]:
         print(f"    mismatch: {problem}", flush=True)
     if tally.acked < workers:
@@ -254,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.interval_s < REPORT_S:
         parser.error("--rounds must be >= 2 and --interval-s >= 3 (a report spans at most two windows)")
-    print(header(), flush=True)
+    print(header(COLUMNS), flush=True)
     rows = [run_level(int(n), args) for n in args.workers.split(",") if n.strip()]
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

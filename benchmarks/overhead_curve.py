@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulator: TTFT {TTFT_MS} ms, ITL {ITL_MS} ms, {args.tokens} ± {args.tokens_spread} tokens; "
           f"{args.run_time_s} s per level ({args.warmup_s} s warm-up left out); {os.cpu_count()} cores; "
           f"load average at start {load:.2f}")  # fmt: skip
-    print(" ".join(f"{title:>{int(fmt[3:].split('.')[0].rstrip('}'))}}" for title, _key, fmt in COLUMNS), flush=True)
+    print(client_capacity.header(COLUMNS), flush=True)
     rows = []
     for processes in process_counts:
         pinned = processes == 1 and len(os.sched_getaffinity(0)) >= 2
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(e, flush=True)
                 break
             rows.append(row)
-            print(" ".join(fmt.format(row[key]) for _title, key, fmt in COLUMNS), flush=True)
+            print(client_capacity.plain_row(row, COLUMNS), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"load_average": load, "rows": rows}, indent=2))
     return 0
