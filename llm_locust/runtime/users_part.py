@@ -6,8 +6,9 @@ requests in flight), back-off accounting, the run's clock (`load.clock.RunClock`
 every time that leaves the process is read; a worker learns its offset by `clock_sync`); its listeners take each
 finished request's record into the `MetricsRecorder` (and --requests-jsonl's lines) and count the requests the test's
 end cut (`metrics.unfinished`). Worker: its delta, requests in flight, requests cut, low-water mark, saturation sample,
-request lines and clock offset ride on Locust's stats report (`runner_ops` keys); it follows the master's plans (from
-its first clock offset on: a plan's times are the master's) and sends a last report when it quits mid-test. A local
+request lines and clock offset ride on Locust's stats report (`runner_ops` keys); it follows the master's plans (an
+open loop's once its clock's offset is measured: its origin is the master's) and sends a last report when it quits
+mid-test. A local
 runner's `lead.Lead` reads the same figures in-process.
 """
 
@@ -74,7 +75,8 @@ class UsersPart:
         self._shared = shared
         self._model_lock = gevent.lock.Semaphore()
         self.clock = RunClock()  # the master's wall clock (a worker's offset: `clock_sync`)
-        self._held_plan: Plan | None = None  # worker: the master's last plan, held until the clock's first offset
+        self._clock_ready = shared.leads  # False on a worker until its offset is measured (`clock_measured`)
+        self._held_plan: Plan | None = None  # worker: an open-loop plan, held until then
         self.pacer = Pacer(clock=self.clock)
         self.watchdog: TimeoutWatchdog | None = None
         self.monitor = LoopMonitor()
@@ -277,16 +279,18 @@ class UsersPart:
                 data[REQUEST_LINES_DROPPED_KEY] = dropped
 
     def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
-        """Worker: the master's plan for this process (step, rate share, quota); held until this process's clock has
-        its first offset (its origin is an epoch second of the master's clock: `clock_measured`)."""
+        """Worker: the master's plan for this process (step, rate share, quota); an open loop's is held until this
+        process's clock offset is measured (its origin is an epoch second of the master's clock: `clock_measured`)."""
         plan = Plan.from_wire(msg.data)
-        if self.clock.offset is None:
+        if plan.assignment is not None and not self._clock_ready:
             self._held_plan = plan
-        else:
-            self.pacer.apply(plan)
+            return
+        self._held_plan = None
+        self.pacer.apply(plan)
 
     def clock_measured(self) -> None:
-        """Worker: the clock's first offset is measured; follow the plan held meanwhile, if any."""
+        """Worker: the clock's offset is measured (`clock_sync`); follow the open-loop plan held meanwhile, if any."""
+        self._clock_ready = True
         plan, self._held_plan = self._held_plan, None
         if plan is not None:
             self.pacer.apply(plan)
