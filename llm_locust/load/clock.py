@@ -113,25 +113,36 @@ def offsets_summary(by_worker: Mapping[str, Offset | None]) -> dict[str, Any] | 
     }
 
 
+NAMED_AT_MOST = 5
+"""Workers a warning names; beyond, it counts the others."""
+
+
 def offset_warnings(by_worker: Mapping[str, Offset | None], precision_s: float = PRECISION_S) -> tuple[str, ...]:
-    """The warnings of workers whose clock offset is not known to `precision_s`, or was never measured."""
+    """The warnings of workers whose clock offset is not known to `precision_s`, or was never measured (each names
+    at most `NAMED_AT_MOST` of them, the loosest first)."""
     never = sorted(worker for worker, offset in by_worker.items() if offset is None)
     loose = sorted(
-        (worker, offset.uncertainty_s)
-        for worker, offset in by_worker.items()
-        if offset is not None and offset.uncertainty_s > precision_s
-    )
+        ((worker, offset.uncertainty_s) for worker, offset in by_worker.items()
+         if offset is not None and offset.uncertainty_s > precision_s),
+        key=lambda item: (-item[1], item[0]),
+    )  # fmt: skip
     warnings = []
     if never:
         warnings.append(
-            f"the clock offset of {len(never)} worker(s) was never measured: {', '.join(never)}; their send times, "
+            f"the clock offset of {len(never)} worker(s) was never measured: {_named(never)}; their send times, "
             "request lines and time-series windows are on their own clocks"
         )
     if loose:
-        each = ", ".join(f"{worker} ±{uncertainty_s * 1e3:.1f} ms" for worker, uncertainty_s in loose)
+        each = _named([f"{worker} ±{uncertainty_s * 1e3:.1f} ms" for worker, uncertainty_s in loose])
         warnings.append(
             f"the clock offset of {len(loose)} worker(s) is known only to {each} (half the shortest round trip to "
             f"the master), more than the {precision_s * 1e3:g} ms the results claim: their send times, request "
             "lines and time-series windows may be off by that much"
         )
     return tuple(warnings)
+
+
+def _named(items: list[str]) -> str:
+    """The first `NAMED_AT_MOST` of `items`, comma-separated, and how many more."""
+    shown = ", ".join(items[:NAMED_AT_MOST])
+    return shown if len(items) <= NAMED_AT_MOST else f"{shown} and {len(items) - NAMED_AT_MOST} more"

@@ -110,3 +110,12 @@ def test_warnings_only_for_offsets_not_known_to_the_precision_claimed():
     )
     (never,) = offset_warnings({**healthy, "w4": None})
     assert never.startswith("the clock offset of 1 worker(s) was never measured: w4;")
+
+
+def test_a_warning_names_a_few_workers_the_loosest_first():
+    by_worker = {f"w{i:02d}": Offset(0.0, 0.001 + i / 1e4) for i in range(1, 13)}
+    (warning,) = offset_warnings({**by_worker, "w00": Offset(0.0, 0.0001)})
+    assert warning.startswith(
+        "the clock offset of 12 worker(s) is known only to w12 ±2.2 ms, w11 ±2.1 ms, w10 ±2.0 ms, w09 ±1.9 ms, "
+        "w08 ±1.8 ms and 7 more (half the shortest round trip to the master)"
+    )
