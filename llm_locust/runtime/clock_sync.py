@@ -4,9 +4,10 @@ says how and decides).
 The worker sends `PING_MESSAGE` with its wall clock; the master answers at once with `PONG_MESSAGE`, the worker's
 reading echoed and its own; the worker, hearing it, reads its clock again and keeps the best of its recent round
 trips as its `RunClock`'s offset. `START_PINGS` pings go as the worker starts (an open-loop plan, whose origin is an
-epoch second of the master's, waits for their answers: `UsersPart.clock_measured`), then `PINGS` every report
-interval, `PING_GAP_S` apart: a few small messages each way per worker and interval. The worker reports its offset
-to the master with every stats report (`runner_ops.CLOCK_KEY`); the master lists them in summary.json (`clocks`).
+epoch second of the master's, waits for their answers, and its origin follows each later estimate:
+`UsersPart.clock_measured`), then `PINGS` every report interval, `PING_GAP_S` apart: a few small messages each way
+per worker and interval. The worker reports its offset to the master with every stats report
+(`runner_ops.CLOCK_KEY`); the master lists them in summary.json (`clocks`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def answer_pings(runner: Any) -> None:
 
 def ping_master(runner: Any, clock: RunClock, measured: Callable[[], None]) -> None:
     """Worker: measure `clock`'s offset from the master of `runner` now and every report interval, for as long as the
-    runner runs; call `measured` once, when `START_PINGS` answers are in (the start's burst, or later ones if some of
-    its pings were lost)."""
+    runner runs; call `measured` after each answer once `START_PINGS` are in (the start's burst, or later ones if some
+    of its pings were lost)."""
     estimator = OffsetEstimator()
     answers = 0
 
@@ -54,7 +55,7 @@ def ping_master(runner: Any, clock: RunClock, measured: Callable[[], None]) -> N
         nonlocal answers
         clock.offset = estimator.add(msg.data["t_send_s"], time.time(), msg.data["t_master_s"])
         answers += 1
-        if answers == START_PINGS:
+        if answers >= START_PINGS:
             measured()
 
     runner.register_message(PONG_MESSAGE, answered)

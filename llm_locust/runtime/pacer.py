@@ -40,6 +40,7 @@ class Pacer:
         self.open_loop = False  # the run's settings ask for an open loop: wait for the plan that says how
         self._due: DueTimes | None = None
         self._origin_s = 0.0  # perf_counter of the sequence's time 0
+        self._origin_offset_s = 0.0  # the run clock's offset `_origin_s` was computed with
         self._cursor = Cursor()
         self._measure_from_s = 0.0
         self._changed = Event()
@@ -81,8 +82,19 @@ class Pacer:
         else:
             rate = plan.rate_per_s or 0.0
             self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
-        self._origin_s = self.clock.perf_at(plan.origin_epoch_s)
+        self._anchor(plan)
         self._cursor.restart()
+
+    def _anchor(self, plan: Plan) -> None:
+        """Place the sequence's time 0 (`plan`'s origin, an epoch second of the master's clock) on perf_counter's."""
+        self._origin_offset_s = self.clock.offset_s
+        self._origin_s = self.clock.perf_at(plan.origin_epoch_s)
+
+    def follow_clock(self) -> None:
+        """The run clock's offset from the master's was measured again: a running sequence's time 0 moves with it
+        (by the change, at most the offset's earlier uncertainty) for the arrivals not handed out yet."""
+        if self._due is not None and self.clock.offset_s != self._origin_offset_s:
+            self._anchor(self.plan)
 
     def close(self) -> None:
         """Hand out no more tickets (this process is leaving: `low_water` is final)."""

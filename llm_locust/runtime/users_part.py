@@ -289,11 +289,14 @@ class UsersPart:
         self.pacer.apply(plan)
 
     def clock_measured(self) -> None:
-        """Worker: the clock's offset is measured (`clock_sync`); follow the open-loop plan held meanwhile, if any."""
+        """Worker: the clock's offset is measured (`clock_sync`, again after each later round trip): follow the
+        open-loop plan held meanwhile, if any; a running sequence's origin follows the offset."""
         self._clock_ready = True
         plan, self._held_plan = self._held_plan, None
         if plan is not None:
             self.pacer.apply(plan)
+        else:
+            self.pacer.follow_clock()
 
     def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
         """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.

@@ -18,12 +18,17 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 from conftest import ROOT, free_port, read_summary
 
+from llm_locust.load.clock import Offset, RunClock
+from llm_locust.load.pacing import Plan
+from llm_locust.load.sequence import Assignment
 from llm_locust.results.request_lines import REQUESTS_FILE, EpochClock
+from llm_locust.runtime.pacer import Pacer
 from llm_locust.sim import run_sim
 
 FAKETIME = shutil.which("faketime")
@@ -48,6 +53,24 @@ def test_the_time_of_a_faked_process_is_skewed():
     clock = EpochClock.now()
     wall_s, perf_s = map(float, faked)
     assert abs(wall_s - clock.epoch_s(perf_s) + 3.0) < 0.05
+
+
+def test_a_pacers_sequence_moves_with_its_clocks_offset():
+    """A worker's pacer (real, on gevent): a trace's arrivals are due at the master's origin on this process's
+    perf_counter; when a round trip changes the offset, the arrivals not handed out yet move with it."""
+    clock = RunClock()
+    clock.offset = Offset(-3.0, 0.0004)  # this process's clock is 3 s behind the master's
+    pacer = Pacer((0.0, 0.05, 0.1), clock)
+    pacer.use_trace((0.0, 0.05, 0.1), open_loop=True)
+    origin_epoch_s = clock.now_s() + 0.05  # on the master's clock
+    perf_origin_s = time.perf_counter() + 0.05
+    pacer.apply(Plan(arrival="trace", origin_epoch_s=origin_epoch_s, limit=3, assignment=Assignment.of(["w"]), me="w"))
+    first = pacer.take().t_sched
+    assert first is not None and abs(first - perf_origin_s) < 0.001
+    clock.offset = Offset(-3.0003, 0.0001)  # a shorter round trip: the master's clock reads 0.3 ms later than thought
+    pacer.follow_clock()
+    second = pacer.take().t_sched
+    assert second is not None and second - first == pytest.approx(0.05 - 0.0003, abs=1e-6)
 
 
 def test_workers_with_skewed_clocks_send_on_the_masters_time(tmp_path):
