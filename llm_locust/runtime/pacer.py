@@ -92,7 +92,7 @@ class Pacer:
 
     def follow_clock(self) -> None:
         """The run clock's offset from the master's was measured again: a running sequence's time 0 moves with it
-        (by the change, at most the offset's earlier uncertainty) for the arrivals not handed out yet."""
+        (by the change: within the two estimates' uncertainties) for the arrivals no user waits for yet."""
         if self._due is not None and self.clock.offset_s != self._origin_offset_s:
             self._anchor(self.plan)
 
