@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser proxy prometheus docker docker-base docker-prometheus demo test test-all lint format bench clean engine test-engine demo-engine
+.PHONY: install browser proxy prometheus faketime docker docker-base docker-prometheus demo test test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -33,6 +33,12 @@ prometheus:  ## Prometheus, a real one for the live-export test (Debian's packag
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; } || \
 	  echo "prometheus not installed: the real-Prometheus test will be skipped (apt-get install prometheus)"
 
+faketime:  ## faketime, to run workers on skewed clocks for the clock-offset test (Debian's package; installed when root)
+	@command -v faketime >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; } || \
+	  echo "faketime not installed: the clock-offset test will be skipped (apt-get install faketime)"
+
 docker:  ## Docker for tests/e2e/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
 	@missing=""; command -v docker >/dev/null 2>&1 || missing="$$missing docker.io"; \
 	  { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1; } || missing="$$missing docker-compose"; \
@@ -54,10 +60,10 @@ docker-prometheus: docker  ## the stand-in for prom/prometheus (Debian's package
 demo: $(STAMP) browser  ## a 1..32-user sweep on the simulator (master + 2 workers, 36 s of load); steps, capacity, curve
 	$(BIN)/llm-locust demo
 
-test: $(STAMP) browser proxy prometheus  ## the suite CI runs (long runs marked `slow` are skipped)
+test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped)
 	$(BIN)/pytest
 
-test-all: $(STAMP) browser proxy prometheus  ## everything, including the slow runs
+test-all: $(STAMP) browser proxy prometheus faketime  ## everything, including the slow runs
 	$(BIN)/pytest -m ""
 
 engine:  ## build and cache llama.cpp's server + SmolLM2-135M + its tokenizer (once, ~7 min on 2 cores; $$LLM_LOCUST_ENGINE_DIR)

@@ -5,6 +5,9 @@ from a `RequestRecord` and the process's `EpochClock`); a new field is one line 
 (`time.time()`'s scale, floats: to a fraction of a microsecond) so that the lines join with a server's request logs;
 null where the moment never happened.
 
+Times that cross processes are on the run's clock (`load.clock.RunClock`: the master's wall clock; a worker's own
+corrected by its measured offset, as it stands when the line is made).
+
 `RequestLines` is one process's sampler and buffer: each finished request is kept with probability `sample`
 (`--requests-sample`, drawn from a generator seeded with `--seed` and the process's index: the same run draws the
 same), as one line of bytes, until `take()` empties it. It holds at most `MAX_PENDING_BYTES`; beyond, lines are
@@ -26,6 +29,7 @@ from typing import IO, Any
 
 import orjson
 
+from llm_locust.load.clock import RunClock
 from llm_locust.metrics.record import RequestRecord
 
 REQUESTS_FILE = "requests.jsonl"
@@ -138,16 +142,24 @@ def line_of(record: RequestRecord, clock: EpochClock) -> bytes:
 
 class RequestLines:
     """One process's lines waiting to be written: sampled (`sample`, seeded with `seed` and `process_index`), kept
-    as bytes up to `limit_bytes` (beyond: dropped, counted in `take`)."""
+    as bytes up to `limit_bytes` (beyond: dropped, counted in `take`); times on the run's clock `run_clock` (the
+    master's: this process's own minus its offset; a fresh `RunClock`, offset 0, where this process is the master's)."""
 
-    __slots__ = ("_buffer", "_clock", "_draw", "_dropped", "_limit", "sample")
+    __slots__ = ("_buffer", "_clock", "_draw", "_dropped", "_limit", "_run_clock", "_shift_s", "_wall", "sample")
 
     def __init__(
-        self, sample: float, seed: int | None, process_index: int, limit_bytes: int = MAX_PENDING_BYTES
+        self,
+        sample: float,
+        seed: int | None,
+        process_index: int,
+        limit_bytes: int = MAX_PENDING_BYTES,
+        run_clock: RunClock | None = None,
     ) -> None:
         self.sample = sample
         self._draw = random.Random(None if seed is None else seed * 1000 + process_index).random
-        self._clock = EpochClock.now()
+        self._wall = self._clock = EpochClock.now()  # this process's perf_counter -> its wall clock; then -> the run's
+        self._run_clock = run_clock or RunClock()
+        self._shift_s = 0.0
         self._buffer = bytearray()
         self._dropped = 0
         self._limit = limit_bytes
@@ -159,6 +171,9 @@ class RequestLines:
         if len(self._buffer) >= self._limit:
             self._dropped += 1
             return
+        shift_s = self._run_clock.offset_s
+        if shift_s != self._shift_s:  # a new (or better) offset measured
+            self._shift_s, self._clock = shift_s, EpochClock(self._wall.offset_s - shift_s)
         self._buffer += line_of(record, self._clock)
 
     def take(self) -> tuple[bytes, int]:

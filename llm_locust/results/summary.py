@@ -93,6 +93,7 @@ class RunFacts:
     power: tuple[PowerSamples, ...] = ()  # per DCGM-exporter URL, its (epoch s, W) samples (`efficiency.energy`)
     requests_file: Mapping[str, Any] | None = None  # --requests-jsonl: file, lines, sample, dropped
     auth: Mapping[str, Any] | None = None  # OAuth bearer tokens: flow, refreshes_by_worker, refresh_failures
+    clocks: Mapping[str, Any] | None = None  # a master's workers' clock offsets (`load.clock.offsets_summary`)
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -178,6 +179,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         },
         "requests_file": None if view.requests_file is None else dict(view.requests_file),
         "auth": None if view.auth is None else dict(view.auth),
+        "clocks": None if view.clocks is None else dict(view.clocks),
         "client": _client(view),
         "server": view.server,
         "telemetry": view.telemetry,

@@ -21,6 +21,7 @@ from llm_locust import redact
 from llm_locust.config.settings import Settings
 from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.load.clock import Offset
 from llm_locust.metrics.histograms import RunMetrics, delta_from_wire, window_start
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.runtime.control import LoadController
@@ -30,6 +31,7 @@ from llm_locust.runtime.live_export import LiveExport
 from llm_locust.runtime.results_folder import folder_for
 from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
+    CLOCK_KEY,
     IN_FLIGHT_KEY,
     LOW_WATER_KEY,
     REQUEST_LINES_DROPPED_KEY,
@@ -92,6 +94,7 @@ class Lead:
         self._workers_unfinished = Unfinished()  # master: requests the test's end cut, as its workers reported them
         self.saturation = SaturationTracker()  # every process's samples
         self._tokens_by_worker: dict[str, dict[str, Any]] = {}  # master: each worker's OAuth token counts
+        self.clock_offsets: dict[str, Offset | None] = {}  # master: each worker's clock offset, as last reported
 
     def close_previous(self) -> None:
         """A new test starts: close the results of this process's previous test (web UI) if still open."""
@@ -125,6 +128,7 @@ class Lead:
             sample_local=self.sample_local,
             local_lines=None if users is None else users.request_lines,
             auth=self.auth_counts,
+            clock_offsets=self.clock_offsets,
         )
         folder = folder_for(environment, Path(settings.output.results_dir))
         self._results = ResultsWriter(sources, folder)
@@ -207,7 +211,8 @@ class Lead:
 
     # -- listeners (registered by the role: `state.LocalRole`, `state.MasterRole`) ----------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        """Master: merge a worker's delta; note its requests in flight; add up the requests the test's end cut."""
+        """Master: merge a worker's delta; note its requests in flight and its clock offset; add up the requests the
+        test's end cut."""
         wire = data.get(WIRE_KEY)
         if wire:
             delta = delta_from_wire(wire)
@@ -223,6 +228,8 @@ class Lead:
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
         if TOKENS_KEY in data:
             self._tokens_by_worker[str(client_id)] = data[TOKENS_KEY]
+        clock = data.get(CLOCK_KEY)
+        self.clock_offsets[str(client_id)] = None if clock is None else Offset.from_wire(clock)
         if REQUEST_LINES_KEY in data and self._results is not None:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
 

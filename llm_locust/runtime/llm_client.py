@@ -49,6 +49,7 @@ from llm_locust.workload.providers import check_api, completion_path, model_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
+    from llm_locust.load.clock import RunClock
     from llm_locust.load.pacing import Plan
     from llm_locust.transport.timeouts import TimeoutWatchdog
     from llm_locust.workload.prefix_pool import PrefixPool
@@ -68,8 +69,9 @@ class Pacing(Protocol):
 
 class UserContext(Protocol):
     """All a user reaches of its process's state (`users_part.UsersPart`, from `plugin.user_context`): the test's
-    settings and trace, the pacer, the shared prefix pool, replicas and model, the timeout watchdog, whether a request
-    of the test succeeded, and the back-off's accounting. Nothing of the lead's part (control, results, merging)."""
+    settings and trace, the pacer, the run's clock, the shared prefix pool, replicas and model, the timeout watchdog,
+    whether a request of the test succeeded, and the back-off's accounting. Nothing of the lead's part (control,
+    results, merging)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -79,6 +81,7 @@ class UserContext(Protocol):
     def worker_index(self) -> int: ...
 
     pacer: Pacing
+    clock: RunClock
     prefix_pool: PrefixPool | None
     watchdog: TimeoutWatchdog | None
     model: str
@@ -390,7 +393,7 @@ class LLMClient:
     def report(self, name: str, record: RequestRecord) -> None:
         """Report the finished `record` to Locust under `name` (`route.report`); the pause it asks for, if it failed
         without an answer (`load.backoff`), is due at the end of the task (`end_arrival`)."""
-        report(self._events, name, record, self._context())
+        report(self._events, name, record, self._context(), self._state.clock)
         self._pause = (self._backoff.after(record, self._state.succeeded), record)
 
     def end_arrival(self) -> None:

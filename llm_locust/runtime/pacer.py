@@ -11,7 +11,6 @@ exactly what it had not sent.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
@@ -19,6 +18,7 @@ from time import perf_counter
 import gevent
 from gevent.event import Event
 
+from llm_locust.load.clock import RunClock
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
 from llm_locust.load.sequence import Cursor, DueTimes
 
@@ -30,14 +30,17 @@ event loop's timers fire up to ~1 ms late (epoll waits in whole milliseconds).""
 
 class Pacer:
     """Hands out tickets for one process's users under the current `Plan`. `trace_due_s`: the due times of the
-    run's trace (seconds from its start, speed-up applied), for plans whose arrival is "trace"."""
+    run's trace (seconds from its start, speed-up applied), for plans whose arrival is "trace". `clock`: the run's
+    clock of this process (`load.clock.RunClock`: a plan's origin is an epoch second of the master's clock)."""
 
-    def __init__(self, trace_due_s: Sequence[float] = ()) -> None:
+    def __init__(self, trace_due_s: Sequence[float] = (), clock: RunClock | None = None) -> None:
         self.plan = Plan()
+        self.clock = clock or RunClock()
         self.trace_due_s = trace_due_s
         self.open_loop = False  # the run's settings ask for an open loop: wait for the plan that says how
         self._due: DueTimes | None = None
         self._origin_s = 0.0  # perf_counter of the sequence's time 0
+        self._origin_offset_s = 0.0  # the run clock's offset `_origin_s` was computed with
         self._cursor = Cursor()
         self._measure_from_s = 0.0
         self._changed = Event()
@@ -79,8 +82,19 @@ class Pacer:
         else:
             rate = plan.rate_per_s or 0.0
             self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
-        self._origin_s = plan.origin_epoch_s - time.time() + perf_counter()
+        self._anchor(plan)
         self._cursor.restart()
+
+    def _anchor(self, plan: Plan) -> None:
+        """Place the sequence's time 0 (`plan`'s origin, an epoch second of the master's clock) on perf_counter's."""
+        self._origin_offset_s = self.clock.offset_s
+        self._origin_s = self.clock.perf_at(plan.origin_epoch_s)
+
+    def follow_clock(self) -> None:
+        """The run clock's offset from the master's was measured again: a running sequence's time 0 moves with it
+        (by the change: within the two estimates' uncertainties) for the arrivals no user waits for yet."""
+        if self._due is not None and self.clock.offset_s != self._origin_offset_s:
+            self._anchor(self.plan)
 
     def close(self) -> None:
         """Hand out no more tickets (this process is leaving: `low_water` is final)."""

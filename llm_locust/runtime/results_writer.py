@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from locust.runners import WORKER_REPORT_INTERVAL
 
 from llm_locust import redact
 from llm_locust.apis import endpoints_of
+from llm_locust.load.clock import Offset, offset_warnings, offsets_summary
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.results.files import (
     TimeseriesWriter,
@@ -74,6 +75,7 @@ class WriterInputs:
     sample_local: Callable[[], None]
     local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
     auth: Callable[[], Mapping[str, Any] | None] = lambda: None  # the OAuth token refreshes (`Lead.auth_counts`)
+    clock_offsets: Mapping[str, Offset | None] = field(default_factory=dict)  # master: each worker's, last reported
 
 
 class ResultsWriter:
@@ -329,6 +331,7 @@ class ResultsWriter:
                 *src.saturation.warnings,
                 *(self.scraper.warnings() if self.scraper else ()),
                 *(self.requests.warnings() if self.requests is not None else ()),
+                *offset_warnings(src.clock_offsets),
             ),
             timeseries_file=self._timeseries.path.name,
             timeseries_rows=self._timeseries.rows,
@@ -343,4 +346,5 @@ class ResultsWriter:
             if self.requests is None
             else self.requests.as_dict(self.settings.output.requests_sample),
             auth=src.auth(),
+            clocks=offsets_summary(src.clock_offsets),
         )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_locust.apis import api
+from llm_locust.load.clock import RunClock
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 RECORD_KEY = "llm_record"
@@ -29,10 +30,11 @@ class RequestFailure(Exception):
         self.kind = kind
 
 
-def report(events: Any, name: str, record: RequestRecord, context: Mapping[str, Any]) -> None:
+def report(events: Any, name: str, record: RequestRecord, context: Mapping[str, Any], clock: RunClock) -> None:
     """Fire Locust's request event for the finished `record` under the stats row `name` ("POST"): E2E latency and
     output tokens (`report_values`), its failure as a `RequestFailure` (none when it succeeded or was cancelled), the
-    user's `context` with the record under `RECORD_KEY`; `start_time`: the epoch second it was sent."""
+    user's `context` with the record under `RECORD_KEY`; `start_time`: the epoch second it was sent, on the run's
+    `clock` (the master's)."""
     response_time_ms, length = report_values(record)
     failed = not (record.ok or record.cancelled)
     events.request.fire(
@@ -44,7 +46,7 @@ def report(events: Any, name: str, record: RequestRecord, context: Mapping[str, 
         context={**context, RECORD_KEY: record},
         response=None,
         url=None,
-        start_time=time.time() - (time.perf_counter() - record.t_send),
+        start_time=clock.now_s() - (time.perf_counter() - record.t_send),
     )
 
 

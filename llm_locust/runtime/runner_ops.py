@@ -40,6 +40,8 @@ REQUEST_LINES_KEY = "llm_locust_request_lines"
 """--requests-jsonl: key of the worker's request lines since its last report (bytes, `results.request_lines`)."""
 REQUEST_LINES_DROPPED_KEY = "llm_locust_request_lines_dropped"
 """... and of the number of lines it dropped meanwhile (its buffer was full)."""
+CLOCK_KEY = "llm_locust_clock"
+"""Key of the worker's clock offset from its master (`load.clock.Offset.to_wire`), once measured."""
 
 
 def collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:

@@ -16,6 +16,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from llm_locust.config.settings import Settings
+from llm_locust.runtime.clock_sync import answer_pings, ping_master
 from llm_locust.runtime.control import PLAN_MESSAGE
 from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.master_watch import watch_master
@@ -66,7 +67,8 @@ class LocalRole(Role):
 
 
 class WorkerRole(Role):
-    """A worker: runs its users, reports to the master, follows the master's plans, quits when the master is gone."""
+    """A worker: runs its users, reports to the master, follows the master's plans, measures its clock's offset from
+    the master's, quits when the master is gone."""
 
     name = "worker"
     leads = False
@@ -78,13 +80,14 @@ class WorkerRole(Role):
         assert users is not None
         events.report_to_master.add_listener(users._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, users._on_plan)
+        ping_master(runner, users.clock, users.clock_measured)
         events.quitting.add_listener(users._on_worker_quitting)
         watch_master(state.shared.environment, runner)
         worker_takes_own_secrets(state.shared, runner)
 
 
 class MasterRole(Role):
-    """The master: runs no user; merges the workers' reports and leads the run."""
+    """The master: runs no user; merges the workers' reports, answers their clock pings and leads the run."""
 
     name = "master"
     runs_users = False
@@ -96,6 +99,7 @@ class MasterRole(Role):
         assert lead is not None
         events.worker_report.add_listener(lead._on_worker_report)
         runner.register_message(INTERRUPTED_MESSAGE, lead._on_worker_interrupted)
+        answer_pings(runner)
         master_sends_no_secret(state.shared, runner)
 
 

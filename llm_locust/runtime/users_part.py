@@ -2,11 +2,14 @@
 reaches (`llm_client.UserContext`), never the lead's part (`lead.Lead`).
 
 Its users' pacer, the model they request, the replicas they share, the shared prefix pool, the timeout watchdog (their
-requests in flight), back-off accounting; its listeners take each finished request's record into the
-`MetricsRecorder` (and --requests-jsonl's lines) and count the requests the test's end cut (`metrics.unfinished`).
-Worker: its delta, requests in flight, requests cut, low-water mark, saturation sample and request lines ride on
-Locust's stats report (`runner_ops` keys); it follows the master's plans and sends a last report when it quits
-mid-test. A local runner's `lead.Lead` reads the same figures in-process.
+requests in flight), back-off accounting, the run's clock (`load.clock.RunClock`: the master's wall clock, on which
+every time that leaves the process is read; a worker learns its offset by `clock_sync`); its listeners take each
+finished request's record into the `MetricsRecorder` (and --requests-jsonl's lines) and count the requests the test's
+end cut (`metrics.unfinished`). Worker: its delta, requests in flight, requests cut, low-water mark, saturation sample,
+request lines and clock offset ride on Locust's stats report (`runner_ops` keys); it follows the master's plans (an
+open loop's once its clock's offset is measured: its origin is the master's) and sends a last report when it quits
+mid-test. A local
+runner's `lead.Lead` reads the same figures in-process.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
+from llm_locust.load.clock import RunClock
 from llm_locust.load.pacing import Plan
 from llm_locust.metrics.histograms import MetricsRecorder, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
@@ -34,6 +38,7 @@ from llm_locust.runtime.gc_policy import RunCollector
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.runner_ops import (
+    CLOCK_KEY,
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
     LOW_WATER_KEY,
@@ -69,7 +74,10 @@ class UsersPart:
     def __init__(self, shared: Shared) -> None:
         self._shared = shared
         self._model_lock = gevent.lock.Semaphore()
-        self.pacer = Pacer()
+        self.clock = RunClock()  # the master's wall clock (a worker's offset: `clock_sync`)
+        self._clock_ready = shared.leads  # False on a worker until its offset is measured (`clock_measured`)
+        self._held_plan: Plan | None = None  # worker: an open-loop plan, held until then
+        self.pacer = Pacer(clock=self.clock)
         self.watchdog: TimeoutWatchdog | None = None
         self.monitor = LoopMonitor()
         self.collector = RunCollector()
@@ -135,7 +143,7 @@ class UsersPart:
         self._replica_sets: dict[str, ReplicaSet] = {}
         output = settings.output
         self.request_lines = (  # --requests-jsonl: this process's requests' lines
-            RequestLines(output.requests_sample, settings.workload.seed, self.worker_index)
+            RequestLines(output.requests_sample, settings.workload.seed, self.worker_index, run_clock=self.clock)
             if output.requests_jsonl
             else None
         )
@@ -215,7 +223,7 @@ class UsersPart:
         try:
             gevent.sleep(pause_s)
         finally:
-            self.recorder.paused(time.perf_counter() - t0_s, time.time(), record.step, record.measured)
+            self.recorder.paused(time.perf_counter() - t0_s, self.clock.now_s(), record.step, record.measured)
 
     # -- listeners (registered by the role: `state.LocalRole`, `state.WorkerRole`) ----------------------------
     def _on_request(self, context: dict[str, Any] | None = None, **_: Any) -> None:
@@ -226,7 +234,7 @@ class UsersPart:
                 self.succeeded = True
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
-            self.recorder.record(record, time.time())
+            self.recorder.record(record, self.clock.now_s())
             if self.request_lines is not None:
                 self.request_lines.add(record)
 
@@ -262,6 +270,8 @@ class UsersPart:
         data[SATURATION_KEY] = self.monitor.take()
         if self.tokens is not None:
             data[TOKENS_KEY] = self.token_counts()
+        if self.clock.offset is not None:
+            data[CLOCK_KEY] = self.clock.offset.to_wire()
         if self.request_lines is not None:
             lines, dropped = self.request_lines.take()
             if lines or dropped:
@@ -269,8 +279,24 @@ class UsersPart:
                 data[REQUEST_LINES_DROPPED_KEY] = dropped
 
     def _on_plan(self, environment: Environment, msg: Any, **_: Any) -> None:
-        """Worker: the master's plan for this process (step, rate share, quota)."""
-        self.pacer.apply(Plan.from_wire(msg.data))
+        """Worker: the master's plan for this process (step, rate share, quota); an open loop's is held until this
+        process's clock offset is measured (its origin is an epoch second of the master's clock: `clock_measured`)."""
+        plan = Plan.from_wire(msg.data)
+        if plan.assignment is not None and not self._clock_ready:
+            self._held_plan = plan
+            return
+        self._held_plan = None
+        self.pacer.apply(plan)
+
+    def clock_measured(self) -> None:
+        """Worker: the clock's offset is measured (`clock_sync`, again after each later round trip): follow the
+        open-loop plan held meanwhile, if any; a running sequence's origin follows the offset."""
+        self._clock_ready = True
+        plan, self._held_plan = self._held_plan, None
+        if plan is not None:
+            self.pacer.apply(plan)
+        else:
+            self.pacer.follow_clock()
 
     def _on_worker_quitting(self, environment: Environment, **_: Any) -> None:
         """Worker stopped mid-test (SIGTERM, Ctrl-C): send what it measured before it says goodbye.

@@ -37,6 +37,10 @@ def test_one_line_per_request_with_the_servers_id_and_first_token_time(tmp_path)
     assert summary["throughput"]["requests_ok"] == n and summary["failures"] == {}
     assert len(lines) == n == len(served)
     assert summary["requests_file"] == {"file": REQUESTS_FILE, "lines": n, "sample": 1.0, "dropped": 0}
+    # one host, one clock: each worker's measured offset is 0 within its uncertainty (a bound), well under 1 ms
+    offsets = list(summary["clocks"]["by_worker"].values())
+    assert len(offsets) == 2 and all(abs(o["offset_ms"]) <= o["uncertainty_ms"] + 0.002 for o in offsets), offsets
+    assert max(o["uncertainty_ms"] for o in offsets) < 1.0 and not [w for w in summary["warnings"] if "clock" in w]
     assert all(list(line) == [name for name, _ in FIELDS] for line in lines)
     assert {line["request_id"] for line in lines} == set(served)
     # the client's kernel receive time against the instant the simulator stamped just before its write: within 1 ms

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from llm_locust.errors import ConfigError
+from llm_locust.load.clock import Offset, RunClock
 from llm_locust.metrics import messages_stream, protocol, responses_stream
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.scoring import Reference
@@ -90,6 +91,19 @@ def test_epoch_clock_joins_time_time():
     assert CLOCK.epoch_s(0.125) == 1_700_000_000.125 and CLOCK.epoch_s(None) is None
     now = EpochClock.now()
     assert abs(now.epoch_s(time.perf_counter()) - time.time()) < 0.01
+
+
+def test_lines_are_on_the_run_clock_as_its_offset_stands_when_each_is_made():
+    """A worker's lines: its own clock minus the offset measured from its master (`load.clock.RunClock`), the offset
+    of the moment each line is made (none yet: its own clock)."""
+    run_clock = RunClock()
+    lines = RequestLines(1.0, 1, 0, run_clock=run_clock)
+    t_send = time.perf_counter()
+    lines.add(finished(t_send=t_send))
+    run_clock.offset = Offset(-3.0, 0.0002)  # this process's clock is 3 s behind its master's
+    lines.add(finished(t_send=t_send))
+    own, corrected = (orjson.loads(line)["t_send"] for line in lines.take()[0].splitlines())
+    assert abs(own - time.time()) < 0.01 and corrected == pytest.approx(own + 3.0, abs=1e-6)
 
 
 def test_sample_is_seeded_and_about_the_share():
