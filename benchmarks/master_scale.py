@@ -22,6 +22,11 @@ with what was sent. Printed per N:
   summary.json (requests, tokens, each metric's count, each breakdown, each worker's requests; requests.jsonl's lines)
   equals the sum of what was sent.
 
+`--probe` serves the master's web UI (`--autostart` instead of `--headless`) and `--prometheus-port`, and asks once a
+second, over the rounds, for what a browser and a scraper ask for: Locust's /stats/requests (its live tabs, ours riding
+along), /llm/stats.json (the LLM view) and /metrics (Prometheus). It prints each one's response time p50 / p99 / max,
+ms, and how many answered 200 of those asked.
+
 `--profile` records the master with py-spy over the rounds and prints where its time went (inclusive share of the
 samples of the functions that take the most, Locust's, ZeroMQ's and ours).
 
@@ -29,6 +34,7 @@ samples of the functions that take the most, Locust's, ZeroMQ's and ours).
     python benchmarks/master_scale.py --workers 500,1000 --rounds 6 --profile
     python benchmarks/master_scale.py --workers 100 --request-lines
     python benchmarks/master_scale.py --workers 1000 --payload chat
+    python benchmarks/master_scale.py --workers 100,1000 --probe
 
 The synthetic workers run beside the master on the same machine, 500 identities per process at most: their CPU is not
 the master's (the master's is read from /proc), but on 2 cores they compete with it for the CPU.
@@ -44,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -73,6 +80,50 @@ COLUMNS = (
     ("sent", "requests_sent", "{:>9}"),
     ("exact", "exact", "{:>5}"),
 )
+PROBES = (("ui", "/stats/requests"), ("llm", "/llm/stats.json"), ("prom", "/metrics"))
+"""What `--probe` asks for: (column prefix, path); "prom" on the --prometheus-port, the others on the web UI."""
+PROBE_COLUMNS = tuple(
+    column
+    for name, _path in PROBES
+    for column in (
+        (f"{name} p50", f"{name}_p50_ms", "{:>8.1f}"),
+        ("p99", f"{name}_p99_ms", "{:>7.1f}"),
+        ("max", f"{name}_max_ms", "{:>7.1f}"),
+        ("200s", f"{name}_ok", "{:>9}"),
+    )
+)
+
+
+def probe(urls: dict[str, str], answers: dict[str, list[tuple[float, float, int]]], stop: threading.Event) -> None:
+    """Once a second until `stop`: GET each of `urls` (name -> URL) in turn; (epoch s asked, response time ms, HTTP
+    status, 0 for no answer) appended to `answers[name]`."""
+    while not stop.is_set():
+        for name, url in urls.items():
+            t0 = time.time()
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    response.read()
+                    status = response.status
+            except OSError as error:
+                status = getattr(error, "code", 0)
+            answers[name].append((t0, 1000 * (time.time() - t0), status))
+        stop.wait(1.0)
+
+
+def probe_row(answers: dict[str, list[tuple[float, float, int]]], t0: float, t1: float) -> dict[str, Any]:
+    """The probe columns over epoch [`t0`, `t1`]: each probe's response time p50 / p99 / max (of those answered
+    200) and how many answered 200 of those asked."""
+    row: dict[str, Any] = {}
+    for name, _path in PROBES:
+        asked = [(ms, status) for t, ms, status in answers[name] if t0 <= t <= t1]
+        times = sorted(ms for ms, status in asked if status == 200)
+        row |= {
+            f"{name}_p50_ms": percentile(times, 50),
+            f"{name}_p99_ms": percentile(times, 99),
+            f"{name}_max_ms": times[-1] if times else float("nan"),
+            f"{name}_ok": f"{len(times)}/{len(asked)}",
+        }
+    return row
 
 
 def sample_master(pid: int, samples: list[tuple[float, float, float]], stop: threading.Event) -> None:
@@ -134,14 +185,21 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     run_time_s = round(args.rounds * REPORT_S + REPORT_S + args.tail_s)
     master_log = (folder / "master.log").open("w")
+    web_port, prometheus_port = (free_port(), free_port()) if args.probe else (None, None)
+    extra = ("--prometheus-port", str(prometheus_port)) if args.probe else ()
     master = subprocess.Popen(
-        master_command(port, workers, run_time_s, results, args.interval_s, args.request_lines),
+        master_command(port, workers, run_time_s, results, args.interval_s, args.request_lines, extra, web_port),
         cwd=ROOT, stdout=master_log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     samples: list[tuple[float, float, float]] = []
     stop = threading.Event()
     sampler = threading.Thread(target=sample_master, args=(master.pid, samples, stop), daemon=True)
     sampler.start()
+    answers: dict[str, list[tuple[float, float, int]]] = {name: [] for name, _path in PROBES}
+    if args.probe:
+        urls = {name: f"http://127.0.0.1:{prometheus_port if name == 'prom' else web_port}{path}"
+                for name, path in PROBES}  # fmt: skip
+        threading.Thread(target=probe, args=(urls, answers, stop), daemon=True).start()
     time_limit_s = run_time_s + args.connect_s + 30
     workers_started: list[tuple[subprocess.Popen, Path]] = []
     spy = None
@@ -202,7 +260,9 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
         "master_exit": master.returncode,
         "folder": str(folder),
     }
-    print(plain_row(row, COLUMNS), flush=True)
+    if args.probe:
+        row |= probe_row(answers, t0, t1)
+    print(plain_row(row, columns(args)), flush=True)
     for problem in problems[:10]:
         print(f"    mismatch: {problem}", flush=True)
     if tally.acked < workers:
@@ -214,6 +274,11 @@ def run_level(workers: int, args: argparse.Namespace) -> dict[str, Any]:
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
     return row
+
+
+def columns(args: argparse.Namespace) -> tuple[tuple[str, str, str], ...]:
+    """The table's columns: with `--probe`, the probes' too."""
+    return COLUMNS + (PROBE_COLUMNS if args.probe else ())
 
 
 def _log(folder: Path) -> str:
@@ -236,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         help="what each report carries: full, every declared latency and count histogram with 4 prompt-length "
         "breakdowns (the most a report holds); chat, what locustfiles/chat.py sends with its defaults",
     )  # fmt: skip
+    parser.add_argument("--probe", action="store_true", help="serve the web UI and /metrics, time them once a second")
     parser.add_argument("--profile", action="store_true", help="record the master with py-spy over the rounds")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown of the profile")
     parser.add_argument("--keep", action="store_true", help="keep each level's folder (master log, results)")
@@ -243,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 2 or args.interval_s < REPORT_S:
         parser.error("--rounds must be >= 2 and --interval-s >= 3 (a report spans at most two windows)")
-    print(header(COLUMNS), flush=True)
+    print(header(columns(args)), flush=True)
     rows = [run_level(int(n), args) for n in args.workers.split(",") if n.strip()]
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -4,8 +4,10 @@ Locust's worker protocol and sending the reports a real llm-locust worker sends.
 Each identity is one ZeroMQ DEALER socket (Locust's `rpc.Client` settings: its id as the socket identity, TCP
 keep-alive) and does what `locust.runners.WorkerRunner` does on the wire: `client_ready` with Locust's version, a
 `heartbeat` every second, on `spawn` a `spawning` then `spawning_complete` with the users it was given, a `stats`
-report every 3 s (`WORKER_REPORT_INTERVAL`), on `quit` a last report and its own `quit`. llm-locust's master asks
-nothing more of a worker (no handshake of its own: a worker's secrets are checked on the worker, `secret_wire`).
+report every 3 s (`WORKER_REPORT_INTERVAL`), on `quit` a last report and its own `quit`; and what an llm-locust worker
+adds: `runtime.clock_sync`'s clock pings (`PINGS` every report interval, their answers kept by a
+`load.clock.OffsetEstimator`, the offset reported with each report). llm-locust's master asks nothing more of a
+worker (no handshake of its own: a worker's secrets are checked on the worker, `secret_wire`).
 
 Each report carries what a real worker attaches in `users_part.UsersPart._on_report_to_master`, made by our own
 code from synthetic `RequestRecord`s (every declared latency, prompt-length breakdowns, failed and cancelled
@@ -24,7 +26,7 @@ What every identity sent is added up (`Tally`: the counts summary.json shows, by
 
     python benchmarks/synthetic_workers.py --master-port 5557 --workers 100 --rounds 5 --out sent.json
 
-`benchmarks/master_scale.py` runs a master with these; `tests/integration/test_master_synthetic.py` checks exactness.
+`benchmarks/master_scale.py` runs a master with these; `tests/integration/test_master_scale.py` checks exactness.
 """
 
 from __future__ import annotations
@@ -62,12 +64,16 @@ def master_command(
     interval_s: float = 5.0,
     request_lines: bool = False,
     extra: tuple[str, ...] = (),
+    web_port: int | None = None,
 ) -> list[str]:
     """The real master: `locust` on locustfiles/chat.py, headless, bound to 127.0.0.1:`port`, waiting for `workers`
     (one user each), running `run_time_s` seconds, writing `results_dir`. Its --host is a closed port: a master sends
-    no request."""
+    no request. With `web_port`, its web UI serves on 127.0.0.1:`web_port` and the run starts by itself once the
+    workers are there (`--autostart`), the process quitting when it ends."""
+    mode = ("--headless",) if web_port is None else (
+        "--autostart", "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(web_port))  # fmt: skip
     return [
-        sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", "--headless",
+        sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--master", *mode,
         "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", str(workers),
         "-u", str(workers), "-r", str(workers), "--run-time", f"{run_time_s}s", "--stop-timeout", "0",
         "--host", "http://127.0.0.1:9", "--model", "synthetic", "--results-dir", str(results_dir),
@@ -290,6 +296,7 @@ class Identity:
     requests: int = 0
     reports: int = 0
     empty_reports: int = 0
+    clock: Any = None  # its load.clock.OffsetEstimator
 
 
 def run_identities(
@@ -314,9 +321,12 @@ def run_identities(
     from locust.rpc import Message
     from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 
+    from llm_locust.load.clock import OffsetEstimator
     from llm_locust.metrics.histograms import Delta, GroupKey, WindowKey, delta_to_wire
     from llm_locust.metrics.unfinished import Unfinished
+    from llm_locust.runtime.clock_sync import PING_MESSAGE, PINGS, PONG_MESSAGE
     from llm_locust.runtime.runner_ops import (
+        CLOCK_KEY,
         IN_FLIGHT_KEY,
         REQUEST_LINES_DROPPED_KEY,
         REQUEST_LINES_KEY,
@@ -381,6 +391,8 @@ def run_identities(
             data[UNFINISHED_KEY] = Unfinished().as_dict()
         data[IN_FLIGHT_KEY] = sum(identity.users.values()) if identity.rounds_left > 0 else 0
         data[SATURATION_KEY] = saturation()
+        if identity.clock.best is not None:
+            data[CLOCK_KEY] = identity.clock.best.to_wire()
         send(identity, "stats", data)
         return WIRE_KEY in data
 
@@ -404,6 +416,8 @@ def run_identities(
                     send(identity, "spawning_complete", {"user_classes_count": identity.users, "user_count": users})
                     spawned.append(time.time())
                     identity.state = STATE_RUNNING
+                case kind if kind == PONG_MESSAGE:
+                    identity.clock.add(msg.data["t_send_s"], time.time(), msg.data["t_master_s"])
                 case "heartbeat":
                     if identity.pending:
                         t_sent, after_report = identity.pending.pop(0)
@@ -429,6 +443,8 @@ def run_identities(
         while not identity.quit and time.monotonic() < deadline:
             if identity.acked:
                 if tick % round(REPORT_S / HEARTBEAT_S) == 0:
+                    for _ in range(PINGS):
+                        send(identity, PING_MESSAGE, {"t_send_s": time.time()})
                     heartbeat(identity, after_report=report(identity))  # its answer: the report merged
                 else:
                     heartbeat(identity, after_report=False)
@@ -443,7 +459,7 @@ def run_identities(
         name = f"{prefix}{i}_{uuid.uuid4().hex[:8]}"
         sock.setsockopt(zmq.IDENTITY, name.encode())
         sock.connect(f"tcp://{host}:{port}")
-        identities.append(Identity(name, sock))
+        identities.append(Identity(name, sock, clock=OffsetEstimator()))
     greenlets = []
     for identity in identities:
         send(identity, "client_ready", __version__)
