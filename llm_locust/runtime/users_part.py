@@ -8,8 +8,7 @@ finished request's record into the `MetricsRecorder` (and --requests-jsonl's lin
 end cut (`metrics.unfinished`). Worker: its delta, requests in flight, requests cut, low-water mark, saturation sample,
 request lines and clock offset ride on Locust's stats report (`runner_ops` keys); it follows the master's plans (an
 open loop's once its clock's offset is measured: its origin is the master's) and sends a last report when it quits
-mid-test. A local
-runner's `lead.Lead` reads the same figures in-process.
+mid-test. A local runner's `lead.Lead` reads the same figures in-process.
 """
 
 from __future__ import annotations
