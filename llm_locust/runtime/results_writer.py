@@ -74,6 +74,7 @@ class WriterInputs:
     sample_local: Callable[[], None]
     local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
     auth: Callable[[], Mapping[str, Any] | None] = lambda: None  # the OAuth token refreshes (`Lead.auth_counts`)
+    queue_delay_by_worker: Callable[[], Mapping[str, Any]] = dict  # send errors (`Lead.queue_delay_by_worker`)
 
 
 class ResultsWriter:
@@ -343,4 +344,5 @@ class ResultsWriter:
             if self.requests is None
             else self.requests.as_dict(self.settings.output.requests_sample),
             auth=src.auth(),
+            queue_delay_by_worker=src.queue_delay_by_worker(),
         )
