@@ -539,6 +539,31 @@ class WindowKey(NamedTuple):
     measured: bool
 
 
+class ProcessLatency:
+    """One declared latency (`name`) of the requests one process finished in a test: that process's own
+    distribution (a master merges every process's windows into one; this says how each process did — an open loop's
+    send error per worker)."""
+
+    def __init__(self, name: str) -> None:
+        (metric,) = declarations.pick(name)
+        self._read_s = metric.read_s
+        self.name = name
+        self.sum_us = 0
+        self.hist = new_histogram(name)
+
+    def add(self, record: RequestRecord) -> None:
+        """Count `record`'s value, if it has one."""
+        value_s = self._read_s(record) if self._read_s is not None else None
+        if value_s is not None:
+            value_us = _us(value_s)
+            self.hist.record_value(value_us)
+            self.sum_us += value_us
+
+    def distribution_ms(self) -> dict[str, float | int | None]:
+        """`distribution` of the values so far, in ms."""
+        return distribution(self.hist, self.sum_us, scale=1000.0)
+
+
 class GroupKey(NamedTuple):
     """One breakdown of the run: the requests of `label` along `dimension` sent in sweep step
     `step` (-1: none)."""

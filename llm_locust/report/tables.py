@@ -185,6 +185,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "duration s": meta.get("duration_s"),
         "users max": meta.get("users_max"),
         "workers": "none (local runner)" if meta.get("role") == "local" else meta.get("workers_max"),
+        "send error by worker": send_error_by_worker(meta.get("queue_delay_ms_by_worker") or {}),
         "status": summary.get("status"),
         "stopped by": meta.get("stop_reason"),
         "backed off": f"{paused['pauses']} pauses, {paused['paused_s']} s" if paused.get("pauses") else None,
@@ -201,6 +202,23 @@ def run_facts(run: RunData) -> dict[str, Any]:
         span = run.locust_history["Timestamp"]
         facts["duration s"] = float(span.max() - span.min())
     return {key: value for key, value in facts.items() if value is not None}
+
+
+def send_error_by_worker(by_worker: dict[str, dict[str, Any]], listed: int = 4) -> str | None:
+    """An open loop's send error (queue delay) of each process, `run.queue_delay_ms_by_worker`, in one line: p50 and
+    p99 of each of up to `listed` processes, else of the one with the highest p99 and how many there were; None in a
+    closed loop."""
+    if not by_worker:
+        return None
+
+    def cell(name: str) -> str:
+        stats = by_worker[name]
+        return f"{name}: p50 {stats.get('p50')} ms, p99 {stats.get('p99')} ms"
+
+    if len(by_worker) <= listed:
+        return "; ".join(cell(name) for name in sorted(by_worker))
+    worst = max(by_worker, key=lambda name: by_worker[name].get("p99") or 0.0)
+    return f"highest p99 of {len(by_worker)} processes: {cell(worst)}"
 
 
 def _versions(summary: dict[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ pure function of the document without it). Nothing changes the document after it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust import __version__
@@ -94,6 +94,7 @@ class RunFacts:
     requests_file: Mapping[str, Any] | None = None  # --requests-jsonl: file, lines, sample, dropped
     auth: Mapping[str, Any] | None = None  # OAuth bearer tokens: flow, refreshes_by_worker, refresh_failures
     clocks: Mapping[str, Any] | None = None  # a master's workers' clock offsets (`load.clock.offsets_summary`)
+    queue_delay_by_worker: Mapping[str, Any] = field(default_factory=dict)  # open loop: each process's own, ms
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -143,6 +144,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
             "workers_max": view.workers_max,
             "workers_lost": lost,
             "requests_by_worker": dict(sorted(view.requests_by_worker.items())),
+            "queue_delay_ms_by_worker": dict(view.queue_delay_by_worker),
             "interrupted": (view.interrupted_by or "quit before the test ended") if view.interrupted else None,
             "locust_csv_prefix": view.locust_csv_prefix,
             "stop_reason": view.stop_reason,

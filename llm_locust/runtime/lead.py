@@ -34,6 +34,7 @@ from llm_locust.runtime.runner_ops import (
     CLOCK_KEY,
     IN_FLIGHT_KEY,
     LOW_WATER_KEY,
+    QUEUE_DELAY_KEY,
     REQUEST_LINES_DROPPED_KEY,
     REQUEST_LINES_KEY,
     SATURATION_KEY,
@@ -95,6 +96,7 @@ class Lead:
         self.saturation = SaturationTracker()  # every process's samples
         self._tokens_by_worker: dict[str, dict[str, Any]] = {}  # master: each worker's OAuth token counts
         self.clock_offsets: dict[str, Offset | None] = {}  # master: each worker's clock offset, as last reported
+        self._queue_delay_by_worker: dict[str, dict[str, Any]] = {}  # master: each worker's own queue delay, ms
 
     def close_previous(self) -> None:
         """A new test starts: close the results of this process's previous test (web UI) if still open."""
@@ -129,6 +131,7 @@ class Lead:
             local_lines=None if users is None else users.request_lines,
             auth=self.auth_counts,
             clock_offsets=self.clock_offsets,
+            queue_delay_by_worker=self.queue_delay_by_worker,
         )
         folder = folder_for(environment, Path(settings.output.results_dir))
         self._results = ResultsWriter(sources, folder)
@@ -187,6 +190,15 @@ class Lead:
                 if self.export is not None:
                     self.export.add(delta)
 
+    def queue_delay_by_worker(self) -> dict[str, dict[str, Any]]:
+        """Open loop: each process's own queue delay (its send error) over the test, in ms, by worker id (a local
+        runner's as "local"; a worker's as of its last report); empty in a closed loop."""
+        by_process = dict(self._queue_delay_by_worker)
+        users = self.users
+        if users is not None and users.queue_delay.hist.get_total_count():
+            by_process["local"] = users.queue_delay.distribution_ms()
+        return dict(sorted(by_process.items()))
+
     def auth_counts(self) -> dict[str, Any] | None:
         """The OAuth flow of the processes running users and each one's token refreshes (summary.json `auth`: a local
         runner's as "local"), or None without bearer tokens."""
@@ -230,6 +242,8 @@ class Lead:
             self._tokens_by_worker[str(client_id)] = data[TOKENS_KEY]
         clock = data.get(CLOCK_KEY)
         self.clock_offsets[str(client_id)] = None if clock is None else Offset.from_wire(clock)
+        if QUEUE_DELAY_KEY in data:
+            self._queue_delay_by_worker[str(client_id)] = data[QUEUE_DELAY_KEY]
         if REQUEST_LINES_KEY in data and self._results is not None:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
 

@@ -60,11 +60,13 @@ NAME_DIMENSION = "name"
 
 
 class Pacing(Protocol):
-    """What a user reaches of its process's pacer (`pacer.Pacer`): its tickets and its current plan."""
+    """What a user reaches of its process's pacer (`pacer.Pacer`): its tickets, the wait for a ticket's due time, and
+    its current plan."""
 
     plan: Plan
 
     def take(self, new_session: bool = False) -> Ticket: ...
+    def until_due(self, ticket: Ticket) -> None: ...
 
 
 class UserContext(Protocol):
@@ -364,11 +366,13 @@ class LLMClient:
         self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket
     ) -> RequestRecord:
         """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
-        `headers`, under `ticket` — to a replica, with its cancellation draw; its finished record (not reported yet:
-        `report`), its answer scored when the spec has a reference and the request succeeded (`scoring.score`)."""
+        `headers`, under `ticket` — to a replica, with its cancellation draw, when the ticket is due (everything else is
+        ready by then); its finished record (not reported yet: `report`), its answer scored when the spec has a
+        reference and the request succeeded (`scoring.score`)."""
+        cancel = self._canceller.draw() if sent.streams else None
+        sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
+        self._state.pacer.until_due(ticket)
         with self._replicas.use() as replica:
-            cancel = self._canceller.draw() if sent.streams else None
-            sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
             record = self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
         if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
             record.score = score(record.reference, record.content_text or "")

@@ -7,6 +7,11 @@ hands out the arrivals the plan's assignment gives to this process, in order. Wh
 it had walked past (another process left before sending them), it sends those first, late. `low_water` — the first
 of its arrivals not handed out yet — goes to the master with every report, so that a process leaving hands over
 exactly what it had not sent.
+
+On time: a user gets its ticket `PREPARE_AHEAD_S` before the arrival is due (a gevent timer, up to ~1 ms late: early
+enough), builds its request, and waits for the due time itself right before sending it (`until_due`: a timer until
+`EARLY_WAKE_S` before, then yielding until the due time): between the due time and the first byte written there is
+only the send.
 """
 
 from __future__ import annotations
@@ -21,8 +26,13 @@ from gevent.event import Event
 from llm_locust.load.clock import RunClock
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
 from llm_locust.load.sequence import Cursor, DueTimes
+from llm_locust.transport import pump
 
 _QUOTA_WAIT_S = 60.0
+PREPARE_AHEAD_S = 0.004
+"""Open loop: a user gets its ticket this long before its request is due, to build the request before the due time
+(a trace's 600-token prompt: ~0.4 ms; the gevent timer that wakes it: up to ~1 ms late); it then waits for the due
+time (`Pacer.until_due`). A build longer than that makes the request late by the difference."""
 EARLY_WAKE_S = 0.0015
 """Open loop: a user's timer wakes it this long before its request is due, then it yields until the due time: the
 event loop's timers fire up to ~1 ms late (epoll waits in whole milliseconds)."""
@@ -45,6 +55,7 @@ class Pacer:
         self._measure_from_s = 0.0
         self._changed = Event()
         self._closed = False
+        self._issued: dict[int, DueTimes] = {}  # arrivals handed out whose user has not waited for them yet
         self.sent = 0
         self.sessions_started = 0  # agent sessions begun by this process's users (`take(new_session=True)`)
 
@@ -84,6 +95,7 @@ class Pacer:
             self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
         self._anchor(plan)
         self._cursor.restart()
+        self._issued.clear()
 
     def _anchor(self, plan: Plan) -> None:
         """Place the sequence's time 0 (`plan`'s origin, an epoch second of the master's clock) on perf_counter's."""
@@ -109,7 +121,7 @@ class Pacer:
 
     def take(self, new_session: bool = False) -> Ticket:
         """Wait until this user may send its next request (`new_session`: the first of an agent session); return its
-        ticket.
+        ticket. In an open loop that is `PREPARE_AHEAD_S` before the request is due: build it, then `until_due`.
 
         With no arrival for this process (the sequence is over, or it sends none), before the first plan of an open
         loop, once the process's quota (of requests, or of sessions for a request that begins one) is used up, or
@@ -143,20 +155,34 @@ class Pacer:
             if ticket is not None:
                 return ticket
 
+    def until_due(self, ticket: Ticket) -> None:
+        """Wait until `ticket` is due, on time; at once without a due time or past it. A user stopped while it waits
+        puts the arrival back for another user of this process, as in `take`."""
+        index = ticket.index
+        due = None if index is None else self._issued.pop(index, None)
+        if ticket.t_sched is None:
+            return
+        try:
+            wait_until(ticket.t_sched)
+        except BaseException:  # GreenletExit: the runner stopped this user
+            if index is not None and due is not None and self._due is due:
+                self._cursor.put_back(index)
+                self.sent -= 1
+            raise
+
     def _wait_for(self, index: int, due: DueTimes) -> Ticket | None:
-        """Hold arrival `index` until it is due; its ticket, or None when a new plan took it away. A user stopped
-        while it waits (fewer users, the test ending) puts the arrival back for another user of this process."""
+        """Hold arrival `index` until it is due in `PREPARE_AHEAD_S`; its ticket, or None when a new plan took it
+        away. A user stopped while it waits (fewer users, the test ending) puts the arrival back for another user of
+        this process."""
         t_sched = self._origin_s + (due.due_s(index) or 0.0)
         self._cursor.hold(index)
         try:
             while True:
                 plan, changed = self.plan, self._changed
-                delay_s = t_sched - perf_counter() - EARLY_WAKE_S
-                if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan:
-                    while perf_counter() < t_sched and self.plan is plan:
-                        gevent.sleep(0)  # the last stretch: let other greenlets run, but wake on time
-                    if self.plan is plan and not self._closed:
-                        return self._issue(t_sched, plan, index)
+                delay_s = t_sched - perf_counter() - PREPARE_AHEAD_S
+                if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan and not self._closed:
+                    self._issued[index] = due
+                    return self._issue(t_sched, plan, index)
                 plan = self.plan
                 if self._closed:  # still this process's to send (or to hand over: `low_water` counts it)
                     self._cursor.put_back(index)
@@ -175,4 +201,18 @@ class Pacer:
     def _issue(self, t_sched: float | None, plan: Plan, index: int | None) -> Ticket:
         self.sent += 1
         step = NO_STEP if plan.step is None else plan.step.index
-        return Ticket(t_sched, step, perf_counter() >= self._measure_from_s, index)
+        sent_s = perf_counter() if t_sched is None else max(perf_counter(), t_sched)
+        return Ticket(t_sched, step, sent_s >= self._measure_from_s, index)
+
+
+def wait_until(t_s: float) -> None:
+    """Block this greenlet until perf_counter instant `t_s` (at once when it has passed): a gevent timer until
+    `EARLY_WAKE_S` before it, then yield (`gevent.sleep(0)`: other greenlets run meanwhile) until it; the process's
+    stream pump ends its turn by then (`pump.StreamPump.send_due`)."""
+    delay_s = t_s - perf_counter() - EARLY_WAKE_S
+    if delay_s > 0:
+        gevent.sleep(delay_s)
+    if perf_counter() < t_s:
+        pump.pump().send_due(t_s)
+    while perf_counter() < t_s:
+        gevent.sleep(0)

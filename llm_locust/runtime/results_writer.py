@@ -76,6 +76,7 @@ class WriterInputs:
     local_lines: RequestLines | None = None  # local runner, --requests-jsonl: its own requests' lines
     auth: Callable[[], Mapping[str, Any] | None] = lambda: None  # the OAuth token refreshes (`Lead.auth_counts`)
     clock_offsets: Mapping[str, Offset | None] = field(default_factory=dict)  # master: each worker's, last reported
+    queue_delay_by_worker: Callable[[], Mapping[str, Any]] = dict  # send errors (`Lead.queue_delay_by_worker`)
 
 
 class ResultsWriter:
@@ -347,4 +348,5 @@ class ResultsWriter:
             else self.requests.as_dict(self.settings.output.requests_sample),
             auth=src.auth(),
             clocks=offsets_summary(src.clock_offsets),
+            queue_delay_by_worker=src.queue_delay_by_worker(),
         )

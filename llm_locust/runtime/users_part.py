@@ -28,7 +28,7 @@ from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.load.clock import RunClock
 from llm_locust.load.pacing import Plan
-from llm_locust.metrics.histograms import MetricsRecorder, delta_to_wire
+from llm_locust.metrics.histograms import MetricsRecorder, ProcessLatency, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.unfinished import Unfinished, unfinished_of
@@ -41,6 +41,7 @@ from llm_locust.runtime.runner_ops import (
     IN_FLIGHT_KEY,
     INTERRUPTED_MESSAGE,
     LOW_WATER_KEY,
+    QUEUE_DELAY_KEY,
     REQUEST_LINES_DROPPED_KEY,
     REQUEST_LINES_KEY,
     SATURATION_KEY,
@@ -127,6 +128,7 @@ class UsersPart:
         self._model_error: str | None = None
         self.succeeded = False  # some request of this process succeeded in this test (`load.backoff`)
         self.recorder = MetricsRecorder(settings.output.interval_s, settings.objectives.slo)
+        self.queue_delay = ProcessLatency("queue_delay")  # this process's own send error (open loop)
         self.prefix_pool: PrefixPool | None = prefix_pool(settings.workload)  # shared by this test's users
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.unfinished = Unfinished()  # requests the test's end cut
@@ -234,6 +236,7 @@ class UsersPart:
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
             self.recorder.record(record, self.clock.now_s())
+            self.queue_delay.add(record)
             if self.request_lines is not None:
                 self.request_lines.add(record)
 
@@ -271,6 +274,8 @@ class UsersPart:
             data[TOKENS_KEY] = self.token_counts()
         if self.clock.offset is not None:
             data[CLOCK_KEY] = self.clock.offset.to_wire()
+        if self.queue_delay.hist.get_total_count():
+            data[QUEUE_DELAY_KEY] = self.queue_delay.distribution_ms()
         if self.request_lines is not None:
             lines, dropped = self.request_lines.take()
             if lines or dropped:

@@ -18,6 +18,9 @@ the queue a few reads at a time, looking for ready sockets again in between: a s
 at most a few parses, not for a whole round of parsing, and the timing stays exact until the
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
+Sends come first: a user about to send an open loop's request at a due time tells the pump (`send_due`), and the
+pump's turn ends by then — the parse under way finishes, the rest waits — so that the user sends on time.
+
 TLS connections alike (`tls_memory.TLSConnection`): the pump reads their raw TCP socket the same way, and
 decrypts each read in memory when it parses it — each decrypted piece keeps the kernel time of the read it
 came from (a record split over two reads: the time of the second). A read that completes no record hands
@@ -30,6 +33,7 @@ take no extra step per read: each stream's `parse` is chosen once. Linux only (`
 from __future__ import annotations
 
 import contextlib
+import heapq
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
@@ -60,6 +64,15 @@ _MAX_EVENTS = 1024
 _PARSE_SLICE = 16  # reads parsed between two looks for ready sockets
 _TURN_S = 0.002  # longest the pump parses before the other greenlets get a turn, seconds
 _YIELD_S = 0.0001  # a timer, not sleep(0): the loop polls (requests waiting for their head get their turn)
+
+
+def turn_end(now_s: float, turn_s: float, sends_due: list[float]) -> float:
+    """When a pump turn starting at `now_s` ends (perf_counter s): `turn_s` later, or at the earliest send due, if
+    sooner. `sends_due` is a heap of the instants at which users send; those passed by `now_s` are dropped from it
+    (their users run as soon as the pump yields)."""
+    while sends_due and sends_due[0] <= now_s:
+        heapq.heappop(sends_due)
+    return min(now_s + turn_s, sends_due[0]) if sends_due else now_s + turn_s
 
 
 def _is_chunked(raw: Any) -> bool:
@@ -127,7 +140,12 @@ class StreamPump:
         buffer = bytearray(READ_BYTES)  # every read lands here, is copied to the backlog, then overwritten
         self._buffers, self._view = [buffer], memoryview(buffer)
         self._greenlet: gevent.Greenlet | None = None
+        self._sends_due: list[float] = []  # heap of perf_counter instants at which a user sends
         self.reads = 0  # socket reads
+
+    def send_due(self, t_s: float) -> None:
+        """A user sends a request at perf_counter instant `t_s`: the pump's turn ends by then."""
+        heapq.heappush(self._sends_due, t_s)
 
     @property
     def streams(self) -> int:
@@ -175,11 +193,13 @@ class StreamPump:
                 if not backlog:
                     wait(watcher)  # nothing left to parse: sleep until a socket is readable
                 self._read_ready()
-                turn_end_s = perf_counter() + _TURN_S
+                turn_end_s = turn_end(perf_counter(), _TURN_S, self._sends_due)
                 while backlog and perf_counter() < turn_end_s:
                     for _ in range(min(_PARSE_SLICE, len(backlog))):
                         entry = backlog.popleft()
                         entry[0].parse(*entry)
+                        if perf_counter() >= turn_end_s:
+                            break
                     self._read_ready()
                 if backlog:  # a long turn: let the other greenlets run, then go on
                     gevent.sleep(_YIELD_S)

@@ -51,6 +51,9 @@ def test_request_rate_is_split_across_two_worker_processes(fast_sim, tmp_path):
     delay = summary["metrics"]["queue_delay_ms"]
     assert delay["count"] == summary["throughput"]["requests_ok"] + summary["throughput"]["requests_failed"]
     assert delay["p50"] < 20  # 32 slots for ~4 requests in flight: requests leave on time
+    by_worker = summary["run"]["queue_delay_ms_by_worker"]  # each worker's own send error
+    assert len(by_worker) == 2 and sum(w["count"] for w in by_worker.values()) == delay["count"], by_worker
+    assert all(w["p50"] < 20 for w in by_worker.values()), by_worker
 
 
 def test_open_loop_that_falls_behind_says_so(fast_sim, tmp_path):
