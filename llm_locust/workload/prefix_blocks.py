@@ -2,10 +2,14 @@
 
 Traces such as Mooncake's describe each prompt by the ids of its 512-token KV-cache blocks (`hash_ids`): two
 requests that share ids share a prefix. `BlockTexts.text(block_id)` is the block's text — `BLOCK_TOKENS` words of the
-prompt vocabulary drawn from an RNG seeded with (seed, id) — so two prompts sharing ids are byte-identical over those
-blocks and a real server's prefix cache hits as it did in production. With a `--tokenizer`, only words that are one
-token both at the start of a text and after a space are used, so a block is exactly `BLOCK_TOKENS` tokens for
-tokenizers that do not merge across spaces (the prompt's count is still the tokenizer's verdict on the whole text).
+prompt vocabulary: `FRESH_WORDS` drawn from an RNG seeded with (seed, id), then a window of the process's `WordPool`
+placed by the same RNG among the pool's first words (the same in every process) — so two prompts sharing ids are
+byte-identical over those blocks and a real server's prefix cache hits as it did in production, while two ids'
+blocks differ from their first words (a new block costs ~10 µs: drawn word by word it cost ~40, and a trace's prompt
+brings up to tens of new ones on the loop that sends every other user's requests on time). With a `--tokenizer`,
+only words that are one token both at the start of a text and after a space are used, so a block is exactly
+`BLOCK_TOKENS` tokens for tokenizers that do not merge across spaces (the prompt's count is still the tokenizer's
+verdict on the whole text).
 
 `prompt_from_blocks` builds a prompt of a given length from ids (the last block cut short, or words past the last
 block added from the request's own RNG); `ReuseTracker` counts, in trace order, the whole blocks of each prompt and
@@ -19,7 +23,7 @@ import random
 from collections.abc import Sequence
 from functools import lru_cache
 
-from llm_locust.workload.prompts import leading_words, single_token_words
+from llm_locust.workload.prompts import FRESH_WORDS, POOL_MIN_WORDS, leading_words, single_token_words, word_pool
 from llm_locust.workload.tokens import TokenCounter
 
 BLOCK_TOKENS = 512
@@ -36,11 +40,15 @@ class BlockTexts:
         words = single_token_words(counter)
         leading = set(leading_words(counter, words))
         self.words = [w for w in words if w in leading] or words
+        self._pool = word_pool(self.words)
+        self._pool.reserve(POOL_MIN_WORDS)
         self.text = lru_cache(maxsize=_CACHED_BLOCKS)(self._text)
 
     def _text(self, block_id: int) -> str:
-        """`BLOCK_TOKENS` words, the same for the same (seed, block id); use `text` (cached)."""
-        return " ".join(random.Random(f"block/{self.seed}/{block_id}").choices(self.words, k=BLOCK_TOKENS))
+        """`BLOCK_TOKENS` words, the same for the same (seed, block id) in every process; use `text` (cached)."""
+        rng = random.Random(f"block/{self.seed}/{block_id}")
+        fresh = " ".join(rng.choices(self.words, k=FRESH_WORDS))
+        return f"{fresh} {self._pool.window(BLOCK_TOKENS - FRESH_WORDS, rng, within=POOL_MIN_WORDS)}"
 
 
 def prompt_from_blocks(

@@ -64,11 +64,13 @@ class WordPool:
         self.text = (self.text + " " if self.text else "") + " ".join(more)
         self._starts.extend(accumulate((len(word) + 1 for word in more), initial=base))
 
-    def window(self, n: int, rng: random.Random) -> str:
-        """`n` consecutive words of the pool, from a place drawn with `rng`, joined by single spaces."""
-        self.reserve(n)
+    def window(self, n: int, rng: random.Random, within: int | None = None) -> str:
+        """`n` consecutive words of the pool, from a place drawn with `rng` (among the first `within` words: then the
+        same `rng` state gives the same words in every process, however far each one's pool has grown), joined by
+        single spaces."""
+        self.reserve(max(n, within or 0))
         starts = self._starts
-        i = rng.randrange(len(starts) - n)
+        i = rng.randrange((within or len(starts) - 1) - n + 1)
         return self.text[starts[i] : starts[i + n] - 1]
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 from harness.tokenizer import build_tokenizer
 
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS, BlockTexts, ReuseTracker, prompt_from_blocks
+from llm_locust.workload.prompts import FRESH_WORDS, POOL_MIN_WORDS, word_pool
 from llm_locust.workload.tokens import WordCounter, token_counter
 
 
@@ -45,3 +48,21 @@ def test_reuse_counts_whole_blocks_seen_before_in_order():
     assert tracker.see([1, 2, 4], 2 * BLOCK_TOKENS + 10) == (2, 2)  # the cut block 4 is not counted
     assert tracker.see([1, 4], 2 * BLOCK_TOKENS) == (2, 1)  # 4 was only ever cut before
     assert tracker.see([4, 5], 10) == (0, 0)
+
+
+def test_a_block_is_the_same_text_in_every_process_however_far_its_pool_has_grown():
+    """A block is fresh words then a window of the process's word pool placed among its first words: another process
+    (whose pool grew for other prompts, or not) builds the same text; two ids' blocks differ from their first words."""
+    words = BlockTexts(WordCounter(), seed=3).words
+    before = BlockTexts(WordCounter(), seed=3).text(11)
+    word_pool(words).reserve(4 * POOL_MIN_WORDS)  # a long prompt grew this process's pool
+    assert BlockTexts(WordCounter(), seed=3).text(11) == before
+    code = (
+        "from llm_locust.workload.prefix_blocks import BlockTexts; from llm_locust.workload.tokens import WordCounter;"
+        "print(BlockTexts(WordCounter(), seed=3).text(11), end='')"
+    )
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert other.stdout == before
+    texts = [BlockTexts(WordCounter(), seed=3).text(i) for i in range(200)]
+    assert len({tuple(t.split(" ", FRESH_WORDS)[:FRESH_WORDS]) for t in texts}) == 200
+    assert all(len(t.split(" ")) == BLOCK_TOKENS for t in texts)
