@@ -22,6 +22,24 @@ CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") 
 KERNEL_TIMESTAMPS = sys.platform.startswith("linux") and CMSG_BYTES > 0
 """True where arrival times can come from the kernel (plain-TCP connections on Linux)."""
 
+BRACKET_S = 20e-6
+"""A reading of the wall clock between two of perf_counter's this far apart or more was interrupted (the scheduler
+paused the process: up to a tick, 4 ms) and is read again."""
+
+
+def wall_minus_perf_s() -> float:
+    """`time.time()` − `perf_counter()` now: the wall clock read between two perf_counter readings, read again when
+    they are `BRACKET_S` apart or more (`time.time() - now` with `now` read before would take a pause of the process
+    in between for an offset: a receive time that many ms early)."""
+    before = perf_counter()
+    wall_s = time.time()
+    after = perf_counter()
+    if after - before >= BRACKET_S:
+        before = perf_counter()
+        wall_s = time.time()
+        after = perf_counter()
+    return wall_s - (before + after) / 2
+
 
 def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float:
     """The kernel's receive time (`SO_TIMESTAMPNS`) in `ancillary` (from `recvmsg`), on perf_counter's clock; `now`
@@ -29,8 +47,7 @@ def kernel_arrival(ancillary: list[tuple[int, int, bytes]], now: float) -> float
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= _TIMESPEC.size:
             seconds, nanoseconds = _TIMESPEC.unpack_from(payload)
-            # CLOCK_REALTIME -> perf_counter's clock, with the offset of this very moment
-            arrived = seconds + nanoseconds * 1e-9 - (time.time() - now)
+            arrived = seconds + nanoseconds * 1e-9 - wall_minus_perf_s()  # CLOCK_REALTIME -> perf_counter's clock
             if 0.0 <= now - arrived < PLAUSIBLE_AGE_S:
                 return arrived
     return now

@@ -177,3 +177,23 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
         client_s = kernel_time.kernel_arrival(ancillary, now)
         assert sim_s == pytest.approx(client_s, abs=0.01), age_s
     assert receive_time.kernel_arrival([], now) == kernel_time.kernel_arrival([], now) == now
+
+
+def test_both_read_the_wall_clocks_offset_between_two_perf_counter_readings():
+    """The offset that turns a kernel receive time into perf_counter's clock is read bracketed, in both copies: the
+    same offset, within microseconds, as the closest of many bracketed readings (a reading taken with a perf_counter
+    read before it would take a pause of the process in between for an offset)."""
+    import time
+
+    from llm_locust.sim import receive_time
+    from llm_locust.transport import kernel_time
+
+    best_s, offset_s = float("inf"), 0.0
+    for _ in range(50):
+        before = time.perf_counter()
+        wall = time.time()
+        after = time.perf_counter()
+        if after - before < best_s:
+            best_s, offset_s = after - before, wall - (before + after) / 2
+    for read in (receive_time.wall_minus_perf_s, kernel_time.wall_minus_perf_s):
+        assert min(abs(read() - offset_s) for _ in range(5)) < 50e-6
