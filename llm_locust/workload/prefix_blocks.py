@@ -28,7 +28,7 @@ from llm_locust.workload.tokens import TokenCounter
 
 BLOCK_TOKENS = 512
 """Tokens per block (Mooncake's hash_ids, and the KV-cache block the simulator's prefix cache counts)."""
-_CACHED_BLOCKS = 4096  # ~10 MB of block texts; a miss costs one seeded draw of 512 words (~0.1 ms)
+_CACHED_BLOCKS = 4096  # ~10 MB of block texts; a miss costs ~10 µs (`BlockTexts._text`)
 
 
 class BlockTexts:
