@@ -67,6 +67,7 @@ class Pacing(Protocol):
 
     def take(self, new_session: bool = False) -> Ticket: ...
     def until_due(self, ticket: Ticket) -> None: ...
+    def yield_to_sends(self) -> None: ...
 
 
 class UserContext(Protocol):
@@ -374,6 +375,7 @@ class LLMClient:
         self._state.pacer.until_due(ticket)
         with self._replicas.use() as replica:
             record = self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
+        self._state.pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
         if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
             record.score = score(record.reference, record.content_text or "")
         return record

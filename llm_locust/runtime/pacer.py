@@ -8,15 +8,17 @@ it had walked past (another process left before sending them), it sends those fi
 of its arrivals not handed out yet — goes to the master with every report, so that a process leaving hands over
 exactly what it had not sent.
 
-On time: a user gets its ticket `PREPARE_AHEAD_S` before the arrival is due (a gevent timer, up to ~1 ms late: early
-enough), builds its request, and waits for the due time itself right before sending it (`until_due`: a timer until
-`EARLY_WAKE_S` before, then yielding until the due time): between the due time and the first byte written there is
-only the send.
+On time: a user gets its ticket `PREPARE_AHEAD_S` before the arrival is due (a gevent timer, up to ~5 ms late under
+load: early enough), builds its request, and waits for the due time itself right before sending it (`until_due`: a timer until
+`EARLY_WAKE_S` before, then yielding until the due time). From the moment a user takes an arrival until its request
+leaves, the arrival's due time is in the process's `load.due_sends.SENDS`, and the rest of the loop's work makes way
+for it: the stream pump ends its turn by then, and a build, a request's end and the periodic results write start only
+when they would end before it (`make_way`). Between the due time and the first byte written there is only the send.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from time import perf_counter
 
@@ -24,18 +26,29 @@ import gevent
 from gevent.event import Event
 
 from llm_locust.load.clock import RunClock
+from llm_locust.load.due_sends import SENDS, STALE_S, DueSends
 from llm_locust.load.pacing import NO_STEP, Plan, Ticket
 from llm_locust.load.sequence import Cursor, DueTimes
-from llm_locust.transport import pump
 
 _QUOTA_WAIT_S = 60.0
-PREPARE_AHEAD_S = 0.004
+PREPARE_AHEAD_S = 0.010
 """Open loop: a user gets its ticket this long before its request is due, to build the request before the due time
-(a trace's 600-token prompt: ~0.4 ms; the gevent timer that wakes it: up to ~1 ms late); it then waits for the due
-time (`Pacer.until_due`). A build longer than that makes the request late by the difference."""
+(a trace's 600-token prompt: ~0.1 ms) and then wait for it (`Pacer.until_due`). The timer that wakes it fires late
+under load — p50 0.9 ms, p99 4.8 ms at 85 % of a core: libev's epoll waits in whole milliseconds, and a timer waits
+for the greenlet running when it expires (a pump turn, a build, a send) — so 4 ms ahead was not enough for 1 % of the
+requests at that load. A build longer than the time left makes the request late by the difference."""
 EARLY_WAKE_S = 0.0015
 """Open loop: a user's timer wakes it this long before its request is due, then it yields until the due time: the
 event loop's timers fire up to ~1 ms late (epoll waits in whole milliseconds)."""
+BUILD_S = 0.0005
+"""Open loop: what a request's build may cost (a trace's 600-token prompt: ~0.1 ms), and what its end does (the
+record's close, its report to Locust: ~0.2 ms): each starts only when no other send is due within this long."""
+END_WAIT_S = 0.02
+"""Open loop: the longest a finished request waits for a gap between sends to end in (`make_way`)."""
+PERIODIC_GAP_S = 0.005
+"""Open loop: the longest gap between sends a periodic job (`Periodic`) waits for: a longer job cannot expect one."""
+PERIODIC_WAIT_S = 0.5
+"""Open loop: the longest a periodic job waits for its gap."""
 
 
 class Pacer:
@@ -43,8 +56,11 @@ class Pacer:
     run's trace (seconds from its start, speed-up applied), for plans whose arrival is "trace". `clock`: the run's
     clock of this process (`load.clock.RunClock`: a plan's origin is an epoch second of the master's clock)."""
 
-    def __init__(self, trace_due_s: Sequence[float] = (), clock: RunClock | None = None) -> None:
+    def __init__(
+        self, trace_due_s: Sequence[float] = (), clock: RunClock | None = None, sends: DueSends = SENDS
+    ) -> None:
         self.plan = Plan()
+        self.sends = sends  # the due times of the arrivals this process's users hold
         self.clock = clock or RunClock()
         self.trace_due_s = trace_due_s
         self.open_loop = False  # the run's settings ask for an open loop: wait for the plan that says how
@@ -55,7 +71,8 @@ class Pacer:
         self._measure_from_s = 0.0
         self._changed = Event()
         self._closed = False
-        self._issued: dict[int, DueTimes] = {}  # arrivals handed out whose user has not waited for them yet
+        self._issued: dict[int, tuple[DueTimes, int]] = {}  # arrivals handed out, not sent yet: their sequence and
+        # their handle in `sends`
         self.sent = 0
         self.sessions_started = 0  # agent sessions begun by this process's users (`take(new_session=True)`)
 
@@ -95,6 +112,8 @@ class Pacer:
             self._due = DueTimes.of_process(rate, plan.arrival, plan.burstiness, plan.seed, plan.limit)  # type: ignore[arg-type]
         self._anchor(plan)
         self._cursor.restart()
+        for _due, handle in self._issued.values():
+            left(self.sends, handle)
         self._issued.clear()
 
     def _anchor(self, plan: Plan) -> None:
@@ -153,13 +172,15 @@ class Pacer:
                 continue
             ticket = self._wait_for(index, due)
             if ticket is not None:
+                if ticket.t_sched is not None:  # the build starts in a gap between the other users' sends
+                    make_way(BUILD_S, ticket.t_sched - BUILD_S - EARLY_WAKE_S, self.sends)
                 return ticket
 
     def until_due(self, ticket: Ticket) -> None:
         """Wait until `ticket` is due, on time; at once without a due time or past it. A user stopped while it waits
         puts the arrival back for another user of this process, as in `take`."""
         index = ticket.index
-        due = None if index is None else self._issued.pop(index, None)
+        due, handle = (None, None) if index is None else self._issued.pop(index, (None, None))
         if ticket.t_sched is None:
             return
         try:
@@ -169,6 +190,14 @@ class Pacer:
                 self._cursor.put_back(index)
                 self.sent -= 1
             raise
+        finally:
+            if handle is not None:
+                left(self.sends, handle)
+
+    def yield_to_sends(self) -> None:
+        """A request ended: what follows (its report, the next ticket) starts when no other user's send is due within
+        `BUILD_S`, waiting `END_WAIT_S` at most (`make_way`); at once in a closed loop."""
+        make_way(BUILD_S, perf_counter() + END_WAIT_S, self.sends)
 
     def _wait_for(self, index: int, due: DueTimes) -> Ticket | None:
         """Hold arrival `index` until it is due in `PREPARE_AHEAD_S`; its ticket, or None when a new plan took it
@@ -176,12 +205,14 @@ class Pacer:
         this process."""
         t_sched = self._origin_s + (due.due_s(index) or 0.0)
         self._cursor.hold(index)
+        handle: int | None = self.sends.add(t_sched)
         try:
             while True:
                 plan, changed = self.plan, self._changed
                 delay_s = t_sched - perf_counter() - PREPARE_AHEAD_S
                 if (delay_s <= 0 or not changed.wait(delay_s)) and self.plan is plan and not self._closed:
-                    self._issued[index] = due
+                    self._issued[index] = (due, handle)
+                    handle = None  # sent when the request leaves (`until_due`)
                     return self._issue(t_sched, plan, index)
                 plan = self.plan
                 if self._closed:  # still this process's to send (or to hand over: `low_water` counts it)
@@ -197,6 +228,8 @@ class Pacer:
             raise
         finally:
             self._cursor.release(index)
+            if handle is not None:
+                left(self.sends, handle)
 
     def _issue(self, t_sched: float | None, plan: Plan, index: int | None) -> Ticket:
         self.sent += 1
@@ -207,12 +240,67 @@ class Pacer:
 
 def wait_until(t_s: float) -> None:
     """Block this greenlet until perf_counter instant `t_s` (at once when it has passed): a gevent timer until
-    `EARLY_WAKE_S` before it, then yield (`gevent.sleep(0)`: other greenlets run meanwhile) until it; the process's
-    stream pump ends its turn by then (`pump.StreamPump.send_due`)."""
+    `EARLY_WAKE_S` before it, then yield (`gevent.sleep(0)`: other greenlets run meanwhile) until it."""
     delay_s = t_s - perf_counter() - EARLY_WAKE_S
     if delay_s > 0:
         gevent.sleep(delay_s)
-    if perf_counter() < t_s:
-        pump.pump().send_due(t_s)
     while perf_counter() < t_s:
         gevent.sleep(0)
+
+
+class _Departures:
+    """Wakes the work waiting for a gap between sends (`make_way`) when a request leaves: an event, not polling (a
+    greenlet yielding with `gevent.sleep(0)` in a loop keeps the event loop from firing timers for up to gevent's switch
+    interval, 5 ms: the very timers that wake the users due)."""
+
+    def __init__(self) -> None:
+        self.event = Event()
+
+    def wait(self, timeout_s: float) -> None:
+        self.event.wait(timeout_s)
+
+    def left(self) -> None:
+        if self.event.linkcount():
+            event, self.event = self.event, Event()
+            event.set()
+
+
+_DEPARTURES = _Departures()
+
+
+def left(sends: DueSends, handle: int) -> None:
+    """The request of `handle` left (or will not): take it out of `sends`, wake the work that waited for it."""
+    sends.sent(handle)
+    _DEPARTURES.left()
+
+
+def make_way(cost_s: float, until_s: float, sends: DueSends = SENDS) -> None:
+    """Before `cost_s` seconds of work that is not a send: wait while an open loop's send is due before that work would
+    end (`load.due_sends.DueSends.next_s`), until perf_counter instant `until_s` at most; at once when none is (a
+    closed loop: always). The wait ends when a request leaves (`left`), or, if none does, at `until_s` or once the
+    send is stale (`load.due_sends.STALE_S`)."""
+    now_s = perf_counter()
+    while now_s < until_s:
+        next_s = sends.next_s(now_s)
+        if next_s is None or next_s >= now_s + cost_s:
+            return
+        _DEPARTURES.wait(min(until_s, next_s + STALE_S) - now_s)
+        now_s = perf_counter()
+
+
+class Periodic:
+    """A periodic job of this process (the results write, a worker's report to the master), run in a gap between an
+    open loop's sends: it waits for a gap as long as its last run took (`PERIODIC_GAP_S` at most, `PERIODIC_WAIT_S` at
+    most: `make_way`); at once in a closed loop."""
+
+    def __init__(self, sends: DueSends = SENDS) -> None:
+        self.sends = sends
+        self.cost_s = 0.0  # its last run
+
+    def run(self, job: Callable[[], None]) -> None:
+        make_way(min(self.cost_s, PERIODIC_GAP_S), perf_counter() + PERIODIC_WAIT_S, self.sends)
+        t_start_s = perf_counter()
+        try:
+            job()
+        finally:
+            self.cost_s = perf_counter() - t_start_s

@@ -35,6 +35,7 @@ from llm_locust.results.request_lines import RequestLines, RequestsFile
 from llm_locust.results.summary import RunFacts, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
+from llm_locust.runtime.pacer import Periodic
 from llm_locust.runtime.runner_ops import stop_test, top_error
 from llm_locust.runtime.scrape_loop import ScrapeLoop
 from llm_locust.scrape.scraper import new_scraper
@@ -136,9 +137,10 @@ class ResultsWriter:
         }
 
     def _tick_forever(self) -> None:
+        periodic = Periodic()  # between an open loop's sends
         while True:
             gevent.sleep(TICK_S)
-            self._tick()
+            periodic.run(self._tick)
 
     def add_request_lines(self, lines: bytes, dropped: int) -> None:
         """--requests-jsonl: append a process's request lines (and count those it dropped) to requests.jsonl."""

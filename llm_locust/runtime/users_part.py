@@ -34,7 +34,7 @@ from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.unfinished import Unfinished, unfinished_of
 from llm_locust.results.request_lines import RequestLines
 from llm_locust.runtime.gc_policy import RunCollector
-from llm_locust.runtime.pacer import Pacer
+from llm_locust.runtime.pacer import Pacer, Periodic
 from llm_locust.runtime.route import RECORD_KEY
 from llm_locust.runtime.runner_ops import (
     CLOCK_KEY,
@@ -78,6 +78,7 @@ class UsersPart:
         self._clock_ready = shared.leads  # False on a worker until its offset is measured (`clock_measured`)
         self._held_plan: Plan | None = None  # worker: an open-loop plan, held until then
         self.pacer = Pacer(clock=self.clock)
+        self._report = Periodic()  # a worker's report to the master
         self.watchdog: TimeoutWatchdog | None = None
         self.monitor = LoopMonitor()
         self.collector = RunCollector()
@@ -257,7 +258,10 @@ class UsersPart:
     # -- worker --------------------------------------------------------------------------
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         """Worker: attach the windows filled since the last report, the requests in flight, and once after the test
-        stopped its users, the requests its end cut."""
+        stopped its users, the requests its end cut; in a gap between an open loop's sends (`pacer.Periodic`)."""
+        self._report.run(lambda: self._attach_report(data))
+
+    def _attach_report(self, data: dict[str, Any]) -> None:
         delta = self.recorder.take_delta()
         if delta:
             data[WIRE_KEY] = delta_to_wire(delta)

@@ -18,8 +18,8 @@ the queue a few reads at a time, looking for ready sockets again in between: a s
 at most a few parses, not for a whole round of parsing, and the timing stays exact until the
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
-Sends come first: a user about to send an open loop's request at a due time tells the pump (`send_due`), and the
-pump's turn ends by then — the parse under way finishes, the rest waits — so that the user sends on time.
+Sends come first: in an open loop the pump's turn ends by the next send due (`load.due_sends`) — the parse under way
+finishes, the rest waits — so that the user sends on time.
 
 TLS connections alike (`tls_memory.TLSConnection`): the pump reads their raw TCP socket the same way, and
 decrypts each read in memory when it parses it — each decrypted piece keeps the kernel time of the read it
@@ -33,7 +33,6 @@ take no extra step per read: each stream's `parse` is chosen once. Linux only (`
 from __future__ import annotations
 
 import contextlib
-import heapq
 from collections import deque
 from collections.abc import Callable
 from time import perf_counter
@@ -45,6 +44,7 @@ from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
+from llm_locust.load.due_sends import SENDS
 from llm_locust.transport.byte_arrival import READ_BYTES
 from llm_locust.transport.chunked import ChunkedBody
 from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
@@ -66,13 +66,11 @@ _TURN_S = 0.002  # longest the pump parses before the other greenlets get a turn
 _YIELD_S = 0.0001  # a timer, not sleep(0): the loop polls (requests waiting for their head get their turn)
 
 
-def turn_end(now_s: float, turn_s: float, sends_due: list[float]) -> float:
-    """When a pump turn starting at `now_s` ends (perf_counter s): `turn_s` later, or at the earliest send due, if
-    sooner. `sends_due` is a heap of the instants at which users send; those passed by `now_s` are dropped from it
-    (their users run as soon as the pump yields)."""
-    while sends_due and sends_due[0] <= now_s:
-        heapq.heappop(sends_due)
-    return min(now_s + turn_s, sends_due[0]) if sends_due else now_s + turn_s
+def turn_end(now_s: float, turn_s: float, next_send_s: float | None) -> float:
+    """When a pump turn starting at `now_s` ends (perf_counter s): `turn_s` later, or at `next_send_s` (the next
+    send due, `load.due_sends.DueSends.next_s`; None: none), if sooner — at once when that send is due already and
+    its user has not run yet."""
+    return now_s + turn_s if next_send_s is None else min(now_s + turn_s, next_send_s)
 
 
 def _is_chunked(raw: Any) -> bool:
@@ -140,12 +138,7 @@ class StreamPump:
         buffer = bytearray(READ_BYTES)  # every read lands here, is copied to the backlog, then overwritten
         self._buffers, self._view = [buffer], memoryview(buffer)
         self._greenlet: gevent.Greenlet | None = None
-        self._sends_due: list[float] = []  # heap of perf_counter instants at which a user sends
         self.reads = 0  # socket reads
-
-    def send_due(self, t_s: float) -> None:
-        """A user sends a request at perf_counter instant `t_s`: the pump's turn ends by then."""
-        heapq.heappush(self._sends_due, t_s)
 
     @property
     def streams(self) -> int:
@@ -193,7 +186,8 @@ class StreamPump:
                 if not backlog:
                     wait(watcher)  # nothing left to parse: sleep until a socket is readable
                 self._read_ready()
-                turn_end_s = turn_end(perf_counter(), _TURN_S, self._sends_due)
+                now_s = perf_counter()
+                turn_end_s = turn_end(now_s, _TURN_S, SENDS.next_s(now_s))
                 while backlog and perf_counter() < turn_end_s:
                     for _ in range(min(_PARSE_SLICE, len(backlog))):
                         entry = backlog.popleft()

@@ -1,0 +1,112 @@
+"""An open loop's sends come first on a process's one event loop (`runtime.pacer`, `load.due_sends`): an arrival is in
+the process's due sends from the moment a user takes it until its request leaves, and work that is not a send starts
+in a gap between them (`make_way`, `Periodic`). Real pacer, real gevent; bounds generous for a busy machine."""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import gevent
+
+from llm_locust.load.due_sends import STALE_S, DueSends
+from llm_locust.load.pacing import Plan
+from llm_locust.load.sequence import Assignment
+from llm_locust.runtime.pacer import Pacer, Periodic, left, make_way, wait_until
+
+
+def _sender(sends: DueSends, due_s: float, log: list[tuple[str, float]]) -> gevent.Greenlet:
+    """A user that sends at `due_s` (and says so in `log`)."""
+    handle = sends.add(due_s)
+
+    def send() -> None:
+        wait_until(due_s)
+        log.append(("sent", perf_counter()))
+        left(sends, handle)
+
+    return gevent.spawn(send)
+
+
+def test_work_waits_for_a_send_due_before_it_would_end():
+    sends, log = DueSends(), []
+    due_s = perf_counter() + 0.003
+    user = _sender(sends, due_s, log)
+    make_way(0.005, perf_counter() + 1.0, sends)
+    log.append(("work", perf_counter()))
+    user.join(timeout=5)
+    assert [what for what, _ in log] == ["sent", "work"]
+    assert log[0][1] >= due_s
+    assert len(sends) == 0
+
+
+def test_work_that_ends_before_the_next_send_starts_at_once():
+    sends = DueSends()
+    sends.add(perf_counter() + 1.0)
+    t_start_s = perf_counter()
+    make_way(0.005, t_start_s + 1.0, sends)
+    assert perf_counter() - t_start_s < 0.1  # no wait: 1 s apart
+
+
+def test_a_closed_loop_never_waits():
+    t_start_s = perf_counter()
+    make_way(1.0, t_start_s + 10.0, DueSends())
+    assert perf_counter() - t_start_s < 0.1
+
+
+def test_a_send_that_never_leaves_holds_work_back_only_until_it_is_stale():
+    sends = DueSends()
+    due_s = perf_counter() + 0.002
+    sends.add(due_s)  # its request failed to build: its user never sends
+    make_way(0.005, perf_counter() + 5.0, sends)
+    assert due_s + STALE_S * 0.9 <= perf_counter() < due_s + 1.0
+
+
+def test_a_periodic_job_runs_in_a_gap_as_long_as_its_last_run():
+    sends, log = DueSends(), []
+    periodic = Periodic(sends)
+    periodic.run(lambda: gevent.sleep(0.004))  # its first run: at once
+    assert periodic.cost_s >= 0.004
+    user = _sender(sends, perf_counter() + 0.002, log)
+    periodic.run(lambda: log.append(("work", perf_counter())))
+    user.join(timeout=5)
+    assert [what for what, _ in log] == ["sent", "work"]
+
+
+def test_a_pacers_users_hold_their_arrivals_in_the_due_sends_until_they_leave():
+    """Three users take the three arrivals of a trace (due 50, 70, 90 ms from now): all three are in the due sends
+    while the users wait; each leaves on time, and leaves the due sends."""
+    sends = DueSends()
+    due_s = (0.0, 0.02, 0.04)
+    pacer = Pacer(due_s, sends=sends)
+    pacer.use_trace(due_s, open_loop=True)
+    origin_s = perf_counter() + 0.05
+    pacer.apply(Plan(arrival="trace", origin_epoch_s=pacer.clock.now_s() + 0.05, limit=3,
+                     assignment=Assignment.of(["local"]), me="local"))  # fmt: skip
+    sent: list[tuple[float, float]] = []
+
+    def user() -> None:
+        ticket = pacer.take()
+        pacer.until_due(ticket)
+        sent.append((perf_counter(), ticket.t_sched))
+
+    users = [gevent.spawn(user) for _ in due_s]
+    gevent.sleep(0.01)
+    assert len(sends) == 3
+    gevent.joinall(users, timeout=5)
+    assert len(sent) == 3 and len(sends) == 0
+    for t_sent_s, t_sched in sorted(sent):
+        assert t_sent_s >= t_sched
+    assert abs(min(t for _, t in sent) - origin_s) < 0.005
+
+
+def test_a_user_stopped_while_it_holds_an_arrival_takes_it_out_of_the_due_sends():
+    sends = DueSends()
+    pacer = Pacer((0.0,), sends=sends)
+    pacer.use_trace((0.0,), open_loop=True)
+    pacer.apply(Plan(arrival="trace", origin_epoch_s=pacer.clock.now_s() + 1.0, limit=1,
+                     assignment=Assignment.of(["local"]), me="local"))  # fmt: skip
+    user = gevent.spawn(pacer.take)
+    gevent.sleep(0.01)
+    assert len(sends) == 1
+    user.kill()
+    assert len(sends) == 0
+    assert pacer.low_water == 0  # the arrival is back for another user
