@@ -9,11 +9,12 @@ of its arrivals not handed out yet — goes to the master with every report, so 
 exactly what it had not sent.
 
 On time: a user gets its ticket `PREPARE_AHEAD_S` before the arrival is due (a gevent timer, up to ~5 ms late under
-load: early enough), builds its request, and waits for the due time itself right before sending it (`until_due`: a timer until
-`EARLY_WAKE_S` before, then yielding until the due time). From the moment a user takes an arrival until its request
-leaves, the arrival's due time is in the process's `load.due_sends.SENDS`, and the rest of the loop's work makes way
-for it: the stream pump ends its turn by then, and a build, a request's end and the periodic results write start only
-when they would end before it (`make_way`). Between the due time and the first byte written there is only the send.
+load: early enough), builds its request, and waits for the due time itself right before sending it (`until_due`: a
+timer until `EARLY_WAKE_S` before, then yielding until the due time). From the moment a user takes an arrival until
+its request leaves, the arrival's due time is in the process's `load.due_sends.SENDS`, and the rest of the loop's work
+makes way for it: the stream pump ends its turn by then, and a build, a request's end and report, the results tick and
+a worker's report start only when they would end before it (`make_way`, `Periodic`). Between the due time and the
+first byte written there is only the send.
 """
 
 from __future__ import annotations
