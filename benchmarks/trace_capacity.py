@@ -10,7 +10,9 @@ clock) with when the trace had it due. `--arrival poisson`: the same with `locus
 --run-time-s), each request's due time read from requests.jsonl (`t_sched`, joined with the simulator's record by
 its x-request-id; writing the lines costs the client ~1 % of a core at 600 req/s). A request cannot leave early, so
 the most punctual one fixes time 0; the error of a request is how much later than that it arrived. The first
---warmup-s is left out (users spawning, the first connections).
+--warmup-s is left out (users spawning), and at least until every user has sent once (1 s more than --users / R): a
+user's first request opens its connection at its due time (a name lookup and a connect, ~0.3–0.5 ms), and users take
+arrivals in turn, so at 100 req/s 400 users send their first requests over the first 4 s.
 
 - req/s, token events/s: what the simulator received and streamed (one token per event) in the window;
 - send err p50 / p99 / max: ms; CPU %: the client's process over the window (100 % = one core);
@@ -108,8 +110,9 @@ def run_level(rate_per_s: float, args: argparse.Namespace, cores: tuple[int | No
             arrived = [(r, due_of[r["id"]]) for r in received if r["id"] in due_of]
     late = sorted(r["t_recv"] - due_s for r, due_s in arrived)
     origin = late[0] if late else 0.0  # the most punctual request: the sequence's time 0 on the simulator's clock
-    errors = sorted((r["t_recv"] - due_s - origin) * 1e3 for r, due_s in arrived if due_s >= args.warmup_s)
-    t0, t1 = origin + args.warmup_s, origin + args.run_time_s
+    warmup_s = max(args.warmup_s, args.users / rate_per_s + 1.0)  # every user's connection open
+    errors = sorted((r["t_recv"] - due_s - origin) * 1e3 for r, due_s in arrived if due_s >= warmup_s)
+    t0, t1 = origin + warmup_s, origin + args.run_time_s
     events = sum(1 for r in received for t in r["token_times"] if t0 <= t < t1)
     span_s = t1 - t0
     in_bound = (
@@ -139,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rates", default="50,100,200,300", help="rates to try, req/s (comma-separated)")
     parser.add_argument("--run-time-s", type=float, default=20.0, help="arrivals of each rate over this long, s")
-    parser.add_argument("--warmup-s", type=float, default=3.0, help="start of the trace left out, s")
+    parser.add_argument(
+        "--warmup-s", type=float, default=3.0, help="start of the trace left out, s (at least --users / rate + 1)"
+    )
     parser.add_argument("--input-tokens", type=int, default=600, help="prompt tokens of the first request (+1 each)")
     parser.add_argument("--output-tokens", type=int, default=32, help="output tokens per request (one per event)")
     parser.add_argument("--ttft-ms", type=float, default=50.0)
