@@ -174,26 +174,36 @@ class Pacer:
             ticket = self._wait_for(index, due)
             if ticket is not None:
                 if ticket.t_sched is not None:  # the build starts in a gap between the other users' sends
-                    make_way(BUILD_S, ticket.t_sched - BUILD_S - EARLY_WAKE_S, self.sends)
+                    try:
+                        make_way(BUILD_S, ticket.t_sched - BUILD_S - EARLY_WAKE_S, self.sends)
+                    except BaseException:  # GreenletExit: the runner stopped this user
+                        self._give_back(ticket.index)
+                        raise
                 return ticket
 
     def until_due(self, ticket: Ticket) -> None:
         """Wait until `ticket` is due, on time; at once without a due time or past it. A user stopped while it waits
         puts the arrival back for another user of this process, as in `take`."""
-        index = ticket.index
-        due, handle = (None, None) if index is None else self._issued.pop(index, (None, None))
         if ticket.t_sched is None:
             return
         try:
             wait_until(ticket.t_sched)
         except BaseException:  # GreenletExit: the runner stopped this user
-            if index is not None and due is not None and self._due is due:
-                self._cursor.put_back(index)
-                self.sent -= 1
+            self._give_back(ticket.index)
             raise
-        finally:
-            if handle is not None:
-                left(self.sends, handle)
+        _due, handle = self._issued.pop(ticket.index, (None, None))  # type: ignore[arg-type]
+        if handle is not None:
+            left(self.sends, handle)
+
+    def _give_back(self, index: int | None) -> None:
+        """A user stopped between taking arrival `index` and sending it: the arrival goes back to this process's
+        other users (unless a new sequence began meanwhile), and out of the due sends."""
+        due, handle = (None, None) if index is None else self._issued.pop(index, (None, None))
+        if index is not None and due is not None and self._due is due:
+            self._cursor.put_back(index)
+            self.sent -= 1
+        if handle is not None:
+            left(self.sends, handle)
 
     def yield_to_sends(self) -> None:
         """A request ended: what follows (its report, the next ticket) starts when no other user's send is due within

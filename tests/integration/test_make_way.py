@@ -110,3 +110,21 @@ def test_a_user_stopped_while_it_holds_an_arrival_takes_it_out_of_the_due_sends(
     user.kill()
     assert len(sends) == 0
     assert pacer.low_water == 0  # the arrival is back for another user
+
+
+def test_a_user_stopped_while_its_build_waits_for_a_gap_gives_its_arrival_back():
+    """A user took its ticket (its arrival due in 9 ms) and waits for a gap before building (another user's send is
+    due within the build's time): stopped there, it puts the arrival back for another user and out of the due
+    sends — nothing is lost."""
+    sends = DueSends()
+    pacer = Pacer((0.0,), sends=sends)
+    pacer.use_trace((0.0,), open_loop=True)
+    pacer.apply(Plan(arrival="trace", origin_epoch_s=pacer.clock.now_s() + 0.009, limit=1,
+                     assignment=Assignment.of(["local"]), me="local"))  # fmt: skip
+    sends.add(perf_counter() + 0.0002)  # another user's send, due now
+    user = gevent.spawn(pacer.take)
+    gevent.sleep(0)  # the user takes its ticket and waits (no other yield on its way)
+    assert pacer.sent == 1 and len(sends) == 2
+    user.kill()
+    assert pacer.sent == 0 and pacer.low_water == 0
+    assert len(sends) == 1  # the other user's only
