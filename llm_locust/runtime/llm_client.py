@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,6 +68,7 @@ class Pacing(Protocol):
 
     def take(self, new_session: bool = False) -> Ticket: ...
     def until_due(self, ticket: Ticket) -> None: ...
+    def forget(self, ticket: Ticket) -> None: ...
     def yield_to_sends(self) -> None: ...
 
 
@@ -372,10 +374,16 @@ class LLMClient:
         reference and the request succeeded (`scoring.score`)."""
         cancel = self._canceller.draw() if sent.streams else None
         sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
-        self._state.pacer.until_due(ticket)
-        with self._replicas.use() as replica:
-            record = self._transport.send(Prepared(sent, sent_to, spec, headers, ticket, replica, cancel))
-        self._state.pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
+        pacer = self._state.pacer
+        try:
+            with self._replicas.use() as replica:
+                prepared = Prepared(
+                    sent, sent_to, spec, headers, ticket, replica, cancel, partial(pacer.until_due, ticket)
+                )
+                record = self._transport.send(prepared)  # waits for the due time right before the request leaves
+        finally:
+            pacer.forget(ticket)  # (had the request failed before it could leave)
+        pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
         if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
             record.score = score(record.reference, record.content_text or "")
         return record

@@ -191,9 +191,15 @@ class Pacer:
         except BaseException:  # GreenletExit: the runner stopped this user
             self._give_back(ticket.index)
             raise
-        _due, handle = self._issued.pop(ticket.index, (None, None))  # type: ignore[arg-type]
-        if handle is not None:
-            left(self.sends, handle)
+        self.forget(ticket)
+
+    def forget(self, ticket: Ticket) -> None:
+        """The request of `ticket` left, or ended without leaving (it failed before): its arrival is no longer pending
+        (nothing when it was forgotten already)."""
+        if ticket.index is not None:
+            _due, handle = self._issued.pop(ticket.index, (None, None))
+            if handle is not None:
+                left(self.sends, handle)
 
     def _give_back(self, index: int | None) -> None:
         """A user stopped between taking arrival `index` and sending it: the arrival goes back to this process's

@@ -104,10 +104,8 @@ class FastTransport:
             else None
         )
         watch = watchdog.start(record)
-        if cancel is not None:
-            cancel.start()
         try:
-            resp = _post_noting_connection(record, post)
+            resp = _post_noting_connection(record, post, prepared.wait_due, cancel)
             record.status_code = resp.status_code or 0
             if _check_response(resp, record, api.framing.content_type):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
@@ -143,7 +141,7 @@ class FastTransport:
         record = new_record(prepared)
         watch = watchdog.start(record, first_token=False)
         try:
-            resp = _post_noting_connection(record, post, streamed=False)
+            resp = _post_noting_connection(record, post, prepared.wait_due, streamed=False)
             t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
             record.status_code = resp.status_code or 0
             if _check_status(resp, record):
@@ -157,17 +155,34 @@ class FastTransport:
         return record
 
 
-def _post_noting_connection(record: RequestRecord, post: Callable[[], Any], streamed: bool = True) -> Any:
+def _post_noting_connection(
+    record: RequestRecord,
+    post: Callable[[], Any],
+    wait_due: Callable[[], None] | None,
+    cancel: Cancel | None = None,
+    streamed: bool = True,
+) -> Any:
     """Send the request: `post()` (through Locust's session, `catch_response`: its response context, not entered,
-    so not reported). Sent once more, on a new connection, when it went on a reused connection that the
-    server had closed before any byte of the response (a stale kept-alive connection: `record.retried_stale`;
-    never once a byte of the response arrived); the first attempt's time stays in the request's
-    (`t_send` is the first attempt's). Notes the connection on `record`: new or reused, a new one's connect and TLS
-    handshake times, when its last byte was handed to the kernel (`t_uploaded`), and (`streamed`: the body is not
-    read yet) the arrival of the response head, `t_headers`; and
-    the server's request id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
+    so not reported). Once the session has assembled it, right before it takes a connection
+    (`patches.before_checkout`), it waits for its due time (`wait_due`, an open loop's), then takes `t_send` and starts
+    its cancellation's timer: only taking the connection and writing are left after the due time. Sent once more, on
+    a new connection, when it went on a reused connection that the server had closed before any byte of the response
+    (a stale kept-alive connection: `record.retried_stale`; never once a byte of the response arrived); the first
+    attempt's time stays in the request's (`t_send` is the first attempt's). Notes the connection on `record`: new or
+    reused, a new one's connect and TLS handshake times, when its last byte was handed to the kernel (`t_uploaded`),
+    and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and the server's request
+    id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
+
+    def leave() -> None:
+        if wait_due is not None:
+            wait_due()
+        record.t_send = perf_counter()
+        if cancel is not None:
+            cancel.start()
+
     patches.take_checked_out()  # left by an earlier request of this greenlet (e.g. the model lookup)
-    resp = post()
+    with patches.before_checkout(leave):
+        resp = post()
     connection = patches.take_checked_out()
     if connection is not None and connection.requests > 1 and _closed_before_response(resp):
         record.retried_stale = True

@@ -17,7 +17,7 @@ These methods are replaced, process-wide (geventhttpclient has no hook for them)
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from time import perf_counter
 from typing import Any
@@ -127,6 +127,8 @@ _checked_out: WeakKeyDictionary[Any, Any] = WeakKeyDictionary()
 """Per greenlet, the connection its last request took from a pool (a greenlet sends one request at a time)."""
 _fresh_only: WeakKeyDictionary[Any, bool] = WeakKeyDictionary()
 """The greenlets whose next request must go on a new connection (`fresh_connection`)."""
+_before_checkout: WeakKeyDictionary[Any, Callable[[], None]] = WeakKeyDictionary()
+"""Per greenlet, what its next request calls right before it takes a connection (`before_checkout`)."""
 
 
 def take_checked_out() -> Any:
@@ -134,6 +136,19 @@ def take_checked_out() -> Any:
     here; None if none since the last call. Its `requests` says whether it was new (1) or reused, `connect_s` (and
     `tls_handshake_s`) its set-up, `t_arrival_s` the arrival of its last read."""
     return _checked_out.pop(getcurrent(), None)
+
+
+@contextmanager
+def before_checkout(hook: Callable[[], None]) -> Iterator[None]:
+    """Within it, the current greenlet's next request calls `hook` right before it takes a connection from its pool
+    (once: a request sent again on a new connection does not). What the HTTP client does before — the request's URL,
+    headers, cookies and head assembled — is done by then; what is left is taking the connection and writing."""
+    current = getcurrent()
+    _before_checkout[current] = hook
+    try:
+        yield
+    finally:
+        _before_checkout.pop(current, None)
 
 
 @contextmanager
@@ -148,8 +163,11 @@ def fresh_connection() -> Iterator[None]:
 
 def noted_socket(pool: Any) -> Any:
     """`ConnectionPool.get_socket`, noting which connection the current greenlet took (`take_checked_out`); a new
-    one under `fresh_connection`."""
+    one under `fresh_connection`; after the greenlet's `before_checkout` hook, if any."""
     current = getcurrent()
+    hook = _before_checkout.pop(current, None)
+    if hook is not None:
+        hook()
     if current in _fresh_only:
         pool._semaphore.acquire()  # as the original does before making a connection
         try:

@@ -10,7 +10,7 @@ tells the workload (the caller does both, once: `runtime.llm_client`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,7 +33,9 @@ class Prepared:
     URL or the replica's, plus this path); `headers`: its own headers, sent on top of the transport's fixed ones (the
     session header, `--session-header`, a scenario's per-call headers; empty otherwise); `ticket`: from the pacer (due
     time, sweep step, whether it counts); `replica`: one of several behind --host, with its credentials and breakdown;
-    `cancel`: when this stream is to be closed early.
+    `cancel`: when this stream is to be closed early; `wait_due`: waits for the ticket's due time (the pacer's), called
+    by the transport as late as it can, right before the request leaves (the fast client: once the HTTP client has
+    assembled the request, before it takes a connection; `t_send` is taken then).
     """
 
     api: Api
@@ -43,6 +45,7 @@ class Prepared:
     ticket: Ticket | None = None
     replica: Replica | None = None
     cancel: Cancel | None = None
+    wait_due: Callable[[], None] | None = None
 
 
 class Transport(Protocol):

@@ -83,6 +83,8 @@ class SdkTransport:
             arguments["extra_headers"] = dict(prepared.headers)
         create = attrgetter(f"{sent.sdk_method}.create")(self.sdk)
         watchdog = self.watchdog
+        if prepared.wait_due is not None:
+            prepared.wait_due()
         record = new_record(prepared)
         watch = watchdog.start(record)
         texts: list[str] | None = [] if self.counter is not None or keep_answer else None
