@@ -1,17 +1,23 @@
 """An open loop's sends come first on a process's one event loop (`runtime.pacer`, `load.due_sends`): an arrival is in
 the process's due sends from the moment a user takes it until its request leaves, and work that is not a send starts
-in a gap between them (`make_way`, `Periodic`). Real pacer, real gevent; bounds generous for a busy machine."""
+in a gap between them (`make_way`, `Periodic`); a request waits for its due time at the last moment, once Locust's
+session has assembled it (`patches.before_checkout`). Real pacer, real gevent, a real session on loopback; bounds
+generous for a busy machine."""
 
 from __future__ import annotations
 
 from time import perf_counter
 
 import gevent
+from harness.sse_server import HEADERS, chunk, read_request, serve
+from locust.contrib.fasthttp import FastHttpSession
+from locust.event import Events
 
 from llm_locust.load.due_sends import STALE_S, DueSends
 from llm_locust.load.pacing import Plan
 from llm_locust.load.sequence import Assignment
 from llm_locust.runtime.pacer import Pacer, Periodic, left, make_way, wait_until
+from llm_locust.transport import patches
 
 
 def _sender(sends: DueSends, due_s: float, log: list[tuple[str, float]]) -> gevent.Greenlet:
@@ -128,3 +134,37 @@ def test_a_user_stopped_while_its_build_waits_for_a_gap_gives_its_arrival_back()
     user.kill()
     assert pacer.sent == 0 and pacer.low_water == 0
     assert len(sends) == 1  # the other user's only
+
+
+def _answer(sock, _address) -> None:
+    """A whole SSE answer per request, keep-alive."""
+    while read_request(sock):
+        sock.sendall(HEADERS + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+def test_a_request_waits_for_its_due_time_once_assembled_right_before_it_takes_a_connection():
+    """The fast client's last moment (`patches.before_checkout`): Locust's session has built the request, no
+    connection is taken yet; the hook runs once per request, and what it waits for delays the write."""
+    patches.install()
+    server = serve(_answer)
+    try:
+        session = FastHttpSession(f"http://127.0.0.1:{server.server_port}", Events().request, None)
+        seen: list[object] = []
+        wait_s = 0.02
+
+        def hook() -> None:
+            seen.append(patches.take_checked_out())  # none yet: the connection is taken after the hook
+            gevent.sleep(wait_s)
+
+        for _ in range(2):  # the second on the first's connection
+            t_start_s = perf_counter()
+            with patches.before_checkout(hook):
+                response = session.post("/v1/chat/completions", data=b"{}", catch_response=True)
+            connection = patches.take_checked_out()
+            assert response.status_code == 200 and connection is not None
+            assert connection.t_sent_s - t_start_s >= wait_s  # written after the wait
+        assert seen == [None, None]
+        session.post("/v1/chat/completions", data=b"{}", catch_response=True)  # no hook: none called
+        assert len(seen) == 2
+    finally:
+        server.stop(timeout=0)
