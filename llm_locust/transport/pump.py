@@ -185,25 +185,31 @@ class StreamPump:
             while self._streams or backlog:
                 if not backlog:
                     wait(watcher)  # nothing left to parse: sleep until a socket is readable
-                self._read_ready()
                 now_s = perf_counter()
                 turn_end_s = turn_end(now_s, _TURN_S, SENDS.next_s(now_s))
+                if turn_end_s <= now_s:  # a user's send is due: it goes first (unread data keeps its kernel time)
+                    gevent.sleep(_YIELD_S)
+                    continue
+                self._read_ready(turn_end_s)
                 while backlog and perf_counter() < turn_end_s:
                     for _ in range(min(_PARSE_SLICE, len(backlog))):
                         entry = backlog.popleft()
                         entry[0].parse(*entry)
                         if perf_counter() >= turn_end_s:
                             break
-                    self._read_ready()
+                    self._read_ready(turn_end_s)
                 if backlog:  # a long turn: let the other greenlets run, then go on
                     gevent.sleep(_YIELD_S)
         finally:
             self._greenlet = None
 
-    def _read_ready(self) -> None:
-        """Read each ready socket once into the backlog, with the kernel's receive time."""
+    def _read_ready(self, until_s: float) -> None:
+        """Read each ready socket once into the backlog, with the kernel's receive time; stop at perf_counter instant
+        `until_s` (a send due: the sockets not read are ready again at the next look)."""
         streams, backlog = self._streams, self._backlog
         for fd, _mask in self._epoll.poll(0, _MAX_EVENTS):
+            if perf_counter() >= until_s:
+                break
             stream = streams.get(fd)
             if stream is None or not stream.reading:
                 continue
