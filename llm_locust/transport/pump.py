@@ -19,7 +19,8 @@ at most a few parses, not for a whole round of parsing, and the timing stays exa
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
 Sends come first: in an open loop the pump's turn ends by the next send due (`load.due_sends`) — the parse under way
-finishes, the rest waits — so that the user sends on time.
+finishes, the rest waits, and so do the reads — so that the user sends on time; a turn that would begin when a send is
+due already yields at once (data not read yet keeps its kernel receive time).
 
 TLS connections alike (`tls_memory.TLSConnection`): the pump reads their raw TCP socket the same way, and
 decrypts each read in memory when it parses it — each decrypted piece keeps the kernel time of the read it
