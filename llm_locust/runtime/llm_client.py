@@ -377,9 +377,8 @@ class LLMClient:
         pacer = self._state.pacer
         try:
             with self._replicas.use() as replica:
-                prepared = Prepared(
-                    sent, sent_to, spec, headers, ticket, replica, cancel, partial(pacer.until_due, ticket)
-                )
+                wait_due = None if ticket.t_sched is None else partial(pacer.until_due, ticket)  # an open loop's
+                prepared = Prepared(sent, sent_to, spec, headers, ticket, replica, cancel, wait_due)
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
             pacer.forget(ticket)  # (had the request failed before it could leave)
