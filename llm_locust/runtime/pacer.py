@@ -196,20 +196,25 @@ class Pacer:
     def forget(self, ticket: Ticket) -> None:
         """The request of `ticket` left, or ended without leaving (it failed before): its arrival is no longer pending
         (nothing when it was forgotten already)."""
-        if ticket.index is not None:
-            _due, handle = self._issued.pop(ticket.index, (None, None))
-            if handle is not None:
-                left(self.sends, handle)
+        self._release(ticket.index)
 
     def _give_back(self, index: int | None) -> None:
         """A user stopped between taking arrival `index` and sending it: the arrival goes back to this process's
         other users (unless a new sequence began meanwhile), and out of the due sends."""
-        due, handle = (None, None) if index is None else self._issued.pop(index, (None, None))
+        due = self._release(index)
         if index is not None and due is not None and self._due is due:
             self._cursor.put_back(index)
             self.sent -= 1
+
+    def _release(self, index: int | None) -> DueTimes | None:
+        """Take arrival `index` out of those handed out and out of the due sends; the sequence it was handed out of
+        (None: not handed out, or released already)."""
+        if index is None:
+            return None
+        due, handle = self._issued.pop(index, (None, None))
         if handle is not None:
             left(self.sends, handle)
+        return due
 
     def yield_to_sends(self) -> None:
         """A request ended: what follows (its report, the next ticket) starts when no other user's send is due within
