@@ -1,5 +1,7 @@
-"""Kept import path for locustfiles: `from llm_locust.users import LLMUser, ChatCompletionsUser, ...`."""
+"""The public names a locustfile imports: the users (`from llm_locust.users import LLMUser, ChatCompletionsUser,
+...`) and the types a scenario's call returns (`Answer`, `CheckedAnswer`, `ToolCallAnswer`, `Usage`)."""
 
+from llm_locust.runtime.llm_client import Answer, CheckedAnswer, ToolCallAnswer, Usage
 from llm_locust.runtime.users import (
     ChatAgentUser,
     ChatCompletionsUser,
@@ -15,8 +17,10 @@ from llm_locust.runtime.users import (
 )
 
 __all__ = [
+    "Answer",
     "ChatAgentUser",
     "ChatCompletionsUser",
+    "CheckedAnswer",
     "CompletionsUser",
     "ConverseUser",
     "EmbeddingsUser",
@@ -26,4 +30,6 @@ __all__ = [
     "MessagesUser",
     "ResponsesAgentUser",
     "ResponsesUser",
+    "ToolCallAnswer",
+    "Usage",
 ]

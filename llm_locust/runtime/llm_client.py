@@ -109,8 +109,9 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallAnswer:
-    """One tool call of an answer: its id, the function's name and its arguments parsed from the streamed JSON
-    (`{}` when they are not a JSON object: the request failed with `tool_call_json`)."""
+    """One tool call of an answer: its id (for the Responses API the item's `call_id`, the id its
+    `function_call_output` names), the function's name and its arguments parsed from the streamed JSON (`{}` when
+    they are not a JSON object: the request failed with `tool_call_json`)."""
 
     id: str
     name: str

@@ -224,7 +224,7 @@ def test_the_smallest_scenario_is_the_one_the_readme_shows(fast_sim, tmp_path):
 def test_an_answer_reads_its_record():
     """What a scenario reads of an answer is its measured record: text apart from reasoning, tool calls parsed."""
     from llm_locust.metrics.record import RequestRecord, ToolCall
-    from llm_locust.runtime.llm_client import Answer, ToolCallAnswer, Usage
+    from llm_locust.users import Answer, ToolCallAnswer, Usage  # the public path docs/scenarios.md gives
 
     record = RequestRecord("chat", t_send=1.0, t_first=1.05, t_last=1.2, content_text="Hi", reasoning_text="hmm",
                            tool_calls=(ToolCall("c1", "add", '{"a": 1, "b": 2}'), ToolCall("c2", "f", '{"a": ')),
@@ -235,6 +235,8 @@ def test_an_answer_reads_its_record():
     assert (answer.text, answer.reasoning, answer.finish_reason, answer.request_id) == ("Hi", "hmm", "tool_calls",
                                                                                           "chatcmpl-1")  # fmt: skip
     assert answer.tool_calls == (ToolCallAnswer("c1", "add", {"a": 1, "b": 2}), ToolCallAnswer("c2", "f", {}))
+    call = answer.tool_calls[0]  # an object with attributes, as documented, not a dict
+    assert (call.id, call.name, call.arguments) == ("c1", "add", {"a": 1, "b": 2})
     assert answer.usage == Usage(9, 4, None) and answer.itl_s == (0.05, 0.1)
     assert answer.ttft_s == pytest.approx(0.05) and answer.e2e_s == pytest.approx(0.2)
     assert answer.ok and answer.error is None and answer.record is record
