@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from llm_locust.report.compare import compare, console_table
+    from llm_locust.report.compare import compare
     from llm_locust.report.compare_page import write_compare_page
+    from llm_locust.report.compare_result import console_table
     from llm_locust.report.run_data import load_run
 
     if not args.candidate:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from llm_locust.report.compare import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, MetricResult, gate_line
+from llm_locust.report.compare_result import IMPROVEMENT, NO_DATA, REGRESSION, Comparison, MetricResult, gate_line
 from llm_locust.report.figure import Chart, finish
 from llm_locust.report.html import Section, note, paragraph, render, table, write_page
 from llm_locust.report.tables import run_facts

@@ -28,16 +28,8 @@ from typing import Any
 
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.vocabulary import SUMMARY_FILE
-from llm_locust.report.compare import (
-    IMPROVEMENT,
-    NO_CHANGE,
-    REGRESSION,
-    Comparison,
-    compare,
-    gate_line,
-    run_steps,
-    whole_windows,
-)
+from llm_locust.report.compare import compare, run_steps, whole_windows
+from llm_locust.report.compare_result import IMPROVEMENT, NO_CHANGE, REGRESSION, Comparison, gate_line
 from llm_locust.report.run_data import RunData, load_run
 
 NO_BASELINE, LEFT_OUT = "no baseline", "left out"
@@ -94,7 +86,7 @@ class Judgement:
         return run_verdict(r.verdict for r in self.comparison.results)
 
     def metric_verdict(self, metric: str) -> str | None:
-        """The verdict of one compared metric (`compare.METRICS` name) over its scopes (`run_verdict`), None when
+        """The verdict of one compared metric (`compare_result.METRICS` name) over its scopes (`run_verdict`), None when
         the run was not compared."""
         if self.comparison is None:
             return None

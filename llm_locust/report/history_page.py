@@ -12,8 +12,8 @@ from plotly.subplots import make_subplots
 
 from llm_locust.metrics.declarations import latencies
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
-from llm_locust.report.compare import IMPROVEMENT, REGRESSION
 from llm_locust.report.compare_page import changes_section
+from llm_locust.report.compare_result import IMPROVEMENT, REGRESSION
 from llm_locust.report.figure import Chart, finish, latency_title, run_color, with_alpha
 from llm_locust.report.history import EFFICIENCY, History, Judgement, summary_value
 from llm_locust.report.html import Section, note, paragraph, render, table, write_page

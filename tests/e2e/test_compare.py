@@ -24,7 +24,8 @@ from conftest import LOCUSTFILE, run_locust
 
 from llm_locust.errors import ConfigError
 from llm_locust.report.bootstrap import RunSample, relative_change_interval, resample_side
-from llm_locust.report.compare import IMPROVEMENT, NO_CHANGE, REGRESSION, compare, parse_limits
+from llm_locust.report.compare import compare, parse_limits
+from llm_locust.report.compare_result import IMPROVEMENT, NO_CHANGE, REGRESSION
 from llm_locust.report.run_data import RunData, load_run
 from llm_locust.results.files import timeseries_columns
 from llm_locust.sim import run_sim

@@ -25,7 +25,7 @@ from conftest import options, read_summary, run_local
 from harness.browser import chromium_page
 from harness.report_figures import array, figures
 
-from llm_locust.report.compare import NO_CHANGE, REGRESSION
+from llm_locust.report.compare_result import NO_CHANGE, REGRESSION
 from llm_locust.report.history import LEFT_OUT, NO_BASELINE
 from llm_locust.sim import run_sim
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from llm_locust.errors import ConfigError
-from llm_locust.report.compare import IMPROVEMENT, NO_CHANGE, NO_DATA, REGRESSION
+from llm_locust.report.compare_result import IMPROVEMENT, NO_CHANGE, NO_DATA, REGRESSION
 from llm_locust.report.history import (
     LEFT_OUT,
     NO_BASELINE,
