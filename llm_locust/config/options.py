@@ -31,6 +31,7 @@ from llm_locust.workload.traces import TRACE_FORMATS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 CLIENTS = ("fast", "openai-sdk")
+DEFAULT_PROVIDER = "openai-compatible"
 SECRET_OPTIONS = ("api_key", "header")
 """Options whose values are secrets: masked in the web UI's form, which shows them empty."""
 
@@ -269,7 +270,7 @@ def add_workload_arguments(group: Any) -> None:
 def add_provider_arguments(group: Any) -> None:
     """Options that say how to talk to the endpoint: provider, paths, auth, server family, client."""
     group.add_argument(
-        "--provider", default="openai-compatible", choices=PROVIDERS, help="Request paths and auth of the endpoint"
+        "--provider", default=DEFAULT_PROVIDER, choices=PROVIDERS, help="Request paths and auth of the endpoint"
     )
     group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
     group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")

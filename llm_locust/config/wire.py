@@ -8,6 +8,12 @@ and environment — the key from the variable `--api-key-env` names (or the prov
 the headers from its own `--header` options, URL credentials from its own `--host` (`with_credentials`) — and
 refuses the test with one line naming what to set when it lacks one (`missing_secrets`).
 
+A worker's own choice of where its requests go and which credentials they carry is the truth: the `--host`,
+`--provider` and `--api-key-env` it names itself (`Target`; what it leaves out it takes from its master) — and its
+`--header` names, always compared — must be the master's, or it refuses the test in one line naming the option that
+differs (`foreign_target`; never a value of a secret) and sends nothing: a master cannot point a worker's key at
+another server.
+
 Pure: the wiring is `runtime.secret_wire`.
 """
 
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from llm_locust.config.options import SECRET_OPTIONS
+from llm_locust.config.options import DEFAULT_PROVIDER, SECRET_OPTIONS
 from llm_locust.transport.replicas import split_hosts, without_credentials
 from llm_locust.transport.settings import EndpointSettings
 
@@ -112,6 +118,44 @@ def missing_secrets(master: SecretNames, own: SecretNames) -> str | None:
     if not problems:
         return None
     return "; ".join(problems) + " (secrets never cross the master port)"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a process's requests go and which credentials they carry, as its options name them: its `--host` URLs
+    without credentials (None: no --host), `--provider`, and the key's variable `--api-key-env` ("": the provider's
+    default)."""
+
+    hosts: tuple[str, ...] | None
+    provider: str
+    api_key_env: str
+
+    @classmethod
+    def of(cls, options: Any, host: str | None) -> Target:
+        """The target of Locust's parsed `options` and `host` (Locust's --host, as the process uses it)."""
+        hosts = tuple(without_credentials(url) for url in split_hosts(host)) if host else None
+        return cls(hosts, getattr(options, "provider", DEFAULT_PROVIDER), getattr(options, "api_key_env", "") or "")
+
+
+def foreign_target(master: Target, own: Target) -> str | None:
+    """Why a worker whose own options name `own` refuses its master's test aimed at `master` (one line naming each
+    option that differs), or None. Only what the worker names counts: a --host, a --provider other than the
+    default, an --api-key-env; what it leaves out follows the master."""
+    problems = []
+    if own.hosts is not None and master.hosts != own.hosts:
+        problems.append(f"the master's --host {_urls(master.hosts)} is not this worker's own --host {_urls(own.hosts)}")
+    if own.provider != DEFAULT_PROVIDER and master.provider != own.provider:
+        problems.append(f"the master's --provider {master.provider} is not this worker's own {own.provider}")
+    if own.api_key_env and master.api_key_env != own.api_key_env:
+        theirs = master.api_key_env or "(none: the provider's default)"
+        problems.append(f"the master's --api-key-env {theirs} is not this worker's own {own.api_key_env}")
+    if not problems:
+        return None
+    return "; ".join(problems) + " (a worker sends only where its own options say: start it with the master's or none)"
+
+
+def _urls(hosts: tuple[str, ...] | None) -> str:
+    return ",".join(hosts) if hosts else "(none)"
 
 
 def _has_credentials(url: str) -> bool:

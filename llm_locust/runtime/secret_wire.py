@@ -3,10 +3,12 @@
 Master: every spawn message — Locust puts the master's options and host in it — leaves with the options and host of
 `config.wire.wire_options` / `wire_host` instead (no API key, no header value, no URL credentials; the secrets' names),
 whichever socket Locust uses then; a worker's refusal (`REFUSED_MESSAGE`) is logged and makes the run exit 2.
-Worker: at each test's start (its settings rebuilt from the master's options and its own secrets, `shared.Shared`), the
-host's credentials are put back from its own --host, and a worker lacking a secret of the master's — or, signing for
-Bedrock, an AWS region (its own, or its master's --host or --aws-region) — refuses the test in one line naming it: its
-users never start, and it quits with exit code 2.
+Worker (`WorkerGate`): at each test's start (its settings rebuilt from the master's options and its own secrets,
+`shared.Shared`), before anything is sent, a worker whose own --host, --provider or --api-key-env is not the master's
+refuses the test in one line naming the option (`config.wire.foreign_target`); then the host's credentials are put
+back from its own --host, and a worker lacking a secret of the master's — or, signing for Bedrock, an AWS region (its
+own, or its master's --host or --aws-region) — refuses the test in one line naming it: its users never start, no
+token is fetched, and it quits with exit code 2.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from typing import Any
 import gevent
 from locust.rpc import Message
 
-from llm_locust.config.wire import NAMES_KEY, SecretNames, missing_secrets, wire_host, wire_options, with_credentials
+from llm_locust.config.wire import (
+    NAMES_KEY,
+    SecretNames,
+    Target,
+    foreign_target,
+    missing_secrets,
+    wire_host,
+    wire_options,
+    with_credentials,
+)
 from llm_locust.transport.sigv4 import NO_REGION
 
 logger = logging.getLogger("llm_locust")
@@ -70,25 +81,36 @@ def _on_refused(environment: Any, msg: Any, **_: Any) -> None:
     environment.process_exit_code = EXIT_REFUSED
 
 
-def worker_takes_own_secrets(state: Any, runner: Any) -> None:
-    """Worker: at each test's start, its own URL credentials and the check of its secrets against the master's names
-    (see the module docstring). Registered after `RunState`'s own test_start listener (the settings rebuilt)."""
-    environment = state.environment
-    own_host = environment.host  # its own --host, as given at start-up
+class WorkerGate:
+    """Worker: at each test's start, the master's target checked against the worker's own, its own URL credentials
+    put back and its secrets checked against the master's names (see the module docstring)."""
 
-    def on_test_start(**_: Any) -> None:
-        wire = getattr(environment.parsed_options, NAMES_KEY, None)
+    def __init__(self, state: Any, runner: Any) -> None:
+        """`state`: the process's `shared.Shared`, just made — its options and host still the worker's own."""
+        environment = state.environment
+        self._state = state
+        self._runner = runner
+        self._own_host = environment.host  # its own --host, as given at start-up
+        self._own = Target.of(environment.parsed_options, environment.host)
+
+    def admits(self) -> bool:
+        """Whether the test may start (its settings rebuilt, nothing sent yet); False: refused (`refuse`)."""
+        environment = self._state.environment
+        options = environment.parsed_options
+        wire = getattr(options, NAMES_KEY, None)
         if wire is None:  # the options did not come from a master (nothing was left out)
-            return
-        environment.host = with_credentials(environment.host, own_host)
-        endpoint = state.settings.endpoint
-        problem = missing_secrets(SecretNames.from_wire(wire), SecretNames.of(endpoint, environment.host))
-        if problem is None and endpoint.signs and not endpoint.aws_region:  # neither its own nor its master's
-            problem = NO_REGION
-        if problem is not None:
-            refuse(environment, runner, problem)
-
-    environment.events.test_start.add_listener(on_test_start)
+            return True
+        problem = foreign_target(Target.of(options, environment.host), self._own)
+        if problem is None:
+            environment.host = with_credentials(environment.host, self._own_host)
+            endpoint = self._state.settings.endpoint
+            problem = missing_secrets(SecretNames.from_wire(wire), SecretNames.of(endpoint, environment.host))
+            if problem is None and endpoint.signs and not endpoint.aws_region:  # neither its own nor its master's
+                problem = NO_REGION
+        if problem is None:
+            return True
+        refuse(environment, self._runner, problem)
+        return False
 
 
 def refuse(environment: Any, runner: Any, problem: str) -> None:

@@ -21,7 +21,7 @@ from llm_locust.runtime.control import PLAN_MESSAGE
 from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.master_watch import watch_master
 from llm_locust.runtime.runner_ops import INTERRUPTED_MESSAGE
-from llm_locust.runtime.secret_wire import master_sends_no_secret, worker_takes_own_secrets
+from llm_locust.runtime.secret_wire import WorkerGate, master_sends_no_secret
 from llm_locust.runtime.shared import Shared
 from llm_locust.runtime.users_part import UsersPart
 
@@ -37,6 +37,10 @@ class Role:
     def register(self, state: RunState, events: Any, runner: Any) -> None:
         """Add the listeners of `state`'s parts to Locust's `events` (and messages to `runner`)."""
         events.test_start.add_listener(state._on_test_start)
+
+    def admits(self) -> bool:
+        """Whether this process may start the test now beginning (its settings rebuilt, nothing sent yet)."""
+        return True
 
 
 def _users_listen(users: UsersPart | None, events: Any) -> None:
@@ -83,7 +87,11 @@ class WorkerRole(Role):
         ping_master(runner, users.clock, users.clock_measured)
         events.quitting.add_listener(users._on_worker_quitting)
         watch_master(state.shared.environment, runner)
-        worker_takes_own_secrets(state.shared, runner)
+        self._gate = WorkerGate(state.shared, runner)
+
+    def admits(self) -> bool:
+        """A worker refuses a test aimed elsewhere than its own options say, or needing a secret it lacks."""
+        return self._gate.admits()
 
 
 class MasterRole(Role):
@@ -129,10 +137,13 @@ class RunState:
 
     def _on_test_start(self, environment: Environment, **_: Any) -> None:
         """A test starts: the lead closes its previous test's results, the settings are rebuilt from the (now
-        complete) options, then the users part and the lead start the test."""
+        complete) options, then — unless the process refuses it (`Role.admits`) — the users part and the lead start
+        the test."""
         if self.lead is not None:
             self.lead.close_previous()
         self.shared.rebuild(environment)
+        if not self.role.admits():
+            return
         if self.users is not None:
             self.users.start_test()
         if self.lead is not None:

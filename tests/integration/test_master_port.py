@@ -9,6 +9,7 @@ import base64
 import csv
 import html
 import json
+import logging
 import os
 import secrets
 import subprocess
@@ -20,6 +21,7 @@ import gevent
 import msgpack
 from conftest import LOCUSTFILE, ROOT, free_port, new_env, options, quit_master, wait_for
 from harness.output import leaks
+from harness.recording_server import RecordingServer
 from locust import __version__
 from locust.rpc import Message, zmqrpc
 
@@ -166,3 +168,52 @@ def test_a_worker_without_the_key_refuses_the_test_naming_the_variable(tmp_path:
     assert code == EXIT_REFUSED, out[-3000:]
     refused = [line for line in out.splitlines() if "refuses the test: the master sends an API key" in line]
     assert len(refused) == 2, out[-3000:]
+
+
+def worker_of(master, *own: str):
+    """A worker runner in this process with its `own` options, joined to `master` (its environment, its runner)."""
+    env = new_env(options(*own))
+    worker = env.create_worker_runner("127.0.0.1", master.server.port)
+    env.events.init.fire(environment=env, runner=worker, web_ui=None)
+    return env, worker
+
+
+def test_a_worker_refuses_a_master_aiming_its_key_at_another_host(fast_sim, tmp_path, monkeypatch, caplog):
+    """A worker started with its own --host and key variable joins a master naming another host and --api-key-env:
+    it refuses in one line naming both options (no value of its key), and neither server gets a request; a worker
+    naming the master's own host and variable runs."""
+    key = planted()
+    monkeypatch.setenv("LLM_OWN_KEY", key)
+    monkeypatch.setenv("LLM_MASTER_KEY", key)
+    with RecordingServer() as foreign:
+        master_env = new_env(options("--host", foreign.url, "--api-key-env", "LLM_MASTER_KEY", "--model", "m",
+                                     "--max-tokens", "4", "--results-dir", str(tmp_path / "foreign")))  # fmt: skip
+        master = master_env.create_master_runner("127.0.0.1", 0)
+        master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+        worker_env, _ = worker_of(master, "--host", fast_sim.url, "--api-key-env", "LLM_OWN_KEY")
+        wait_for(lambda: master.worker_count == 1, 10, "the worker to join")
+        served_before = len(fast_sim.trace())
+        caplog.set_level(logging.INFO, logger="llm_locust")
+        master.start(2, spawn_rate=2)
+        wait_for(lambda: worker_env.process_exit_code == EXIT_REFUSED, 10, "the worker to refuse")
+        gevent.sleep(1.5)
+        quit_master(master_env)
+        said = [record.getMessage() for record in caplog.records]
+        assert foreign.requests == [] and len(fast_sim.trace()) == served_before
+    refusals = [line for line in said if "this worker refuses the test" in line]
+    assert len(refusals) == 1, said
+    assert f"the master's --host {foreign.url} is not this worker's own --host {fast_sim.url}" in refusals[0]
+    assert "the master's --api-key-env LLM_MASTER_KEY is not this worker's own LLM_OWN_KEY" in refusals[0]
+    assert master_env.process_exit_code == EXIT_REFUSED and not leaks(" ".join(said), (key,))
+
+    master_env = new_env(options("--host", fast_sim.url, "--api-key-env", "LLM_OWN_KEY", "--model", "llm-locust-sim",
+                                 "--max-tokens", "4", "--results-dir", str(tmp_path / "own")))  # fmt: skip
+    master = master_env.create_master_runner("127.0.0.1", 0)
+    master_env.events.init.fire(environment=master_env, runner=master, web_ui=None)
+    worker_env, _ = worker_of(master, "--host", f"{fast_sim.url}/", "--api-key-env", "LLM_OWN_KEY")
+    wait_for(lambda: master.worker_count == 1, 10, "the worker to join")
+    master.start(2, spawn_rate=2)
+    gevent.sleep(2)
+    quit_master(master_env)
+    assert worker_env.process_exit_code in (None, 0)
+    assert json.loads((tmp_path / "own" / "summary.json").read_text())["throughput"]["requests_ok"] > 0

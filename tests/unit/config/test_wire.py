@@ -15,6 +15,8 @@ from llm_locust.config.settings import Settings
 from llm_locust.config.wire import (
     NAMES_KEY,
     SecretNames,
+    Target,
+    foreign_target,
     missing_secrets,
     wire_host,
     wire_options,
@@ -94,3 +96,22 @@ def test_header_lines_of_the_environment_are_headers_and_secrets(monkeypatch):
     assert str(e.value) == (
         "LLM_LOCUST_HEADERS: one per line, expected 'Name: value' with a name without spaces (the value is not shown)"
     )
+
+
+def target(*args: str) -> Target:
+    opts = options(*args)
+    return Target.of(opts, opts.host)
+
+
+def test_what_a_worker_names_itself_must_be_the_masters():
+    master = target("--host", "http://a:1,http://b:2/", "--provider", "azure", "--api-key-env", "K")
+    assert foreign_target(master, target()) is None  # a worker naming nothing follows its master
+    assert foreign_target(master, target("--host", "http://u:p@a:1/,http://b:2", "--api-key-env", "K")) is None
+    why = foreign_target(master, target("--host", "http://c:3", "--provider", "openai", "--api-key-env", "MINE"))
+    assert why is not None and "\n" not in why
+    assert "the master's --host http://a:1,http://b:2 is not this worker's own --host http://c:3" in why
+    assert "the master's --provider azure is not this worker's own openai" in why
+    assert "the master's --api-key-env K is not this worker's own MINE" in why
+    why = foreign_target(target("--host", "http://a:1"), target("--host", "http://a:1", "--api-key-env", "MINE"))
+    assert why is not None and "--api-key-env (none: the provider's default) is not this worker's own MINE" in why
+    assert "p@" not in (foreign_target(target("--host", "http://u:p@a:1"), target("--host", "http://c:3")) or "")
