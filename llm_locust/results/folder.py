@@ -56,9 +56,10 @@ def holds_run(folder: Path, own: Collection[str] = ()) -> bool:
 
 
 def free_folder(folder: Path, taken: Callable[[Path], bool] = holds_run) -> Path:
-    """`folder` when it is not `taken`, else the first of `<folder>-2`, `<folder>-3`, ... that is not."""
+    """`folder` when it is not `taken`, else the first of `<folder>-2`, `<folder>-3`, ... that is not; a name held by
+    anything but a folder (a regular file, a link to one) is taken too: no folder can be made there."""
     candidate, n = folder, 1
-    while taken(candidate):
+    while taken(candidate) or (os.path.lexists(candidate) and not candidate.is_dir()):
         n += 1
         candidate = folder.with_name(f"{folder.name}-{n}")
     return candidate

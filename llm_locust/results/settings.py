@@ -48,9 +48,14 @@ class OutputSettings:
         return build(
             cls,
             options,
-            results_dir=options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None)),
+            results_dir=results_dir_of(options),
             requests_sample=sample,
         )
+
+
+def results_dir_of(options: Any) -> str:
+    """The results folder `options` name: `--results-dir`, else the default (`_default_results_dir`, made now)."""
+    return options.results_dir or _default_results_dir(getattr(options, "csv_prefix", None))
 
 
 def _default_results_dir(csv_prefix: str | None) -> str:

@@ -5,8 +5,10 @@
   runner starts users — a results folder that cannot be written ends the process with one line (exit 2), and so does,
   headless, a folder named by `--results-dir` or `--csv` that holds a run. A worker writes nothing: not checked.
 - Each test of a master or local runner (`folder_for`): a test started when its folder holds a run (from the web UI:
-  an earlier test, or an earlier process — a restarted master pod must come up) writes into the first `<folder>-N`
-  that holds none, said in one line; Locust's `--csv` tables go on in the test's folder.
+  an earlier test, or an earlier process — a restarted master pod must come up) or when its name is taken by a file
+  writes into the first `<folder>-N` that holds none, said in one line; Locust's `--csv` tables go on in the test's
+  folder. The web UI's start refuses a test whose folder cannot be made or written (`start_refusal`, applied by
+  `web_guard`): nothing starts.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from llm_locust.results.folder import (
     refusal,
     write_refusal,
 )
-from llm_locust.results.settings import DEFAULT_PARENT
+from llm_locust.results.settings import DEFAULT_PARENT, results_dir_of
 from llm_locust.runtime.runner_ops import move_csv_files
 
 logger = logging.getLogger("llm_locust")
@@ -75,14 +77,30 @@ def _refuse(options: Any) -> None:
         sys.exit(2)
 
 
-def folder_for(environment: Any, requested: Path) -> Path:
-    """Master/local, as a test starts: `requested` when it holds no run, else the first `<requested>-N` that holds none
-    (said in one line). Locust's `--csv` tables (one set per process) move into that folder when they are in another of
-    the series (`runner_ops.move_csv_files`): each folder holds one test's tables."""
-    options = environment.parsed_options
+def start_refusal(options: Any) -> str | None:
+    """Why a test started now from the web UI could not write its results (the folder it would write into,
+    `next_test_folder`, cannot be made or written), in one line; None when it can. Creates nothing."""
+    folder = next_test_folder(options, Path(results_dir_of(options)))
+    named = named_folder(getattr(options, "results_dir", ""), getattr(options, "csv_prefix", None))
+    option = "--results-dir (default)" if named is None else named[0]
+    return write_refusal(option, folder, create=False)
+
+
+def next_test_folder(options: Any, requested: Path) -> Path:
+    """The folder a test started now writes into: `requested` when it holds no run (Locust's own tables of this
+    process aside) and a folder can be made there, else the first such `<requested>-N` (`folder.free_folder`)."""
     current = getattr(options, "csv_prefix", None)  # where Locust writes its tables now: its own files there
     own = {f"{Path(current).name}{LOCUST_TABLE_SUFFIX}"} if current else set()
-    folder = free_folder(requested, lambda path: holds_run(path, own if _within(current, path) else ()))
+    return free_folder(requested, lambda path: holds_run(path, own if _within(current, path) else ()))
+
+
+def folder_for(environment: Any, requested: Path) -> Path:
+    """Master/local, as a test starts: `requested` when it holds no run, else the first `<requested>-N` that holds none
+    (said in one line; `next_test_folder`). Locust's `--csv` tables (one set per process) move into that folder when
+    they are in another of the series (`runner_ops.move_csv_files`): each folder holds one test's tables."""
+    options = environment.parsed_options
+    current = getattr(options, "csv_prefix", None)
+    folder = next_test_folder(options, requested)
     if folder != requested:
         logger.info("results folder %s holds an earlier run: this test writes into %s", requested, folder)
     if current is not None and not _within(current, folder):

@@ -9,7 +9,9 @@ request:
   refused: HTTP 400, one line naming the field (`config.web_access.form_refusal`);
 - a host whose server is not one of --host's, --allow-host's or the locustfile's user classes' (as given when the
   process started) is refused in the form's own answer (`{"success": false, "message": ...}`, which Locust's page
-  shows; `transport.replicas.host_refusal`).
+  shows; `transport.replicas.host_refusal`);
+- a new test whose results folder cannot be made or written is refused the same way, naming the folder and the
+  system's reason (`results_folder.start_refusal`).
 
 Nothing is started and nothing is sent then. It also says once, in the log, where the UI listens and how to expose
 it safely (`config.web_access.exposure_line`).
@@ -24,8 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Response, jsonify, request
+from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
 from llm_locust.config.web_access import exposure_line, form_refusal
+from llm_locust.runtime.results_folder import start_refusal
 from llm_locust.transport.replicas import host_refusal, split_hosts
 
 logger = logging.getLogger("llm_locust")
@@ -49,6 +53,8 @@ def install(web_ui: Any, allow_host: tuple[str, ...]) -> None:
         if refusal is not None:
             return _refuse(refusal, environment, 400)
         why = host_refusal(request.form.get("host", ""), allowed)
+        if why is None and environment.runner.state not in (STATE_SPAWNING, STATE_RUNNING):  # a new test would start
+            why = start_refusal(environment.parsed_options)
         return None if why is None else _refuse(why, environment, 200)  # 200: Locust's page shows the message
 
     def check_user() -> Response | None:

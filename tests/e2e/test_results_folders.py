@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import time
 from pathlib import Path
 
 from conftest import LOCUSTFILE, read_summary, run_locust, wait_for
@@ -101,6 +103,44 @@ def test_each_web_ui_test_writes_a_folder_of_its_own_and_leaves_the_earlier_ones
         assert int(aggregated[2]) == throughput["requests_ok"] + throughput["requests_failed"] > 0
         jsonl = (folder / "requests.jsonl").read_text().splitlines()
         assert len(jsonl) == summary["requests_file"]["lines"] == throughput["requests_ok"]
+
+
+def test_the_web_ui_starts_no_test_whose_results_folder_it_cannot_make(fast_sim, tmp_path):
+    """The next results folder's name taken by a regular file: the test writes into the one after it (before, it
+    answered "Swarming started", ran and wrote nothing: FileExistsError in a handler). The folder's parent turned
+    into a file: the start is refused in the form's answer with the reason, nothing starts, nothing is sent."""
+    base = tmp_path / "out"
+    run = base / "run"
+    command = ["-f", str(LOCUSTFILE), "--host", fast_sim.url, "--model", "llm-locust-sim", "--max-tokens", "8",
+               "--results-dir", str(run)]  # fmt: skip
+    form = {"user_count": 2, "spawn_rate": 2, "host": fast_sim.url}
+    with locust_web_ui(*command) as web:
+        ui = web.url
+        wait_for(lambda: _answers(ui), 20, "the web UI")
+        (base / "run-2").parent.mkdir(parents=True, exist_ok=True)
+        (base / "run-2").write_text("a file, not a folder")
+        for folder in (run, base / "run-3"):
+            sent = len(fast_sim.trace())
+            assert json.loads(http(f"{ui}/swarm", form))["message"] == "Swarming started"
+            wait_for(lambda: len(fast_sim.trace()) >= sent + 4, 20, "the test's requests")  # noqa: B023
+            http(f"{ui}/stop", {})
+            wait_for(lambda: _final(folder), 30, f"the final summary in {folder}")  # noqa: B023
+        for path in sorted(base.iterdir(), reverse=True):  # the results' parent is now a regular file
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        base.rmdir()
+        base.write_text("a file, not a folder")
+        sent = len(fast_sim.trace())
+        refused = json.loads(http(f"{ui}/swarm", form))
+        state = json.loads(http(f"{ui}/stats/requests"))["state"]
+        time.sleep(1)
+        after = len(fast_sim.trace())
+    assert (tmp_path / "out").read_text() == "a file, not a folder"
+    assert refused["success"] is False and refused["message"] == (
+        f"--results-dir {run}: cannot write the results into {run} (Not a directory); nothing was sent: give a folder "
+        "you can write"
+    ), refused
+    assert state == "stopped" and after == sent
+    assert "FileExistsError" not in web.output and "Traceback" not in web.output, web.output[-3000:]
 
 
 def _locust(name: str) -> bool:

@@ -93,3 +93,14 @@ def test_the_default_folders_parent_is_judged_without_creating_anything(tmp_path
     regular.write_text("x")
     assert unwritable(regular / "results", create=False) == "Not a directory"
     assert write_refusal("--results-dir (default)", regular / "results", create=False) is not None
+
+
+def test_a_name_taken_by_a_file_is_skipped(tmp_path):
+    """No folder can be made where a regular file (or a link to one, or a dangling link) is: the next name."""
+    base = tmp_path / "run"
+    base.mkdir()
+    (base / "summary.json").write_text("{}")
+    (tmp_path / "run-2").write_text("a file")
+    (tmp_path / "run-3").symlink_to(tmp_path / "nowhere")
+    assert free_folder(base) == tmp_path / "run-4"
+    assert free_folder(tmp_path / "run-2", lambda path: False) == tmp_path / "run-2-2"
