@@ -13,6 +13,7 @@ ABORT_MIN_REQUESTS = 20
 CONFIGURATION_KINDS = {
     ErrorKind.TLS: "the server's TLS set-up does not match the command (certificate or URL scheme)",
     ErrorKind.HTTP_4XX: "every request was refused with HTTP 4xx (model, API key or request)",
+    ErrorKind.REDIRECT: "every request was redirected (never followed): point --host at the final URL",
 }
 """Failure kinds that a later request cannot escape: the command must change. What ends the run when every failure
 so far has one of them."""

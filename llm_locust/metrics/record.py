@@ -50,6 +50,7 @@ class ErrorKind(StrEnum):
     HTTP_429 = "http_429"  # throttled by the server
     HTTP_4XX = "http_4xx"  # other client errors: bad model name, auth, bad request
     HTTP_5XX = "http_5xx"  # server errors
+    REDIRECT = "redirect"  # a 3xx answer: never followed (it would take the request and its credentials elsewhere)
     CONNECT = "connect"  # could not connect: refused, unreachable, DNS, connect timeout
     TLS = "tls"  # the server's TLS certificate was rejected (unknown issuer, wrong host name, expired), or the URL's
     # scheme is not what the server speaks (https:// to plain HTTP, http:// to TLS)

@@ -258,6 +258,8 @@ _FIXES = {
     "http_404": "check --model (GET /v1/models lists the served names) and the path in --host",
     "tls_scheme": "give --host the scheme the server speaks",
     "http_4xx": "the server rejected the requests: check --model, --max-tokens and --extra-body",
+    "redirect": "the server redirected every request, and llm-locust follows no redirect (it would send the key "
+    "elsewhere): point --host at the final URL, the Location in the reason",
     "http_429": "the endpoint throttled every request: lower the load (-u, the rate) or raise its rate limit",
     "http_5xx": "the server failed every request: check its logs",
     "timeout": "raise --connect-timeout-s / --first-token-timeout-s / --read-timeout-s, or lower the load",
@@ -276,6 +278,7 @@ USER_ERROR_CAUSES = (
     "aws_access",
     "http_404",
     "http_4xx",
+    "redirect",
 )
 _AWS_REFUSALS = ("Check your AWS Secret Access Key", "The security token included in the request is",
                  "Signature expired", "Missing Authentication Token")  # fmt: skip

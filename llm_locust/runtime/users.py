@@ -37,6 +37,7 @@ from llm_locust.transport import sigv4
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import FastTransport
 from llm_locust.transport.proxy import env_proxy
+from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Transport
 from llm_locust.transport.tls import context_factory, tls_problem
@@ -56,6 +57,7 @@ class LLMUser(FastHttpUser):
 
     abstract = True
     wait_time = constant(0)
+    max_redirects = 0  # FastHttpUser's session follows no redirect: a 3xx is returned as is (`transport.redirects`)
 
     def __init__(self, environment: Any) -> None:
         state = user_context(environment)
@@ -129,6 +131,10 @@ def _first_model(client: Any, host: str, headers: dict[str, str], replicas: Repl
     auth = {"auth": replicas.first.auth} if replicas.several and replicas.first.auth else {}
     with client.get("/v1/models", headers=headers, catch_response=True, **auth) as resp:
         status = resp.status_code
+        if is_redirect(status):
+            reason = redirect_reason(status, resp.headers.get("location") if resp.headers else None)
+            resp.failure(f"redirect: {reason}")
+            raise ConfigError(f"--model not given and GET {redact(host)}/v1/models answered {reason} (or pass --model)")
         if status != 200:
             resp.failure(f"HTTP {status}")
             problem = tls_problem(host, resp.error) if not status else None

@@ -51,6 +51,17 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_TIMEOUT_S = 5.0
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect (a --metrics-url's credentials would go where the answer points): a 3xx is a failed
+    scrape."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 class UrlState:
     """What one URL gave so far: counts, last error, first / previous sample, peaks and means."""
 
@@ -168,7 +179,7 @@ class ServerScraper:
         """Scrape `state`'s URL once (blocking I/O): a row per good scrape, a counted failure otherwise."""
         epoch_s = time.time()
         try:
-            with urllib.request.urlopen(_request(state.url), timeout=self.timeout_s) as response:
+            with _OPENER.open(_request(state.url), timeout=self.timeout_s) as response:
                 text = response.read(MAX_BODY_BYTES).decode("utf-8", "replace")
             family, families = parse(text, state.names, self.maps)
             if state.names is None and state.telemetry is None:

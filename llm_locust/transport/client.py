@@ -31,6 +31,7 @@ from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
+from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.request import Prepared
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import tls_problem
@@ -285,6 +286,9 @@ def _check_status(resp: Any, record: RequestRecord) -> bool:
         record.fail(*_transport_failure(error, getattr(resp.request, "url", "")))
         return False
     status = resp.status_code
+    if is_redirect(status):
+        record.fail(ErrorKind.REDIRECT, redirect_reason(status, resp.headers.get("location") if resp.headers else None))
+        return False
     if not 200 <= status < 300:
         retry_after = resp.headers.get("retry-after") if status == 429 and resp.headers else None
         after = f" (Retry-After: {retry_after} s; not retried)" if retry_after else ""
@@ -294,7 +298,7 @@ def _check_status(resp: Any, record: RequestRecord) -> bool:
 
 
 def status_kind(status: int) -> ErrorKind:
-    """The failure kind of a non-2xx HTTP status."""
+    """The failure kind of a non-2xx, non-3xx HTTP status."""
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 

@@ -26,6 +26,7 @@ from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
 from llm_locust.transport.client import keep_text, new_record, status_kind
+from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.request import Prepared
 from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -59,7 +60,9 @@ class SdkTransport:
             ),
             "default_headers": dict(endpoint.header),
             # the fast client's trust store; httpx reads HTTPS_PROXY / HTTP_PROXY / NO_PROXY itself
-            "http_client": openai.DefaultHttpxClient(verify=client_context(endpoint.ca_bundle, endpoint.insecure)),
+            "http_client": openai.DefaultHttpxClient(
+                verify=client_context(endpoint.ca_bundle, endpoint.insecure), follow_redirects=False
+            ),  # no redirect followed (`redirects`)
         }
         if endpoint.provider == "azure":
             self.sdk: Any = openai.AzureOpenAI(
@@ -123,6 +126,8 @@ def _failure(error: Exception, host: str) -> tuple[ErrorKind, str]:
     if problem is not None:
         return ErrorKind.TLS, problem
     text = " ".join(redact(f"{type(error).__name__}: {error}").split())[:300]  # redacted before it is cut
+    if isinstance(error, openai.APIStatusError) and is_redirect(error.status_code):
+        return ErrorKind.REDIRECT, redirect_reason(error.status_code, error.response.headers.get("location"))
     if isinstance(error, openai.APIStatusError):
         return status_kind(error.status_code), text
     if isinstance(error, openai.APITimeoutError) or "Timeout" in type(error).__name__:

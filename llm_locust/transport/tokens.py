@@ -160,7 +160,7 @@ def _databricks(workspace: str, verify: bool | str) -> Token:
     url = workspace.rstrip("/") + "/oidc/v1/token"
     try:
         resp = requests.post(url, auth=(client_id, secret), data={"grant_type": "client_credentials",
-                             "scope": "all-apis"}, timeout=30, verify=verify)  # fmt: skip
+                             "scope": "all-apis"}, timeout=30, verify=verify, allow_redirects=False)  # fmt: skip
     except requests.RequestException as e:
         raise ConfigError(f"Databricks OAuth M2M: could not reach {url} ({_first_line(e)})") from None
     if resp.status_code != 200 and resp.status_code not in (400, 401, 403):
