@@ -30,7 +30,8 @@ from llm_locust.metrics.drift import worst
 from llm_locust.metrics.slo import Slo, evaluate
 
 EXIT_GATE_FAILED = 3
-"""Exit code of a run whose verdict failed (1 is Locust's "errors", 2 a configuration error)."""
+"""Exit code of a run whose verdict failed (1: nothing succeeded for a reason outside the command, 2 a configuration
+error)."""
 EXIT_INTERRUPTED = 4
 """Exit code of a run stopped by SIGTERM or SIGINT (Ctrl-C) before its end."""
 

@@ -2,8 +2,8 @@
 behind-schedule warning and which workers count as lost. The Locust side (`runtime.results_writer`) gathers the values
 and applies the answers.
 
-Exit codes (README.md "Troubleshooting"): 0 passed, 1 Locust's own failure code or nothing succeeded for a reason
-outside the command, 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted.
+Exit codes (README.md "Troubleshooting"): 0 passed, 1 nothing succeeded for a reason outside the command (or a task
+raised: Locust's `--exit-code-on-error`), 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted.
 """
 
 from __future__ import annotations
@@ -22,25 +22,25 @@ it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
 
 
 def exit_code(
-    current: int | None, cause: str | None, interrupted: bool, verdict: Mapping[str, Any], searched: bool
-) -> int | None:
-    """The process's exit code once the run is over (None: leave Locust's own).
+    current: int | None, cause: str | None, interrupted: bool, verdict: Mapping[str, Any], task_errors: int = 0
+) -> int:
+    """The process's exit code once the run is over — final: written into summary.json's `verdict.exit_code` and
+    set as the process's, never left to Locust (whose own code is 1 as soon as any request failed).
 
-    `current`: the code set so far (by Locust or an earlier error: 2 for bad input, 4 interrupted); `cause`: why
-    nothing succeeded (`files.diagnose`), or None; `verdict`: summary.json's; `searched`: a capacity search ran.
-    Nothing succeeded: 2 when the command is wrong (`USER_ERROR_CAUSES`), else 1 unless interrupted. A failed gate
-    gives the verdict's code where no earlier error set one. A search that passed exits 0: it judged its failed
-    requests trial by trial, they are not Locust's "errors" (1).
+    `current`: the code set so far (an earlier error: 2 for bad input, 4 interrupted; None or 0: none); `cause`: why
+    nothing succeeded (`files.diagnose`), or None; `verdict`: summary.json's; `task_errors`: the code for exceptions
+    the tasks raised (Locust's `--exit-code-on-error`, 1 by default; 0: none raised). Nothing succeeded: 2 when the
+    command is wrong (`USER_ERROR_CAUSES`), else 1 unless interrupted. A failed gate gives the verdict's code where no
+    earlier error set one; a passed verdict 0 — failed requests within `--max-error-rate` are judged by the gate, not
+    Locust's "errors" — unless a task raised.
     """
-    code = current
+    code = current or 0
     user_error = cause in USER_ERROR_CAUSES
     if cause is not None and not code and (user_error or not interrupted):
         code = 2 if user_error else 1
     if not verdict["passed"] and not code:
         code = verdict["exit_code"]
-    if verdict["passed"] and searched and code is None:
-        code = 0
-    return code
+    return code or task_errors
 
 
 def no_finish(window: WindowMetrics, unfinished: Unfinished) -> tuple[str, str] | None:

@@ -1,7 +1,8 @@
 """Master/local: the results of one test — the time series while it runs, then summary.json, the table, the exit code.
 
 The writer gathers the run's facts into a frozen `results.summary.RunFacts` and lets the pure `build_summary` make
-the document; the verdict in it sets the process's exit code (README.md "Troubleshooting": the exit codes).
+the document; the verdict in it sets the process's exit code, final, and the code is written into it
+(`verdict.exit_code`: README.md "Troubleshooting", the exit codes).
 """
 
 from __future__ import annotations
@@ -266,8 +267,12 @@ class ResultsWriter:
         gate = summary["verdict"]
         env = self.sources.environment
         explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
-        searched = summary["search"] is not None
-        env.process_exit_code = exit_code(env.process_exit_code, self.cause, self.interrupted, gate, searched)
+        runner = env.runner
+        raised = getattr(env.parsed_options, "exit_code_on_error", 1) if runner is not None and runner.exceptions else 0
+        # final: the process exits with summary.json's code, never Locust's own (1 on any failed request)
+        env.process_exit_code = gate["exit_code"] = exit_code(
+            env.process_exit_code, self.cause, self.interrupted, gate, raised
+        )
         path = write_summary(self.results_dir, summary)
         self.final_summary = summary
         if not self._final:

@@ -157,24 +157,24 @@ def test_without_max_error_rate_a_run_where_most_requests_failed_does_not_pass()
 
 
 def test_exit_code_keeps_an_earlier_error_and_otherwise_follows_the_cause_and_the_verdict():
-    """The exit-code policy (results/outcome.py), from plain values."""
+    """The exit-code policy (results/outcome.py), from plain values: always a code, never Locust's own left."""
     from llm_locust.metrics.gates import EXIT_INTERRUPTED
     from llm_locust.results.outcome import exit_code
 
     passed = {"passed": True, "exit_code": 0}
     failed = {"passed": False, "exit_code": EXIT_GATE_FAILED}
     interrupted = {"passed": False, "exit_code": EXIT_INTERRUPTED}
-    assert exit_code(None, None, False, passed, False) is None  # Locust's own code stands
-    assert exit_code(1, None, False, passed, False) == 1  # requests failed, no gate: Locust's 1
-    assert exit_code(None, None, False, failed, False) == EXIT_GATE_FAILED
-    assert exit_code(2, None, False, failed, False) == 2  # a config error's code is kept
-    assert exit_code(None, "connect", False, failed, False) == 2  # nothing succeeded, the command is wrong
-    assert exit_code(None, "http_5xx", False, failed, False) == 1  # nothing succeeded, the server's fault
-    assert exit_code(None, "http_5xx", True, interrupted, False) == EXIT_INTERRUPTED
-    assert exit_code(None, "tls", True, interrupted, False) == 2  # a wrong command says so even when interrupted
-    assert exit_code(0, "http_5xx", False, failed, False) == 1  # 0 is no error's code
-    assert exit_code(None, None, False, passed, True) == 0  # a passed search: its failed trials are no error
-    assert exit_code(1, None, False, passed, True) == 1
+    assert exit_code(None, None, False, passed) == 0  # failed requests within the gate: not Locust's 1
+    assert exit_code(None, None, False, failed) == EXIT_GATE_FAILED
+    assert exit_code(2, None, False, failed) == 2  # a config error's code is kept
+    assert exit_code(2, None, False, passed) == 2
+    assert exit_code(None, "connect", False, failed) == 2  # nothing succeeded, the command is wrong
+    assert exit_code(None, "http_5xx", False, failed) == 1  # nothing succeeded, the server's fault
+    assert exit_code(None, "http_5xx", True, interrupted) == EXIT_INTERRUPTED
+    assert exit_code(None, "tls", True, interrupted) == 2  # a wrong command says so even when interrupted
+    assert exit_code(0, "http_5xx", False, failed) == 1  # 0 is no error's code
+    assert exit_code(None, None, False, passed, task_errors=1) == 1  # a task raised: --exit-code-on-error
+    assert exit_code(None, None, False, failed, task_errors=1) == EXIT_GATE_FAILED  # the verdict's comes first
 
 
 def test_behind_schedule_warns_above_the_lag_only_with_requests():
