@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
+
+from llm_locust.metrics.vocabulary import PERCENTILES, ci_key, pct_key
 
 CONFIDENCE = 0.95
 """The confidence of every interval llm-locust reports."""
@@ -106,11 +108,20 @@ def quantile_interval(
     """The interval of quantile `q` of the values in `hist` (a merged histogram of `histograms.new_histogram`), each
     end divided by `scale`: rank l's bucket's low end, rank u's bucket's high end, within the histogram's min and
     max. No values: (None, None)."""
-    n = 0 if hist is None else hist.get_total_count()
-    if hist is None or n == 0:
+    if hist is None or hist.get_total_count() == 0:
         return Interval(None, None)
+    return _read_interval(hist, _cumulative(hist), q, confidence, scale)
+
+
+def _cumulative(hist: HdrHistogram) -> np.ndarray:
+    """How many values `hist` holds up to each of its buckets, inclusive."""
+    return np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], dtype=np.int64)
+
+
+def _read_interval(hist: HdrHistogram, cumulative: np.ndarray, q: float, confidence: float, scale: float) -> Interval:
+    """`quantile_interval` of a histogram with values, given its `_cumulative` counts."""
+    n = int(cumulative[-1])
     low_rank, high_rank = quantile_ranks(n, q, confidence)
-    cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], dtype=np.int64)
     low = high = None
     if low_rank >= 1:
         index = int(np.searchsorted(cumulative, low_rank, side="left"))
@@ -125,6 +136,58 @@ def quantile_interval(
 def quantile_interval_ms(hist: HdrHistogram | None, q: float, confidence: float = CONFIDENCE) -> Interval:
     """`quantile_interval` of a latency histogram (µs) in ms."""
     return quantile_interval(hist, q, confidence, scale=1000.0)
+
+
+BatchValues = Mapping[str, Sequence[float]]
+"""One metric's batch quantiles by percentile key ("p99": the p99 of each batch with enough values)."""
+
+
+def with_intervals(
+    hist: HdrHistogram | None, stats: Mapping[str, Any], scale: float, batches: BatchValues | None = None
+) -> dict[str, Any]:
+    """`stats` (`histograms.distribution` of `hist`, values divided by `scale`) with each percentile's 95 % interval
+    right after it (`ci_key`: [low, high], an open end None; None without values): `quantile_interval`, widened by the
+    batch quantiles of that percentile in `batches` (`widen_by_batches`)."""
+    cumulative = None if hist is None or hist.get_total_count() == 0 else _cumulative(hist)
+    out: dict[str, Any] = {}
+    for key, value in stats.items():
+        out[key] = value
+        p = _PERCENTILE_OF.get(key)
+        if p is None:
+            continue
+        if hist is None or cumulative is None:
+            out[ci_key(p)] = None
+            continue
+        interval = _read_interval(hist, cumulative, p / 100.0, CONFIDENCE, scale)
+        interval = widen_by_batches(interval, value, (batches or {}).get(key, ()))
+        out[ci_key(p)] = [interval.low, interval.high]
+    return out
+
+
+_PERCENTILE_OF = {pct_key(p): p for p in PERCENTILES}
+
+
+class Batches:
+    """The batches of a run: the quantiles of each closed time window per scope (None: the run; an int: that sweep
+    step), metric key (`ttft_ms`, `output_tokens`) and percentile key, kept only when the window holds enough values
+    for that percentile (`batch_counts_enough`): what `with_intervals` widens by."""
+
+    def __init__(self) -> None:
+        self.values: dict[int | None, dict[str, dict[str, list[float]]]] = {}
+
+    def add(self, scopes: Sequence[int | None], stats: Mapping[str, Mapping[str, Any]]) -> None:
+        """Count one window's distributions (`stats`: by metric key) as a batch of each of `scopes`."""
+        for key, dist in stats.items():
+            for p in PERCENTILES:
+                value = dist.get(pct_key(p))
+                if value is None or not batch_counts_enough(dist["count"], p / 100.0):
+                    continue
+                for scope in scopes:
+                    self.values.setdefault(scope, {}).setdefault(key, {}).setdefault(pct_key(p), []).append(value)
+
+    def of(self, scope: int | None) -> Mapping[str, BatchValues]:
+        """The batch quantiles of `scope` by metric key (empty: no window with enough values)."""
+        return self.values.get(scope, {})
 
 
 def batch_counts_enough(count: int, q: float) -> bool:

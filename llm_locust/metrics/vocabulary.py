@@ -30,6 +30,11 @@ def pct_key(p: float) -> str:
     return "p" + f"{p:g}".replace(".", "_")
 
 
+def ci_key(p: float) -> str:
+    """The key of percentile `p`'s 95 % confidence interval, beside it in summary.json: 99.0 -> "p99_ci95"."""
+    return pct_key(p) + "_ci95"
+
+
 def latency_key(metric: str, stat: str | None = None) -> str:
     """A latency's key in files, in ms: ("ttft") -> "ttft_ms", ("ttft", "p90") -> "ttft_ms_p90"."""
     return f"{metric}_ms" if stat is None else f"{metric}_ms_{stat}"

@@ -11,6 +11,7 @@ import csv
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.intervals import BatchValues, with_intervals
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.vocabulary import (
@@ -61,11 +63,27 @@ def timeseries_columns() -> tuple[str, ...]:
     return (*BASE_COLUMNS, *latency_columns(), *FAILURE_COLUMNS, *EMBEDDING_COLUMNS)
 
 
-def metric_stats(window: WindowMetrics) -> dict[str, dict[str, Any]]:
+def metric_distributions(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     """Per-metric distributions: each declared latency in ms (`ttft_ms`, ...), output tokens per request."""
     stats = {latency_key(m): window.distribution(m, scale=1000.0) for m in names()}
     stats.update((m, window.distribution(m)) for m in COUNT_METRICS)
     return stats
+
+
+def metric_stats(window: WindowMetrics, batches: Mapping[str, BatchValues] | None = None) -> dict[str, dict[str, Any]]:
+    """`metric_distributions` with each percentile's 95 % interval beside it (`intervals.with_intervals`), widened by
+    `batches` (the scope's window quantiles by metric key, `intervals.Batches.of`); none: order statistics alone."""
+    batches = batches or {}
+    return {
+        key: with_intervals(window.hist.get(_metric_of(key)), dist, 1.0 if key in COUNT_METRICS else 1000.0,
+                            batches.get(key))
+        for key, dist in metric_distributions(window).items()
+    }  # fmt: skip
+
+
+def _metric_of(key: str) -> str:
+    """The metric name of a `metric_distributions` key: "ttft_ms" -> "ttft", "output_tokens" -> itself."""
+    return key if key in COUNT_METRICS else key.removesuffix("_ms")
 
 
 def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | int]:
@@ -91,7 +109,9 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
     }
 
 
-def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: int) -> dict[str, Any]:
+def step_summary(
+    span: StepSpan, window: WindowMetrics | None, warmup_requests: int, batches: Mapping[str, BatchValues] | None = None
+) -> dict[str, Any]:
     """One sweep step: its load, its measurement window and the metrics of the requests sent in
     it (after warm-up). Throughput divides by the measurement window: in a steady state as many
     requests are sent in it as finish in it."""
@@ -110,7 +130,7 @@ def step_summary(span: StepSpan, window: WindowMetrics | None, warmup_requests: 
         "warmup_s": step.warmup_s,
         "measure_s": round(span.measure_s, 3),
         "warmup_requests": warmup_requests,
-        "metrics": metric_stats(window),
+        "metrics": metric_stats(window, batches),
         "throughput": measured,
         "achieved_rate_per_s": measured["achieved_rate_per_s"],
         "failures": dict(window.failures),

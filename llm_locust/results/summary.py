@@ -7,7 +7,7 @@ pure function of the document without it). Nothing changes the document after it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
 from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.settings import ObjectiveSettings
@@ -95,6 +96,7 @@ class RunFacts:
     auth: Mapping[str, Any] | None = None  # OAuth bearer tokens: flow, refreshes_by_worker, refresh_failures
     clocks: Mapping[str, Any] | None = None  # a master's workers' clock offsets (`load.clock.offsets_summary`)
     queue_delay_by_worker: Mapping[str, Any] = field(default_factory=dict)  # open loop: each process's own, ms
+    batches: Batches = field(default_factory=Batches)  # each closed window's quantiles, widening the intervals
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -126,7 +128,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
     tokens = token_accounting(run.total)
     warnings.extend(token_warnings(tokens))
     complete = final and not view.interrupted and not lost
-    stats = metric_stats(run.total)
+    stats = metric_stats(run.total, view.batches.of(None))
     summary: dict[str, Any] = {
         "status": "complete" if complete else "incomplete",
         "llm_locust_version": __version__,
@@ -199,11 +201,21 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
 def _step(view: RunFacts, span: StepSpan, run: RunMetrics) -> dict[str, Any]:
     """One `steps[]` entry: `files.step_summary` and the energy and cost of its measurement window."""
     window = run.steps.get(span.step.index)
-    entry = step_summary(span, window, run.warmup_requests[span.step.index])
+    entry = step_summary(span, window, run.warmup_requests[span.step.index], view.batches.of(span.step.index))
     return {
         **entry,
         **_efficiency(view, window or WindowMetrics(), span.measure_from_s, span.measure_from_s + span.measure_s),
     }
+
+
+def batch_scopes(start_s: float, interval_s: float, spans: Sequence[StepSpan]) -> tuple[int | None, ...]:
+    """What the time window from `start_s` (epoch s, `interval_s` long) is a batch of (`intervals.Batches`): the run
+    (None), and the sweep step whose measurement window holds it whole."""
+    end_s = start_s + interval_s
+    for span in spans:
+        if span.measure_from_s <= start_s and end_s <= (span.end_s or float("inf")):
+            return None, span.step.index
+    return (None,)
 
 
 def _efficiency(view: RunFacts, window: WindowMetrics, start_s: float, end_s: float) -> dict[str, Any]:

@@ -24,16 +24,18 @@ from llm_locust import redact
 from llm_locust.apis import endpoints_of
 from llm_locust.load.clock import Offset, offset_warnings, offsets_summary
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.intervals import Batches
 from llm_locust.results.files import (
     TimeseriesWriter,
     diagnose,
+    metric_distributions,
     summary_table,
     write_histograms,
     write_summary,
 )
 from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers, no_finish
 from llm_locust.results.request_lines import RequestLines, RequestsFile
-from llm_locust.results.summary import RunFacts, build_summary
+from llm_locust.results.summary import RunFacts, batch_scopes, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
 from llm_locust.runtime.pacer import Periodic
@@ -105,6 +107,7 @@ class ResultsWriter:
         self.trace = self._write_trace_offered()
         self.requests = RequestsFile(results_dir) if self.settings.output.requests_jsonl else None
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_WINDOWS)  # last rows written, for the live view
+        self.batches = Batches()  # each closed window's quantiles: the intervals' batches (`metrics.intervals`)
         self.final_summary: dict[str, Any] | None = None  # what summary.json holds once the test is over
         self.monitor = RunMonitor(results_dir, self.settings, self.t_start, sources.is_master)
         # windows close once every worker has reported past them
@@ -188,6 +191,8 @@ class ResultsWriter:
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.sources.run.pop_windows(before_s):
             row = self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            spans = () if self.sources.control is None else tuple(self.sources.control.spans)
+            self.batches.add(batch_scopes(start, self.settings.output.interval_s, spans), metric_distributions(window))
             self.history.append(row)
             self._check_schedule(start, window)
             self.monitor.add_window(start, window)
@@ -356,4 +361,5 @@ class ResultsWriter:
             auth=src.auth(),
             clocks=offsets_summary(src.clock_offsets),
             queue_delay_by_worker=src.queue_delay_by_worker(),
+            batches=self.batches,
         )

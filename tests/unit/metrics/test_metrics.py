@@ -121,8 +121,8 @@ def test_breakdowns_travel_with_the_delta_and_leave_warmup_out():
 def test_empty_distribution_is_none_not_zero():
     stats = metric_stats(WindowMetrics())
     assert stats["ttft_ms"] == {
-        "count": 0, "mean": None, "min": None, "p50": None, "p90": None, "p95": None, "p99": None,
-        "p99_9": None, "max": None,
+        "count": 0, "mean": None, "min": None, "p50": None, "p50_ci95": None, "p90": None, "p90_ci95": None,
+        "p95": None, "p95_ci95": None, "p99": None, "p99_ci95": None, "p99_9": None, "p99_9_ci95": None, "max": None,
     }  # fmt: skip
 
 
