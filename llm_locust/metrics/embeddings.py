@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from llm_locust.metrics.protocol import error_text
+from llm_locust.metrics.protocol import check_usage, error_text
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 
@@ -28,3 +28,4 @@ def read_embeddings(content: bytes, record: RequestRecord, inputs: int) -> None:
     record.inputs = inputs
     if type(prompt_tokens) is int and prompt_tokens >= 0:
         record.prompt_tokens = prompt_tokens
+        check_usage(record)

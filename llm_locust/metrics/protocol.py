@@ -20,6 +20,11 @@ from llm_locust.redact import redact
 
 _DONE = b"[DONE]"
 _MESSAGE_LIMIT = 200  # characters of server text kept in an error message
+MAX_USAGE_TOKENS = 10_000_000
+"""The most tokens a server's usage may count for one request (prompt, output or reasoning): 10x the longest
+context windows served today. More is no answer to measure — a broken or hostile count — and fails the request as a
+bad stream (`check_usage`) instead of reaching the throughput and the summary."""
+_USAGE_COUNTS = (("usage_completion_tokens", "output"), ("prompt_tokens", "prompt"), ("reasoning_tokens", "reasoning"))
 
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)+"')
@@ -336,6 +341,7 @@ def finish(record: RequestRecord, t_done: float) -> RequestRecord:
     """Close the record at stream end (perf_counter s): classify an unfinished or empty stream, or one whose tool calls'
     arguments are not JSON objects."""
     record.t_done = t_done
+    check_usage(record)
     if record.ok:
         if not record.saw_done and record.finish_reason is None:
             record.fail(
@@ -347,6 +353,22 @@ def finish(record: RequestRecord, t_done: float) -> RequestRecord:
         elif record.tool_calls:
             check_tool_calls(record)
     return record
+
+
+def check_usage(record: RequestRecord) -> None:
+    """Drop each usage count of `record` outside [0, `MAX_USAGE_TOKENS`] (nothing downstream ever sees it) and fail the
+    request as a bad stream, naming it (a cancelled request stays cancelled)."""
+    for field, words in _USAGE_COUNTS:
+        value = getattr(record, field)
+        if value is None or 0 <= value <= MAX_USAGE_TOKENS:
+            continue
+        setattr(record, field, None)
+        if not record.cancelled:
+            shown = value if value.bit_length() <= 64 else "over 2^64"
+            record.fail(
+                ErrorKind.BAD_STREAM,
+                f"usage counts {shown} {words} tokens: not plausible for one request (at most {MAX_USAGE_TOKENS:,})",
+            )
 
 
 def error_text(error: object) -> str:
