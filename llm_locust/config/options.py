@@ -5,10 +5,10 @@ from the master. `settings.Settings.from_options` has each stage's settings grou
 else reads the raw options.
 
 An option declared `startup_only=True` — one that names a file, a folder, a URL, a port or an address, or that
-decides where the key may go — is set when llm-locust starts (command line, config file, environment) and never from
-the web UI: it is left out of the start form, and a POST /swarm that carries it is refused
-(`web_access.form_refusal`, applied by `runtime.web_guard`). Every field Locust's /swarm would copy into the options
-and that the form does not show is refused the same way, Locust's own (`--csv`, `--html`, ...) included.
+decides which credentials are sent or where the key may go — is set when llm-locust starts (command line, config
+file, environment) and never from the web UI: it is left out of the start form, and a POST /swarm that carries it is
+refused (`web_access.form_refusal`, applied by `runtime.web_guard`). Every field Locust's /swarm would copy into the
+options and that the form does not show is refused the same way, Locust's own (`--csv`, `--html`, ...) included.
 """
 
 from __future__ import annotations
@@ -270,7 +270,11 @@ def add_workload_arguments(group: Any) -> None:
 def add_provider_arguments(group: Any) -> None:
     """Options that say how to talk to the endpoint: provider, paths, auth, server family, client."""
     group.add_argument(
-        "--provider", default=DEFAULT_PROVIDER, choices=PROVIDERS, help="Request paths and auth of the endpoint"
+        "--provider",
+        default=DEFAULT_PROVIDER,
+        choices=PROVIDERS,
+        startup_only=True,  # which variable's key is sent, in which header, by which auth flow
+        help="Request paths and auth of the endpoint",
     )
     group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
     group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
@@ -296,6 +300,7 @@ def add_provider_arguments(group: Any) -> None:
     group.add_argument(
         "--aws-region",
         default="",
+        startup_only=True,  # the scope of the SigV4 signature made with the process's AWS credentials
         help="--provider bedrock: the AWS region requests are signed for (default: the region of a "
         "bedrock-runtime.REGION.amazonaws.com --host, else AWS_REGION, else the AWS profile's)",
     )

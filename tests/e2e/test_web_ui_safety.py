@@ -4,16 +4,13 @@ URL or a port (every option declared `startup_only`, and Locust's own file optio
 
 from __future__ import annotations
 
-import json
 import select
 import socket
-import urllib.error
-import urllib.request
 
 import psutil
 from conftest import LOCUSTFILE, read_summary, wait_for
 from harness.browser import browser_tools, chromium_page
-from harness.web_ui import http, locust_web_ui, wait_for_page
+from harness.web_ui import http, locust_web_ui, post, post_json, template_args, ui_state, wait_for_page
 from locust.argument_parser import get_empty_argument_parser
 
 from llm_locust.config.options import add_arguments
@@ -37,34 +34,6 @@ def startup_only_options() -> list[str]:
     parser = get_empty_argument_parser()
     add_arguments(parser)
     return [action.dest for action in parser._actions if getattr(action, "startup_only", False)]
-
-
-def template_args(page: str) -> dict:
-    """The arguments Locust's page hands its script (`window.templateArgs`): the form's fields among them."""
-    return json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
-
-
-def ui_state(ui: str) -> str:
-    """Locust's runner state as the web UI reports it ("ready" until a test starts)."""
-    return json.loads(http(f"{ui}/stats/requests"))["state"]
-
-
-def post(url: str, form: dict) -> tuple[int, dict]:
-    """POST `form` to `url`: (HTTP status, the JSON answer)."""
-    try:
-        return 200, json.loads(http(url, form))
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def post_json(url: str, body: dict) -> tuple[int, bytes]:
-    """POST `body` as JSON to `url`: (HTTP status, the answer's bytes)."""
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def listening_addresses(pid: int, port: int) -> set[str]:

@@ -1,12 +1,17 @@
 """An API key given on the command line never reaches the web UI's page, and a test started from
-the form with the key field left empty still uses it."""
+the form with the key field left empty still uses it; the form cannot choose which of the process's secrets is
+sent."""
 
 from __future__ import annotations
 
 import json
+import secrets
+import time
 
 from conftest import LOCUSTFILE, read_summary, wait_for
-from harness.web_ui import http, locust_web_ui, wait_for_page
+from harness.output import leaks
+from harness.recording_server import RecordingServer
+from harness.web_ui import http, locust_web_ui, post, template_args, ui_state, wait_for_page
 
 from llm_locust.sim import run_sim
 
@@ -37,3 +42,40 @@ def test_command_line_key_is_not_in_the_page_and_still_used(tmp_path):
     assert KEY not in output
     for path in tmp_path.iterdir():
         assert KEY not in path.read_text(errors="replace"), path
+
+
+def test_the_form_cannot_choose_which_secret_of_the_environment_is_sent(tmp_path, monkeypatch):
+    """--provider decides which variable's key is sent, in which header (and --aws-region the scope of a SigV4
+    signature): neither is a field of the form, and a POST /swarm carrying one is refused (HTTP 400, one line naming
+    the field); no test starts and the server (the operator's own --host) receives nothing. Before, provider=azure
+    sent AZURE_OPENAI_API_KEY's value in `api-key`, provider=databricks the Databricks token."""
+    planted = {
+        "AZURE_OPENAI_API_KEY": f"az-{secrets.token_hex(12)}",
+        "DATABRICKS_TOKEN": f"dapi{secrets.token_hex(12)}",
+    }
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with RecordingServer() as server:
+        command = ["-f", str(LOCUSTFILE), "--host", server.url, "--model", "m", "--results-dir", str(tmp_path)]
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            fields = set(template_args(wait_for_page(ui, 30))["extra_options"])
+            good = {"user_count": 2, "spawn_rate": 2, "host": server.url, "max_tokens": "8", "deployment": "d"}
+            answers = [post(f"{ui}/swarm", {**good, "provider": p}) for p in ("azure", "databricks", "bedrock")]
+            answers.append(post(f"{ui}/swarm", {**good, "aws_region": "us-east-1"}))
+            time.sleep(2)  # a started test's first requests would be there by now
+            state = ui_state(ui)
+    keyed = [
+        r
+        for r in server.requests
+        if set(r["headers"].values()) & {*planted.values(), f"Bearer {planted['DATABRICKS_TOKEN']}"}
+    ]
+    assert server.requests == [], f"{len(server.requests)} requests, {len(keyed)} with a planted key"
+    for (code, answer), field in zip(answers, ("provider", "provider", "provider", "aws_region"), strict=True):
+        assert code == 400 and answer["success"] is False, answer
+        assert (
+            answer["message"].startswith(f"{field}: set only when llm-locust starts") and "\n" not in answer["message"]
+        )
+    assert state == "ready" and {"provider", "aws_region"}.isdisjoint(fields) and "deployment" in fields
+    assert not leaks(web.output, tuple(planted.values()))

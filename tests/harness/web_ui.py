@@ -4,8 +4,10 @@ and waiting for it."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +22,39 @@ def http(url: str, form: dict | None = None, timeout_s: float = 10) -> bytes:
     data = urllib.parse.urlencode(form).encode() if form is not None else None
     with urllib.request.urlopen(url, data=data, timeout=timeout_s) as response:
         return response.read()
+
+
+def post(url: str, form: dict, headers: dict | None = None) -> tuple[int, dict]:
+    """POST the urlencoded `form` to `url` (with `headers`, e.g. a browser's `Origin`): (HTTP status, the JSON
+    answer)."""
+    request = urllib.request.Request(url, urllib.parse.urlencode(form).encode(), headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def post_json(url: str, body: dict, headers: dict | None = None) -> tuple[int, bytes]:
+    """POST `body` as JSON to `url` (with `headers`): (HTTP status, the answer's bytes)."""
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def template_args(page: str) -> dict:
+    """The arguments Locust's page hands its script (`window.templateArgs`): the form's fields among them."""
+    return json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+
+
+def ui_state(ui: str) -> str:
+    """Locust's runner state as the web UI reports it ("ready" until a test starts)."""
+    return json.loads(http(f"{ui}/stats/requests"))["state"]
 
 
 def wait_for_page(url: str, timeout_s: float) -> str:
