@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_locust.sim import faults, sigv4
 from llm_locust.sim.config import SimConfig
+from llm_locust.sim.latency import Latency, parse_latency
 from llm_locust.sim.server import serve
 
 _DESCRIPTION = """\
@@ -63,7 +64,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="fixed: constant TTFT and ITL; batching: continuous batching with a queue",
     )
     timing = parser.add_argument_group("fixed timing")
-    timing.add_argument("--ttft-ms", type=float, default=d.ttft_ms, help="time to first token, ms")
+    timing.add_argument(
+        "--ttft-ms",
+        type=_latency,
+        default=d.ttft_ms,
+        metavar="MS|DIST",
+        help="time to first token, ms: a number, or a distribution drawn per request (lognormal:median=MS,sigma=S, "
+        "uniform:LOW,HIGH) whose quantiles are known",
+    )
+    timing.add_argument("--ttft-seed", type=int, default=d.ttft_seed, metavar="N", help="seed of the --ttft-ms draws")
     timing.add_argument("--itl-ms", type=float, default=d.itl_ms, help="inter-token latency, ms")
     parser.add_argument(
         "--output-tokens",
@@ -326,6 +335,14 @@ def _fault_type(text: str) -> tuple[str, float]:
     try:
         return faults.parse_fault(text)
     except faults.FaultSpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _latency(text: str) -> Latency:
+    """argparse type of --ttft-ms: a ValueError becomes argparse's one-line usage error."""
+    try:
+        return parse_latency(text)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 

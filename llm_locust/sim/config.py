@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from llm_locust.sim.latency import Latency
+
 TimingName = Literal["fixed", "batching"]
+DEFAULT_TTFT = Latency("fixed", 200.0)
 
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
     """Everything `llm-locust sim` can be told; units are in the field names.
 
-    Fixed model: token i of a response is due at t_recv + ttft_ms + i * itl_ms.
+    Fixed model: token i of a response is due at t_recv + its TTFT + i * itl_ms (its TTFT: a draw of `ttft_ms`).
     Batching model: see `llm_locust.sim.engine.BatchingEngine`.
     """
 
@@ -23,7 +26,10 @@ class SimConfig:
     a free port of its own when `port` is 0)."""
     model: str = "llm-locust-sim"
     timing: TimingName = "fixed"
-    ttft_ms: float = 200.0
+    ttft_ms: Latency = DEFAULT_TTFT
+    """The fixed model's TTFT: constant, or a distribution drawn once per request (`llm_locust.sim.latency`)."""
+    ttft_seed: int = 0
+    """Seed of the TTFT draws (the n-th request gets the n-th draw)."""
     itl_ms: float = 20.0
     output_tokens: int = 128
     tokens_per_chunk: int = 1

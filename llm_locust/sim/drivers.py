@@ -37,9 +37,10 @@ class FixedDriver:
         self._loading: set[Generation] = set()  # waiting for their adapter's load
 
     def submit(self, generation: Generation) -> None:
-        """Schedule `generation`'s first token at t_ready + TTFT (t_ready: t_recv, or its adapter's load's end)."""
+        """Schedule `generation`'s first token at t_ready + its TTFT (t_ready: t_recv, or its adapter's load's end)."""
         seq = generation.seq
         seq.t_admit_s = seq.t_ready_s
+        self._timing.start(seq)
         if seq.t_ready_s > seq.t_recv_s:
             self._loading.add(generation)
             self.waiting += 1

@@ -1,7 +1,8 @@
 """Timing models, free of I/O: when each token of each request is produced.
 
-- `FixedTiming`: constant TTFT and ITL; token i is due at t_ready_s + ttft_s + i * itl_s (t_ready_s: t_recv_s, or
-  later when the request's LoRA adapter had to be loaded first, `lora.AdapterSlots`).
+- `FixedTiming`: a TTFT per request (constant, or drawn from a known distribution: `latency.Latency`) and a constant
+  ITL; token i is due at t_ready_s + ttft_s + i * itl_s (t_ready_s: t_recv_s, or later when the request's LoRA
+  adapter had to be loaded first, `lora.AdapterSlots`).
 - `BatchingEngine`: continuous batching with a FIFO waiting queue and a running batch of at most
   `max_batch` sequences. Steps run back-to-back while there is work. At the start of a step,
   waiting sequences whose `t_ready_s` has come are admitted into free slots (the others keep their place); the
@@ -19,9 +20,12 @@ All times are `time.perf_counter()` seconds.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
+
+from llm_locust.sim.latency import Latency
 
 
 class Sequence:
@@ -45,6 +49,7 @@ class Sequence:
         "t_admit_s",
         "t_ready_s",
         "t_recv_s",
+        "ttft_s",
     )
 
     def __init__(self, prompt_tokens: int, output_tokens: int, t_recv_s: float, sink: Any = None) -> None:
@@ -54,6 +59,7 @@ class Sequence:
         self.t_recv_s = t_recv_s
         self.t_ready_s = t_recv_s
         self.t_admit_s: float | None = None
+        self.ttft_s = 0.0  # the fixed model's TTFT of this request, s (`FixedTiming.start`)
         self.batch = 0  # sequences running when it was admitted, itself included (0: not yet)
         self.emitted = 0
         self.cancelled = False
@@ -75,21 +81,27 @@ class Sequence:
         return 0.0 if self.t_admit_s is None else self.t_admit_s - self.t_recv_s
 
 
-@dataclass(frozen=True, slots=True)
 class FixedTiming:
-    """Constant time to first token `ttft_s` (all prefill: a prefix-cache hit cuts it by the cached share) and
-    inter-token latency `itl_s` (seconds)."""
+    """Time to first token `ttft` (ms; all prefill: a prefix-cache hit cuts it by the cached share), one draw per
+    request from a generator seeded with `seed`, in the order requests start, and constant inter-token latency
+    `itl_s` (seconds)."""
 
-    ttft_s: float
-    itl_s: float
+    def __init__(self, ttft: Latency, itl_s: float, seed: int = 0) -> None:
+        self.ttft = ttft
+        self.itl_s = itl_s
+        self._rng = random.Random(f"{seed}/ttft")
+
+    def start(self, seq: Sequence) -> None:
+        """Draw `seq`'s TTFT."""
+        seq.ttft_s = self.ttft.draw_ms(self._rng) / 1e3
 
     def due_s(self, seq: Sequence, index: int) -> float:
         """Return the absolute due time (perf_counter s) of `seq`'s token `index` (0-based)."""
-        return seq.t_ready_s + self.ttft_s * seq.prefill_share + index * self.itl_s
+        return seq.t_ready_s + seq.ttft_s * seq.prefill_share + index * self.itl_s
 
     def tokens_due(self, seq: Sequence, now_s: float) -> int:
         """Return how many of `seq`'s not-yet-emitted tokens are due at `now_s`."""
-        first_s = seq.t_ready_s + self.ttft_s * seq.prefill_share
+        first_s = seq.t_ready_s + seq.ttft_s * seq.prefill_share
         itl_s = self.itl_s
         total = seq.output_tokens
         index = seq.emitted

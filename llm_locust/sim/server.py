@@ -50,7 +50,7 @@ _POST_ROUTES = ("/sim/reset", *BY_PATH)
 def build_driver(config: SimConfig, timeline: Timeline) -> Driver:
     """Return the driver for `config.timing`."""
     if config.timing == "fixed":
-        return FixedDriver(timeline, FixedTiming(config.ttft_ms / 1e3, config.itl_ms / 1e3))
+        return FixedDriver(timeline, FixedTiming(config.ttft_ms, config.itl_ms / 1e3, config.ttft_seed))
     params = BatchingParams(
         max_batch=config.max_batch,
         decode_step_s=config.decode_step_ms / 1e3,

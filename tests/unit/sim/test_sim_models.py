@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from llm_locust.sim import SimProcess, run_sim
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence
+from llm_locust.sim.latency import Latency
 from llm_locust.sim.lora import AdapterSlots, LoraInfo
 
 LOAD_MS = 40.0
@@ -41,7 +42,8 @@ def test_adapter_slots_are_an_lru_of_max_loras() -> None:
 def test_fixed_timing_starts_after_the_load() -> None:
     seq = Sequence(prompt_tokens=1, output_tokens=3, t_recv_s=10.0)
     seq.t_ready_s = 10.04
-    timing = FixedTiming(ttft_s=0.01, itl_s=0.002)
+    timing = FixedTiming(Latency("fixed", 10.0), itl_s=0.002)
+    timing.start(seq)
     assert timing.due_s(seq, 0) == pytest.approx(10.05)
     assert timing.tokens_due(seq, 10.049) == 0 and timing.tokens_due(seq, 10.0521) == 2
 

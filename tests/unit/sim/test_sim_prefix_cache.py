@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from llm_locust.sim.engine import FixedTiming, Sequence
+from llm_locust.sim.latency import Latency
 from llm_locust.sim.prefix_cache import PrefixCache
 from llm_locust.workload.prefix_blocks import BLOCK_TOKENS
 
@@ -41,8 +42,9 @@ def test_a_finished_requests_prompt_and_answer_blocks_are_stored_for_the_next_tu
 
 
 def test_cached_share_cuts_the_fixed_models_ttft() -> None:
-    timing = FixedTiming(ttft_s=0.2, itl_s=0.02)
+    timing = FixedTiming(Latency("fixed", 200.0), itl_s=0.02)
     seq = Sequence(prompt_tokens=4 * BLOCK_TOKENS, output_tokens=4, t_recv_s=10.0)
+    timing.start(seq)
     seq.cached_tokens = 3 * BLOCK_TOKENS
     assert abs(timing.due_s(seq, 0) - 10.05) < 1e-9
     assert abs(timing.due_s(seq, 2) - 10.09) < 1e-9

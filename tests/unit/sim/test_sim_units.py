@@ -11,11 +11,13 @@ from llm_locust.sim.apis import parse_completion
 from llm_locust.sim.apis.chat import ChatEncoder
 from llm_locust.sim.apis.wire import ApiError, CompletionSpec
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence
+from llm_locust.sim.latency import Latency
 
 
 def test_fixed_timing_due_times_are_absolute() -> None:
-    timing = FixedTiming(ttft_s=0.2, itl_s=0.02)
+    timing = FixedTiming(Latency("fixed", 200.0), itl_s=0.02)
     seq = Sequence(prompt_tokens=1, output_tokens=5, t_recv_s=100.0)
+    timing.start(seq)
     assert timing.due_s(seq, 0) == pytest.approx(100.2)
     assert timing.due_s(seq, 4) == pytest.approx(100.28)
     assert timing.tokens_due(seq, 100.19) == 0
