@@ -36,9 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _print_locust_options(args: argparse.Namespace) -> int:
     """Print the help of the options registered on Locust's parser by llm-locust."""
+    import configargparse  # Locust's parser: options may name an environment variable
+
     from llm_locust.config.options import add_arguments
 
-    parser = argparse.ArgumentParser(prog="locust -f locustfiles/chat.py", add_help=False)
+    parser = configargparse.ArgumentParser(
+        prog="locust -f locustfiles/chat.py", add_help=False, add_env_var_help=False, add_config_file_help=False
+    )
     add_arguments(parser)
     parser.print_help()
     return 0

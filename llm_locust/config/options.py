@@ -19,6 +19,7 @@ from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
+from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.tokens import AUTH_CHOICES
@@ -556,6 +557,14 @@ def _add_gate_arguments(group: Any) -> None:
         default=None,
         help="Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
         "percentage between the early and the late drift window",
+    )
+    group.add_argument(
+        "--max-client-error-ms",
+        type=float,
+        default=DEFAULT_MAX_CLIENT_ERROR_MS,
+        env_var="LOCUST_MAX_CLIENT_ERROR_MS",
+        help="The most the client may have moved ITL p99 (its error budget, summary.json client_error), ms; above "
+        f"it the run is client_limited and fails (exit code 5) (default {DEFAULT_MAX_CLIENT_ERROR_MS:g})",
     )
     group.add_argument(
         "--drift-window-s",

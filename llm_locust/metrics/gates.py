@@ -13,9 +13,11 @@ capacity fail the objectives by design; the run fails when no trial passed them.
 
 And always: the run was not interrupted (SIGTERM / SIGINT: `EXIT_INTERRUPTED`), some request
 succeeded, no worker was lost, no load-generating process was short of CPU (`runtime.saturation`: 90 % of a
-core or more, sustained, with event-loop lag). A failed verdict makes the run exit with `EXIT_GATE_FAILED`
-(`EXIT_INTERRUPTED` when interrupted: partial results say nothing about the gates); the verdict is written into
-summary.json under "verdict".
+core or more, sustained, with event-loop lag), and the client cannot have moved ITL p99 by more than
+--max-client-error-ms (summary.json `client_error`, `metrics.client_error`: else the run is client_limited). A failed
+verdict makes the run exit with `EXIT_GATE_FAILED` (`EXIT_INTERRUPTED` when interrupted: partial results say nothing
+about the gates; else `EXIT_CLIENT_LIMITED` when the client was limited: the other gates judged the client's error
+too); the verdict is written into summary.json under "verdict".
 
 Pure: imports neither Locust nor anything that does; `verdict` reads a summary dict, so a
 results folder can be judged again offline.
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from llm_locust.metrics.client_error import limited_reason
 from llm_locust.metrics.drift import worst
 from llm_locust.metrics.slo import Slo, evaluate
 
@@ -34,6 +37,8 @@ EXIT_GATE_FAILED = 3
 error)."""
 EXIT_INTERRUPTED = 4
 """Exit code of a run stopped by SIGTERM or SIGINT (Ctrl-C) before its end."""
+EXIT_CLIENT_LIMITED = 5
+"""Exit code of a client_limited run: the client can have moved ITL p99 by more than --max-client-error-ms."""
 
 
 def verdict(
@@ -47,7 +52,7 @@ def verdict(
     `accuracy`).
 
     Returns `{"passed", "reasons", "slo", "error_rate", "max_error_rate", "max_drift_pct", "accuracy",
-    "min_accuracy", "exit_code"}` (`accuracy`: the run's, None when no answer was scored):
+    "min_accuracy", "client_limited", "exit_code"}` (`accuracy`: the run's, None when no answer was scored):
     each reason is one sentence naming the gate, the measured value and the limit (a run without any success says
     only that, not its error rate too). `max_error_rate` None: no error-rate gate (the settings always give one).
     """
@@ -111,6 +116,9 @@ def verdict(
             f"client saturated: {', '.join(saturated)} short of CPU (sustained CPU near one core, with event-loop "
             "lag; measurements unreliable; add workers)"
         )
+    client_limited = limited_reason(summary.get("client_error") or {})
+    if client_limited:
+        reasons.append(client_limited)
     passed = not reasons
     return {
         "passed": passed,
@@ -121,5 +129,16 @@ def verdict(
         "max_drift_pct": max_drift_pct,
         "accuracy": accuracy["accuracy"] if accuracy else None,
         "min_accuracy": min_accuracy,
-        "exit_code": 0 if passed else EXIT_INTERRUPTED if interrupted else EXIT_GATE_FAILED,
+        "client_limited": client_limited is not None,
+        "exit_code": exit_code(passed, bool(interrupted), client_limited is not None),
     }
+
+
+def exit_code(passed: bool, interrupted: bool, client_limited: bool) -> int:
+    """The verdict's exit code: 0 passed; else `EXIT_INTERRUPTED`, `EXIT_CLIENT_LIMITED`, `EXIT_GATE_FAILED`, the
+    first that applies."""
+    if passed:
+        return 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_CLIENT_LIMITED if client_limited else EXIT_GATE_FAILED

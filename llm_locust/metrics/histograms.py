@@ -72,9 +72,7 @@ def distribution(hist: HdrHistogram | None, total: int, scale: float = 1.0) -> d
     `scale`.
 
     `total` is the exact sum of the recorded values (the histogram only knows buckets), so the
-    mean is exact. Percentiles are HdrHistogram's (highest equivalent value of the bucket
-    holding the target count), found with one vectorised pass over the counts: hdrh's own
-    Python loops take tens of ms per histogram, a stall for the users of the same process.
+    mean is exact. Percentiles are `quantiles`' (hdrh's own Python loops would stall the users of the process).
     With no samples every statistic is None (count 0): "no data", never a fake zero.
     """
     count = 0 if hist is None else hist.get_total_count()
@@ -82,16 +80,23 @@ def distribution(hist: HdrHistogram | None, total: int, scale: float = 1.0) -> d
     if hist is None or count == 0:
         stats.update(dict.fromkeys(("mean", "min", *(pct_key(p) for p in PERCENTILES), "max")))
         return stats
-    cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len])
-    targets = [hist.get_target_count_at_percentile(p) for p in PERCENTILES]
-    indices = np.searchsorted(cumulative, targets, side="left")
     stats["mean"] = round(total / count / scale, 3)
     stats["min"] = round(hist.get_min_value() / scale, 3)
-    for p, index in zip(PERCENTILES, indices, strict=True):
-        value = hist.get_highest_equivalent_value(hist.get_value_from_index(int(index)))
-        stats[pct_key(p)] = round(min(value, hist.get_max_value()) / scale, 3)
+    for p, value in zip(PERCENTILES, quantiles(hist, PERCENTILES), strict=True):
+        stats[pct_key(p)] = round(value / scale, 3)
     stats["max"] = round(hist.get_max_value() / scale, 3)
     return stats
+
+
+def quantiles(hist: HdrHistogram, percentiles: Sequence[float]) -> list[int]:
+    """The value at each of `percentiles` (0..100) of `hist` (holding values): HdrHistogram's — the highest
+    equivalent value of the bucket holding the target count, at most the largest value —, in one vectorised pass over
+    the counts (hdrh's own Python loops take tens of ms per histogram)."""
+    cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len])
+    targets = [hist.get_target_count_at_percentile(p) for p in percentiles]
+    indices = np.searchsorted(cumulative, targets, side="left")
+    top = hist.get_max_value()
+    return [min(hist.get_highest_equivalent_value(hist.get_value_from_index(int(i))), top) for i in indices]
 
 
 def counts_index(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from llm_locust.apis import OUTPUTS, summary_counting
+from llm_locust.metrics.client_error import client_error_text, limited_reason
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.vocabulary import PERCENTILES, latency_key, pct_key
 from llm_locust.report.run_data import RunData
@@ -186,6 +187,7 @@ def run_facts(run: RunData) -> dict[str, Any]:
         "users max": meta.get("users_max"),
         "workers": "none (local runner)" if meta.get("role") == "local" else meta.get("workers_max"),
         "send error by worker": send_error_by_worker(meta.get("queue_delay_ms_by_worker") or {}),
+        "client error (p50 / p99)": client_error_text(summary["client_error"]) if summary.get("client_error") else None,
         "status": summary.get("status"),
         "stopped by": meta.get("stop_reason"),
         "backed off": f"{paused['pauses']} pauses, {paused['paused_s']} s" if paused.get("pauses") else None,
@@ -229,7 +231,7 @@ def _versions(summary: dict[str, Any]) -> str | None:
 
 
 def warnings_of(run: RunData) -> list[str]:
-    """Banner lines for `run`: the summary's warnings, lost workers, an incomplete run."""
+    """Banner lines for `run`: the summary's warnings, lost workers, an incomplete run, a client_limited one."""
     summary = run.summary or {}
     warnings = list(summary.get("warnings") or [])
     lost = (summary.get("run") or {}).get("workers_lost") or []
@@ -237,6 +239,9 @@ def warnings_of(run: RunData) -> list[str]:
         warnings.append(f"{len(lost)} worker(s) lost during the run: {', '.join(lost)}")
     if summary.get("status") == "incomplete":
         warnings.append("the run did not complete: the last step may be partial")
+    client = limited_reason(summary.get("client_error") or {})
+    if client:
+        warnings.append(client)
     return warnings
 
 

@@ -20,6 +20,7 @@ import orjson
 from llm_locust.apis import summary_counting
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
+from llm_locust.metrics.client_error import client_error_line
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.intervals import BatchValues, with_intervals
@@ -452,6 +453,8 @@ def summary_table(summary: dict[str, Any]) -> str:
             f"Throttled (HTTP 429): {throttled['http_429']} requests, "
             f"{100 * throttled['share_of_requests']:.1f} % of all, {throttled['per_s']:.2f}/s"
         )
+    if summary.get("client_error"):
+        lines.append(client_error_line(summary["client_error"]))
     if summary.get("status") == "incomplete":
         lines.append("INCOMPLETE: the run was interrupted or lost workers; the results hold what was measured")
     for warning in summary.get("warnings", []):

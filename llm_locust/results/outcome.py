@@ -3,7 +3,8 @@ behind-schedule warning and which workers count as lost. The Locust side (`runti
 and applies the answers.
 
 Exit codes (README.md "Troubleshooting"): 0 passed, 1 nothing succeeded for a reason outside the command (or a task
-raised: Locust's `--exit-code-on-error`), 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted.
+raised: Locust's `--exit-code-on-error`), 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted, 5 the
+client was limited (`metrics.client_error`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from llm_locust import __version__
 from llm_locust.apis import run_counting
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
+from llm_locust.metrics.client_error import ClientTiming, client_error
 from llm_locust.metrics.gates import verdict
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
 from llm_locust.metrics.intervals import Batches
@@ -97,6 +98,7 @@ class RunFacts:
     clocks: Mapping[str, Any] | None = None  # a master's workers' clock offsets (`load.clock.offsets_summary`)
     queue_delay_by_worker: Mapping[str, Any] = field(default_factory=dict)  # open loop: each process's own, ms
     batches: Batches = field(default_factory=Batches)  # each closed window's quantiles, widening the intervals
+    client_timing: ClientTiming | None = None  # the client's own timing: kernel receive times, loop lag
 
 
 def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[str, Any]:
@@ -185,6 +187,9 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "auth": None if view.auth is None else dict(view.auth),
         "clocks": None if view.clocks is None else dict(view.clocks),
         "client": _client(view),
+        "client_error": None
+        if view.client_timing is None
+        else client_error(run.total, view.client_timing, objectives.max_client_error_ms),
         "server": view.server,
         "telemetry": view.telemetry,
         **_efficiency(view, run.total, view.t_start_s, view.t_end_s),

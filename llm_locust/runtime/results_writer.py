@@ -42,6 +42,7 @@ from llm_locust.runtime.pacer import Periodic
 from llm_locust.runtime.runner_ops import stop_test, top_error
 from llm_locust.runtime.scrape_loop import ScrapeLoop
 from llm_locust.scrape.scraper import new_scraper
+from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
@@ -362,4 +363,5 @@ class ResultsWriter:
             clocks=offsets_summary(src.clock_offsets),
             queue_delay_by_worker=src.queue_delay_by_worker(),
             batches=self.batches,
+            client_timing=src.saturation.timing(KERNEL_TIMESTAMPS and self.settings.endpoint.client == "fast"),
         )

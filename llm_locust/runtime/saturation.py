@@ -30,6 +30,7 @@ from typing import Any
 import gevent
 import numpy as np
 
+from llm_locust.metrics.client_error import ClientTiming
 from llm_locust.transport.background import Background
 
 logger = logging.getLogger("llm_locust")
@@ -214,6 +215,20 @@ class SaturationTracker:
                     "requests in flight then carry the delay",
                     process, when, value.lag_max_ms, value.lag_p99_ms, value.cpu_pct,
                 )  # fmt: skip
+
+    def timing(self, kernel_timestamps: bool) -> ClientTiming:
+        """The client's own timing over the run for its error budget (`metrics.client_error`): the busiest process's
+        event-loop lag (its highest p99 of an interval, its largest lag; None before any sample) and whether a process
+        reached `CPU_WARN_PCT`; `kernel_timestamps`: token times are the kernel's receive times."""
+        peaks = self.peaks.values()
+        if not peaks:
+            return ClientTiming(kernel_timestamps, None, None)
+        return ClientTiming(
+            kernel_timestamps,
+            lag_p99_ms=max(p["lag_p99_ms_max"] for p in peaks),
+            lag_max_ms=max(p["lag_max_ms"] for p in peaks),
+            busy=max(p["cpu_pct_max"] for p in peaks) >= CPU_WARN_PCT,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """For summary.json: per process, peak CPU % and loop lag (p99 per interval, max), ms; the stall notes

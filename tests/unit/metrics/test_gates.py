@@ -103,6 +103,7 @@ def test_verdict_passes_a_clean_run_and_names_each_failed_gate():
         "max_drift_pct": None,
         "accuracy": None,
         "min_accuracy": None,
+        "client_limited": False,
         "exit_code": 0,
     }
     bad = summary_of(
