@@ -3,7 +3,9 @@ r"""Keep secrets (API keys, header values, URL credentials) out of every text ll
 One registry per process. `settings.register_secrets` is the one place that fills it, from the options every process
 builds its settings from: the API key (flag, config file or environment variable, whatever the provider), the AWS secret
 key and session token (environment; those of an AWS profile are added by `transport.sigv4.check_credentials` as it reads
-them), each `--header` value, and the user-info of every URL (--host, --metrics-url). `redact(text)` replaces each
+them), each `--header` value, and the user-info of every URL (--host, --metrics-url). A scenario's per-call `headers=`
+values are registered as each call is sent (`register_call_value`, by `runtime.llm_client`), the newest
+`MAX_CALL_VALUES` of them kept. `redact(text)` replaces each
 registered value in `text` with `REDACTED` — also in every escaped form an output may write it in (`escaped_forms`:
 JSON, HTML, percent-encoding, Python's repr, and one of those escaped again), as a server's error body or page may quote
 it, and as Locust's pages embed values (JSON made HTML-safe, `'` as `\u0027`).
@@ -33,6 +35,14 @@ _MIN_SECRET_CHARS = 4  # shorter values would redact ordinary words
 _secrets: set[str] = set()
 """This process's secrets. A process-wide registry on purpose: log records, exception texts and web pages are
 redacted by code (logging filters, Locust's runner) that cannot be handed a settings object."""
+_call_values: dict[str, None] = {}
+"""The secrets registered as one call's header values (`register_call_value`), oldest first."""
+MAX_CALL_VALUES = 1024
+"""Per-call header values kept registered: a scenario sending a new token with every call must not slow every
+redaction without limit (each secret costs one search per text); a server echoes a call's header in that call's own
+answer, redacted as the request fails, long before 1024 other values were sent."""
+_forms: dict[str, tuple[str, tuple[str, ...]]] = {}
+"""Each registered secret's (anchor, forms), computed once."""
 _entries: list[tuple[str, tuple[str, ...]]] = []
 """(anchor, forms) per secret, longest secret first (a secret containing another one is replaced whole): `forms` are
 its `escaped_forms`, `anchor` a part of it that every form keeps (its longest run of ASCII letters and digits, which
@@ -157,13 +167,37 @@ def _anchor(secret: str) -> str:
 def register(secret: str | None) -> None:
     """Remember `secret` so that `redact` hides it, also in each of its `escaped_forms` (values shorter than 4
     characters are ignored)."""
+    if secret is not None:
+        _call_values.pop(secret, None)  # a value of the run's own settings is never forgotten
+    _add(secret)
+
+
+def register_call_value(secret: str | None) -> None:
+    """Remember `secret`, a value of one call's headers, like `register`; forget the oldest such value beyond
+    `MAX_CALL_VALUES` (a value also registered by `register` stays)."""
+    if not secret or len(secret) < _MIN_SECRET_CHARS or secret in _secrets:
+        return
+    _call_values[secret] = None
+    _add(secret)
+    if len(_call_values) > MAX_CALL_VALUES:
+        oldest = next(iter(_call_values))
+        del _call_values[oldest]
+        _secrets.discard(oldest)
+        _forms.pop(oldest, None)
+        _sort_entries()
+
+
+def _add(secret: str | None) -> None:
+    """`secret` registered (values shorter than 4 characters ignored) and the entries sorted again."""
     if not secret or len(secret) < _MIN_SECRET_CHARS or secret in _secrets:
         return
     _secrets.add(secret)
-    _entries[:] = [
-        (_anchor(known), tuple(dict.fromkeys(map(_fold_hex, escaped_forms(known)))))
-        for known in sorted(_secrets, key=len, reverse=True)
-    ]
+    _forms[secret] = (_anchor(secret), tuple(dict.fromkeys(map(_fold_hex, escaped_forms(secret)))))
+    _sort_entries()
+
+
+def _sort_entries() -> None:
+    _entries[:] = [_forms[known] for known in sorted(_secrets, key=len, reverse=True)]
 
 
 def register_url(url: str | None) -> None:

@@ -20,6 +20,7 @@ from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.tokens import AUTH_CHOICES
@@ -84,6 +85,13 @@ def add_arguments(parser: Any) -> None:
         type=float,
         default=600.0,
         help="Longest time allowed for one whole request, seconds",
+    )
+    group.add_argument(
+        "--max-event-bytes",
+        type=int,
+        default=DEFAULT_MAX_EVENT_BYTES,
+        help="Largest line or event a stream may send, bytes; over it the request fails as bad_stream at once "
+        "(default 4 MiB)",
     )
     group.add_argument(
         "--results-dir",

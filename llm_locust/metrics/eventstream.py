@@ -12,7 +12,9 @@ A message (what botocore's `eventstream.EventStreamBuffer` reads, all integers b
     CRC32     of everything before it, the prelude included
 
 A message may be split across chunks at any byte and one chunk may hold many. A bad checksum or length raises
-`EventStreamError` (the stream cannot be resynchronised after it).
+`EventStreamError` (the stream cannot be resynchronised after it); a message longer than the decoder's bound
+(`--max-event-bytes`) raises `sse.EventTooLarge` as soon as its prelude is in. A message cut by reads is kept as its
+pieces and joined once all its bytes are in: the work is linear in the bytes read.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 from zlib import crc32
+
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge
 
 PRELUDE_BYTES = 12
 _CRC_BYTES = 4
@@ -52,10 +56,13 @@ class EventStreamDecoder:
     The headers of a stream's messages repeat (one set per event type): each distinct headers block is parsed once
     and its dict shared, read-only, by the messages that carry it (at most `_KNOWN_HEADERS` kept)."""
 
-    __slots__ = ("_known", "_pending")
+    __slots__ = ("_known", "_max_bytes", "_needed", "_pending", "_pending_bytes")
 
-    def __init__(self) -> None:
-        self._pending = b""  # the start of a message carried to the next chunk
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._max_bytes = min(max_event_bytes, MAX_MESSAGE_BYTES)
+        self._pending: list[bytes] = []  # the pieces of the start of a message carried to the next chunk
+        self._pending_bytes = 0
+        self._needed = 0  # bytes pending before a message can be complete (its total length, once known)
         self._known: dict[bytes, tuple[str | None, bool, dict[str, HeaderValue]]] = {}
 
     @property
@@ -65,14 +72,25 @@ class EventStreamDecoder:
 
     def feed(self, chunk: bytes | bytearray, t: float) -> list[EventMessage]:
         """Decode `chunk` (arrived at time `t`); return the messages it completed, in order. Raises
-        `EventStreamError` on a malformed message."""
-        data = self._pending + chunk if self._pending else bytes(chunk)
+        `EventStreamError` on a malformed message, `sse.EventTooLarge` on one longer than the bound."""
+        if self._pending:
+            self._pending.append(bytes(chunk))
+            self._pending_bytes += len(chunk)
+            if self._pending_bytes < self._needed:  # the message is not complete yet: kept, joined once it is
+                return []
+            data = b"".join(self._pending)
+        else:
+            data = bytes(chunk)
         messages: list[EventMessage] = []
         position, size = 0, len(data)
+        needed = PRELUDE_BYTES
         while size - position >= PRELUDE_BYTES:
             total, headers_length = _prelude(data, position)
+            if total > self._max_bytes:
+                raise EventTooLarge(f"an event-stream message of {total:,} bytes", self._max_bytes)
             end = position + total
             if end > size:
+                needed = total
                 break
             (crc,) = _UINT32.unpack_from(data, end - _CRC_BYTES)
             if crc32(memoryview(data)[position : end - _CRC_BYTES]) != crc:
@@ -87,12 +105,13 @@ class EventStreamDecoder:
             name, exception, headers = known
             messages.append(EventMessage(data[payload_start : end - _CRC_BYTES], name, t, exception, headers))
             position = end
-        self._pending = data[position:] if position < size else b""
+        rest = data[position:] if position < size else b""
+        self._pending, self._pending_bytes, self._needed = ([rest] if rest else []), len(rest), needed
         return messages
 
     def flush(self, t: float) -> list[EventMessage]:
         """End of stream: nothing is dispatched (a message cut short is no message); the rest is dropped."""
-        self._pending = b""
+        self._pending, self._pending_bytes = [], 0
         return []
 
 

@@ -2,10 +2,12 @@
 messages (Bedrock's ConverseStream).
 
 A `Framing` names the response's content type and the reader that applies a body's events to its record as its pieces
-arrive (`reader(record, apply, keep)`, with `feed(data, t)` and `flush(t)`; `keep`, when given, gets each event's
-payload for `stream_text.StreamText`). Each event reaches the API's applier with the arrival time of the piece of
-body that completed it — for SSE the piece that completed its first data line, for an event-stream message its last
-byte —, the time `transport` takes for each read (the kernel's receive time where there is one). Pure.
+arrive (`reader(record, apply, keep, max_event_bytes)`, with `feed(data, t)` and `flush(t)`; `keep`, when given, gets
+each event's payload for `stream_text.StreamText`; a line, event or message over `max_event_bytes` raises
+`sse.EventTooLarge` from `feed`: the transport fails the request as a bad stream and closes its connection). Each event
+reaches the API's applier with the arrival time of the piece of body that completed it — for SSE the piece that
+completed its first data line, for an event-stream message its last byte —, the time `transport` takes for each read
+(the kernel's receive time where there is one). Pure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Protocol
 from llm_locust.metrics.eventstream import EventStreamDecoder, EventStreamError
 from llm_locust.metrics.protocol import EventStream
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
 
 
 class StreamReader(Protocol):
@@ -24,7 +27,7 @@ class StreamReader(Protocol):
 
     def feed(self, data: bytes | bytearray, t: float) -> bool:
         """Apply the events completed by `data` (arrived at `t`, perf_counter s); True once the stream is over for
-        the client."""
+        the client. Raises `sse.EventTooLarge` over the reader's bound."""
         ...
 
     def flush(self, t: float) -> None:
@@ -40,11 +43,15 @@ class MessageStream:
     __slots__ = ("_apply", "_decoder", "_keep", "_record")
 
     def __init__(
-        self, record: RequestRecord, apply: Callable[..., bool], keep: Callable[[bytes], None] | None = None
+        self,
+        record: RequestRecord,
+        apply: Callable[..., bool],
+        keep: Callable[[bytes], None] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self._record = record
         self._apply = apply
-        self._decoder = EventStreamDecoder()
+        self._decoder = EventStreamDecoder(max_event_bytes)
         self._keep = keep
 
     def feed(self, data: bytes | bytearray, t: float) -> bool:
@@ -71,11 +78,11 @@ class MessageStream:
 @dataclass(frozen=True)
 class Framing:
     """A stream's framing: the `content_type` a 2xx response must have, and its `reader` (record, the API's event
-    applier, where each event's payload is kept or None) → `StreamReader`."""
+    applier, where each event's payload is kept or None, the bound on an event's bytes) → `StreamReader`."""
 
     name: str
     content_type: str
-    reader: Callable[[RequestRecord, Any, Any], StreamReader]
+    reader: Callable[[RequestRecord, Any, Any, int], StreamReader]
 
 
 SSE = Framing("sse", "text/event-stream", EventStream)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import orjson
 
 from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
-from llm_locust.metrics.sse import SSEDecoder
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, SSEDecoder
 from llm_locust.redact import redact
 
 _DONE = b"[DONE]"
@@ -115,17 +115,22 @@ class EventStream:
     other piece goes through the SSE decoder and `apply` (the API's event applier; only
     `apply_event` teaches `TokenChunks`, so other APIs always take the decoding path).
     `keep` (when given: `stream_text.StreamText.keep`) gets each event's data before it is applied — of the usual
-    token event only its content string literal (`TokenChunks.literal`).
+    token event only its content string literal (`TokenChunks.literal`). A line or event over `max_event_bytes` raises
+    `sse.EventTooLarge` from `feed`.
     """
 
     __slots__ = ("_apply", "_chunks", "_decoder", "_keep", "_record")
 
     def __init__(
-        self, record: RequestRecord, apply: EventApplier | None = None, keep: Callable[[bytes], None] | None = None
+        self,
+        record: RequestRecord,
+        apply: EventApplier | None = None,
+        keep: Callable[[bytes], None] | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self._record = record
         self._apply = apply or apply_event
-        self._decoder = SSEDecoder()
+        self._decoder = SSEDecoder(max_event_bytes)
         self._chunks = TokenChunks()
         self._keep = keep
 

@@ -7,12 +7,12 @@ built-in users' requests — it is their route too.
 Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`), the anthropic SDK
 (`messages`) and Google's genai SDK (`models.generate_content_stream`: Gemini, its body fields as the REST API spells
 them), so that an application's call moves into a task by changing its receiver: body fields are keyword
-arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path)
-and a `name` breakdown; `headers=` go with this request only; `catch_response=True` returns the answer as a context
-manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`); `score=` scores
-the answer — a callable given the `Answer` (a bool, or a number in [0, 1]) or a `scoring.Reference` — into the run's
-accuracy (a score is a measurement: a wrong answer is no failure). Streamed APIs stream (`stream=False` is refused:
-the measurements are the stream's).
+arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path) and
+a `name` breakdown; `headers=` go with this request only (their values redacted like `--header` values);
+`catch_response=True` returns the answer as a context manager with `success()` / `failure(reason)` (Locust's idiom: a
+failure is an error of kind `check`); `score=` scores the answer — a callable given the `Answer` (a bool, or a number
+in [0, 1]) or a `scoring.Reference` — into the run's accuracy (a score is a measurement: a wrong answer is no failure).
+Streamed APIs stream (`stream=False` is refused: the measurements are the stream's).
 
 Every request — a scenario's and a built-in user's (`users.ApiUser`) — takes one route: `send` (the transport
 returns the finished record: TTFT, ITL, E2E, usage, tool calls, the kept text; a request with a reference gets its
@@ -41,6 +41,7 @@ from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
+from llm_locust.redact import register_call_value
 from llm_locust.runtime.route import report
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
@@ -436,6 +437,8 @@ class LLMClient:
         problem = None if reference is None else reference_problem(reference)
         if problem:
             raise ValueError(f"score=Reference(...): {problem}")
+        for value in (headers or {}).values():  # redacted like --header values, before anything could echo one
+            register_call_value(value)
         ticket = self._ticket
         if ticket is None:
             ticket = self._ticket = self.take_ticket(new_session=True)

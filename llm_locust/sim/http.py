@@ -1,7 +1,8 @@
 """A minimal, incremental HTTP/1.1 request parser and response framing (pure: no sockets).
 
-Enough HTTP for load tests: request line + headers + a Content-Length body, keep-alive,
-pipelining, `Expect: 100-continue`. Request bodies with Transfer-Encoding are refused (411).
+Enough HTTP for load tests: request line + headers + a Content-Length body, keep-alive, pipelining, `Expect:
+100-continue`. Request bodies with Transfer-Encoding are refused (411); a request with neither header has no body
+(`curl -X POST`).
 """
 
 from __future__ import annotations
@@ -99,9 +100,7 @@ def _parse_head(head: bytes) -> tuple[Request, int]:
     if "transfer-encoding" in headers:
         raise HttpError(411, "request bodies must have a Content-Length (no Transfer-Encoding)")
     length_text = headers.get("content-length")
-    if length_text is None:
-        if request.method in ("POST", "PUT", "PATCH"):
-            raise HttpError(411, "Content-Length required")
+    if length_text is None:  # neither Content-Length nor Transfer-Encoding: no body (RFC 9112 6.3), also for a POST
         return request, 0
     if not length_text.isdigit():
         raise HttpError(400, f"bad Content-Length {length_text!r}")

@@ -25,6 +25,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 from llm_locust.metrics.framing import StreamReader
 from llm_locust.metrics.protocol import error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
 from llm_locust.transport.auth import RequestAuth
@@ -56,7 +57,8 @@ class FastTransport:
     user's greenlet while it waits for bytes). `counter` (--tokenizer), or a request that asks for its answer
     (`RequestSpec.keep_answer`): the stream's reader keeps each event's payload as it decodes it (`StreamText`), and
     the generated text is decoded once, after the stream — counted (`record.local_output_tokens`, checked against
-    the server's usage), kept (`record.answer_text`), or both.
+    the server's usage), kept (`record.answer_text`), or both. A stream's line or event over `max_event_bytes`
+    (`--max-event-bytes`) fails its request as a bad stream at once, its connection closed.
     """
 
     def __init__(
@@ -66,12 +68,14 @@ class FastTransport:
         watchdog: TimeoutWatchdog,
         counter: TokenCounter | None = None,
         auth: RequestAuth | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.session = session
         self.headers = headers
         self.watchdog = watchdog
         self.counter = counter
         self.auth = auth
+        self.max_event_bytes = max_event_bytes
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared`, read its answer to the end; return its finished record."""
@@ -111,10 +115,13 @@ class FastTransport:
             if _check_response(resp, record, api.framing.content_type):
                 raw = resp._response  # geventhttpclient's response, read by arrival.body_chunks
                 try:
-                    reader = api.framing.reader(record, api.parser, None if kept is None else kept.keep)
+                    keep = None if kept is None else kept.keep
+                    reader = api.framing.reader(record, api.parser, keep, self.max_event_bytes)
                     _read_events(raw, record, reader, watch, cancel)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
+                except EventTooLarge as e:  # read no further: the connection is closed below
+                    record.fail(ErrorKind.BAD_STREAM, str(e))
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
@@ -265,13 +272,20 @@ def new_record(prepared: Prepared) -> RequestRecord:
 
 
 def _check_response(resp: Any, record: RequestRecord, expected: str) -> bool:
-    """True when `resp` is a 2xx stream of content type `expected` (the API's framing: text/event-stream, ...);
-    otherwise mark `record` failed and return False."""
+    """True when `resp` is a 2xx stream of content type `expected` (the API's framing: text/event-stream, ...), not
+    encoded (the client asks for `Accept-Encoding: identity`); otherwise mark `record` failed and return False."""
     if not _check_status(resp, record):
         return False
-    content_type = (resp.headers.get("content-type") or "") if resp.headers else ""
+    headers = resp.headers
+    content_type = (headers.get("content-type") or "") if headers else ""
     if not content_type.startswith(expected):
         record.fail(ErrorKind.BAD_STREAM, f"expected {expected}, got {content_type or 'no content type'}")
+        return False
+    encoding = headers.get("content-encoding") or "identity"
+    encoding = (encoding if isinstance(encoding, str) else ",".join(encoding)).strip().lower()
+    if encoding != "identity":
+        shown = error_text(encoding)[:40]
+        record.fail(ErrorKind.BAD_STREAM, f"the stream is {shown}-encoded, not asked for (Accept-Encoding: identity)")
         return False
     return True
 

@@ -207,17 +207,23 @@ def _import_openai() -> None:
 
 @dataclass(frozen=True)
 class TimeoutSettings:
-    """Connect, read (idle), first-token and whole-request timeouts, in seconds (`transport.timeouts`)."""
+    """The bounds on one request: connect, read (idle), first-token and whole-request timeouts, in seconds
+    (`transport.timeouts`), and the largest line or event its stream may send, bytes (`max_event_bytes`,
+    `metrics.sse.EventTooLarge`)."""
 
     connect_timeout_s: float
     read_timeout_s: float
     first_token_timeout_s: float
     request_timeout_s: float
+    max_event_bytes: int
 
     @classmethod
     def from_options(cls, options: Any) -> TimeoutSettings:
         """Validated from `options`: each > 0, else ConfigError naming it."""
-        positive(options, "connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s")
+        positive(
+            options, "connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s",
+            "max_event_bytes",
+        )  # fmt: skip
         return build(cls, options)
 
 

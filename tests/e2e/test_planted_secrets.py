@@ -3,6 +3,8 @@
 HTML 502 page, an error event mid-stream): not one of them, nor a piece of one, in any output, as it is or in any
 escaped form (`harness.output.secret_forms`: JSON, HTML, percent-encoding ...).
 
+A scenario's per-call `headers=` value too (`test_planted_call_header_through_master_and_workers`).
+
 Through the real `locust` CLI with a master and 2 worker processes (console, log file, Locust's CSVs and
 HTML report, the results folder, `llm-locust report`), and through the web UI (its pages and JSON,
 the files and report it serves), whose form is re-submitted as a browser would: secret fields empty,
@@ -135,6 +137,46 @@ def test_planted_secrets_through_master_and_workers(tmp_path):
         assert f"quoting {REDACTED}" in f.read()
     assert "/metrics" in json.dumps(summary["server"]) and summary["server"]["urls"][0]["scrapes_ok"] > 0
     assert_no_secret(results, output, *ALL)
+
+
+CALL_TOKEN = password()
+SCENARIO = """
+import os
+
+from locust import events, task
+
+from llm_locust.runtime.plugin import install
+from llm_locust.runtime.users import LLMUser
+
+install(events)
+
+
+class CallHeaderUser(LLMUser):
+    \"\"\"A scenario whose every call carries its own header (`headers=`), its value from the environment.\"\"\"
+
+    @task
+    def ask(self):
+        self.llm.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], max_tokens=8,
+                                         headers={"A-Call": os.environ["CALL_TOKEN"]})
+"""
+
+
+def test_planted_call_header_through_master_and_workers(tmp_path):
+    """A scenario's per-call `headers=` value, echoed by the simulator in its errors: redacted like a --header value
+    in Locust's failures CSV and HTML report, the console and the results, through a master with 2 worker processes."""
+    locustfile = tmp_path / "scenario.py"
+    locustfile.write_text(SCENARIO)
+    results = tmp_path / "results"
+    with run_sim(*SIM_ARGS) as sim:
+        run = run_distributed(locustfile, sim.url, results, env={**os.environ, "CALL_TOKEN": CALL_TOKEN})
+    output = with_report(run, results)
+    summary = read_summary(results)
+    assert summary["run"]["workers_max"] == 2 and summary["throughput"]["requests_ok"] > 0, output[-3000:]
+    assert set(summary["failures"]) >= ECHOED_KINDS, summary["failures"]
+    with (results / "locust_failures.csv").open() as f:  # the echoes reached Locust's failures, redacted
+        failures = " ".join(row["Error"] for row in csv.DictReader(f))
+    assert f"a-call: {REDACTED}" in failures or f"a-call {REDACTED}" in failures, failures[:3000]
+    assert_no_secret(results, output, CALL_TOKEN)
 
 
 def test_planted_secrets_through_the_web_ui(tmp_path):

@@ -3,6 +3,7 @@ run's summary is written (nothing a server sends can crash it)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -53,3 +54,58 @@ def test_usage_at_the_bound_counts(tmp_path):
     _env, summary = run_against(usage_of(MAX_USAGE_TOKENS), tmp_path)
     assert summary["failures"] == {} and summary["throughput"]["requests_ok"] >= 3
     assert summary["metrics"]["output_tokens"]["max"] == pytest.approx(MAX_USAGE_TOKENS, rel=0.002)
+
+
+ENDLESS_BYTES = 20_000_000
+"""What the endless-line server sends of one line, without a newline."""
+PIECE = b"x" * 65536
+
+
+def endless_line(chunked: bool, sent: list[int]):
+    """A handler answering each request with a stream whose first line never ends (`ENDLESS_BYTES` of it, in 64 KiB
+    writes, chunked or delimited by the close); `sent` gets the bytes it could write before the client left."""
+
+    def handler(sock, _address):
+        read_request(sock)
+        head = (
+            HEADERS if chunked else b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )
+        written = 0
+        try:
+            sock.sendall(head + (chunk(b"data: ") if chunked else b"data: "))
+            while written < ENDLESS_BYTES:
+                sock.sendall(chunk(PIECE) if chunked else PIECE)
+                written += len(PIECE)
+        except OSError:  # the client closed the connection
+            pass
+        sent.append(written)
+        sock.close()
+
+    return handler
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "close-delimited"])
+def test_a_line_without_end_fails_at_once_as_a_bad_stream(tmp_path, chunked):
+    sent: list[int] = []
+    env, summary = run_against(endless_line(chunked, sent), tmp_path, seconds=3.0)
+    failed = summary["throughput"]["requests_failed"]
+    assert failed >= 2 and summary["failures"] == {"bad_stream": failed}
+    (error,) = {str(e.error) for e in env.stats.errors.values()}
+    assert error == "bad_stream: a line over 4,194,304 bytes (--max-event-bytes)"
+    # the client read past the bound and closed: the server could not write the rest (kernel buffers hold a few MB)
+    assert sent and all(written < ENDLESS_BYTES * 0.75 for written in sent), sent
+
+
+def gzipped(sock, _address):
+    """A stream gzip-encoded although the client asked for `Accept-Encoding: identity`."""
+    body = gzip.compress(TOKEN + b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+    while read_request(sock):
+        sock.sendall(HEADERS.replace(b"\r\n\r\n", b"\r\nContent-Encoding: gzip\r\n\r\n") + chunk(body) + b"0\r\n\r\n")
+
+
+def test_a_gzip_stream_not_asked_for_is_a_bad_stream(tmp_path):
+    env, summary = run_against(gzipped, tmp_path)
+    failed = summary["throughput"]["requests_failed"]
+    assert failed >= 2 and summary["failures"] == {"bad_stream": failed}
+    (error,) = {str(e.error) for e in env.stats.errors.values()}
+    assert error == "bad_stream: the stream is gzip-encoded, not asked for (Accept-Encoding: identity)"

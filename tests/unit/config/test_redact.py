@@ -118,3 +118,22 @@ def test_percent_encoded_url_credentials_are_redacted_in_either_case_and_decoded
 def test_a_secret_of_letters_and_digits_has_one_form():
     secret = token()
     assert redact.escaped_forms(secret) == (secret,)
+
+
+def test_a_call_header_value_is_redacted_and_only_the_newest_are_kept(monkeypatch):
+    """A scenario's per-call `headers=` values (`register_call_value`): redacted like --header values; beyond
+    `MAX_CALL_VALUES` the oldest is forgotten, never a value the settings registered."""
+    monkeypatch.setattr(redact, "MAX_CALL_VALUES", 2)
+    settings_value, first, second, third = (token() for _ in range(4))
+    redact.register(settings_value)
+    redact.register_call_value(settings_value)  # also sent in a call: still the settings' own
+    redact.register_call_value(first)
+    assert redact.redact(f"echo {first}") == "echo [REDACTED]"
+    assert redact.redact(json.dumps({"x-call": f"{first}'"})) == json.dumps({"x-call": "[REDACTED]'"})
+    redact.register_call_value(second)
+    redact.register_call_value(third)  # the third call value: the first is forgotten
+    assert redact.redact(f"{first} {second} {third}") == f"{first} [REDACTED] [REDACTED]"
+    assert redact.redact(settings_value) == "[REDACTED]"
+    for _ in range(3):
+        redact.register_call_value(token())
+    assert redact.redact(settings_value) == "[REDACTED]"

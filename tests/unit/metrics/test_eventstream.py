@@ -3,6 +3,7 @@ messages split at every byte, many per chunk, checksums and lengths checked, eac
 completed it; the simulator's frames are valid for botocore's own parser too."""
 
 import struct
+import time
 from zlib import crc32
 
 import pytest
@@ -10,10 +11,11 @@ from botocore.eventstream import EventStreamBuffer
 from harness.kept_text import kept_stream
 
 from llm_locust.metrics.converse_stream import apply_message
-from llm_locust.metrics.eventstream import EventStreamDecoder, EventStreamError
+from llm_locust.metrics.eventstream import PRELUDE_BYTES, EventStreamDecoder, EventStreamError
 from llm_locust.metrics.framing import EVENTSTREAM
 from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.sse import EventTooLarge
 from llm_locust.sim.apis.converse import event, exception, message
 
 STREAM = [
@@ -182,3 +184,32 @@ def test_the_kept_text_of_a_converse_stream():
     assert kept.answer() == ("Hello wörld", "")
     broken, record = kept_stream("converse", [message({":event-type": "x"}, b"{}")[:-1] + b"\x00"], answer=False)
     assert record.error_kind == ErrorKind.BAD_STREAM and broken.text() == ""
+
+
+# -- the bound on a message (--max-event-bytes) ----------------------------------------------------------------------
+def test_a_message_up_to_the_bound_is_read_at_every_split_point():
+    big = event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x" * 300}})
+    body = big + STREAM[-1]
+    for cut in range(len(body) + 1):
+        decoder = EventStreamDecoder(len(big))
+        decoded = decoder.feed(body[:cut], 0.0) + decoder.feed(body[cut:], 1.0)
+        assert [m.event for m in decoded] == ["contentBlockDelta", "metadata"] and decoder.idle, cut
+
+
+def test_a_message_over_the_bound_raises_as_soon_as_its_prelude_is_in():
+    big = event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x" * 300}})
+    for cut in range(PRELUDE_BYTES, len(big)):  # only the prelude (and some) of it arrived
+        with pytest.raises(EventTooLarge, match=f"an event-stream message of {len(big)} bytes over 100 bytes"):
+            EventStreamDecoder(100).feed(big[:cut], 0.0)
+
+
+def test_a_long_message_in_pieces_is_read_in_linear_time():
+    """A 15 MB message in 16 KiB reads: kept as pieces and joined once (the old decoder re-joined them on every read,
+    ~7 GB copied)."""
+    big = message({":event-type": "chunk", ":message-type": "event"}, b"p" * 15_000_000)
+    decoder = EventStreamDecoder(16 * 1024 * 1024)
+    started = time.perf_counter()
+    messages = [m for start in range(0, len(big), 16384) for m in decoder.feed(big[start : start + 16384], 0.0)]
+    elapsed_s = time.perf_counter() - started
+    assert [len(m.data) for m in messages] == [15_000_000]
+    assert elapsed_s < 3.0, f"{elapsed_s:.1f} s for 15 MB"  # linear: ~0.05 s; a generous bound for a busy machine

@@ -1,10 +1,11 @@
 """The SSE decoder: events split anywhere, many per chunk, comments, CR/LF variants, flush."""
 
 import random
+import time
 
 import pytest
 
-from llm_locust.metrics.sse import SSEDecoder
+from llm_locust.metrics.sse import EventTooLarge, SSEDecoder
 
 STREAM = (
     b": keep-alive\n\n"
@@ -107,3 +108,66 @@ def test_many_whole_events_in_one_chunk_mixed_with_other_fields():
         (b'{"n": 6}', None, 5.0),
     ]  # fmt: skip
     assert [(e.data, e.t) for e in decoder.feed(b"\n\n", 6.0)] == [(b"7", 6.0)]
+
+
+# -- the bound on a line and an event (--max-event-bytes) ------------------------------------------------------------
+BOUND = 64
+
+
+def feed_all(decoder: SSEDecoder, chunks: list[bytes]) -> list[bytes]:
+    events = []
+    for i, chunk in enumerate(chunks):
+        events += decoder.feed(chunk, float(i))
+    return [e.data for e in events + decoder.flush(float(len(chunks)))]
+
+
+def test_a_line_up_to_the_bound_is_read_whole_at_every_split_point():
+    payload = b"x" * (BOUND - len(b"data: "))
+    stream = b"data: " + payload + b"\n\ndata: [DONE]\n\n"
+    for cut in range(len(stream) + 1):
+        for second in range(cut, len(stream) + 1, 7):
+            chunks = [stream[:cut], stream[cut:second], stream[second:]]
+            assert feed_all(SSEDecoder(BOUND), chunks) == [payload, b"[DONE]"], (cut, second)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_line_over_the_bound_raises_once_the_bytes_kept_pass_it(seed):
+    """Pieces of random sizes, the line never ended: the piece that takes the kept bytes over the bound raises."""
+    rng = random.Random(seed)
+    decoder, kept = SSEDecoder(BOUND), 0
+    while True:
+        piece = b"y" * rng.randint(1, 20)
+        if kept + len(piece) > BOUND and kept:  # a line already started: this piece passes the bound
+            with pytest.raises(EventTooLarge, match=r"a line over 64 bytes \(--max-event-bytes\)"):
+                decoder.feed(piece, 0.0)
+            return
+        assert decoder.feed(piece, 0.0) == []
+        kept += len(piece)
+
+
+def test_an_event_of_many_lines_over_the_bound_raises():
+    decoder = SSEDecoder(BOUND)
+    with pytest.raises(EventTooLarge, match="an event over 64 bytes"):
+        for _ in range(BOUND + 1):
+            decoder.feed(b"data:\n", 0.0)  # empty data lines: each adds the line feed that joins them
+
+
+def test_comment_lines_never_make_an_event_too_large():
+    decoder = SSEDecoder(BOUND)
+    for _ in range(100):
+        assert decoder.feed(b": keep-alive " + b"z" * 40 + b"\n", 0.0) == []
+
+
+def test_a_long_line_in_pieces_is_read_in_linear_time():
+    """30 MB without a line ending, in 16 KiB reads, under a bound above it: the pieces are kept and joined once (the
+    old decoder re-joined the whole line on every read: ~28 GB copied, tens of seconds)."""
+    piece = b"a" * 16384
+    decoder = SSEDecoder(64 * 1024 * 1024)
+    started = time.perf_counter()
+    decoder.feed(b"data: ", 0.0)
+    for _ in range(30_000_000 // len(piece)):
+        decoder.feed(piece, 0.0)
+    (event,) = decoder.feed(b"\n\n", 1.0)
+    elapsed_s = time.perf_counter() - started
+    assert len(event.data) == 30_000_000 // len(piece) * len(piece)
+    assert elapsed_s < 3.0, f"{elapsed_s:.1f} s for 30 MB"  # linear: ~0.05 s; a generous bound for a busy machine

@@ -167,6 +167,19 @@ def test_keep_alive_two_requests_one_connection(sim: SimProcess) -> None:
     conn.close()
 
 
+def test_reset_without_a_body_clears_the_trace(sim: SimProcess) -> None:
+    """`curl -X POST .../sim/reset` sends neither Content-Length nor a body: the trace is cleared (not HTTP 411)."""
+    assert post(sim, "/v1/chat/completions", chat())[0] == 200
+    assert sim.trace()
+    with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as conn:
+        conn.sendall(b"POST /sim/reset HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert sim.trace() == []
+
+
 def test_trace_matches_what_was_received(sim: SimProcess) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", sim.port, timeout=10)
     conn.request("POST", "/v1/chat/completions", body=json.dumps(chat(max_tokens=10, ignore_eos=True)))
