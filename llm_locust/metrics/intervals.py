@@ -190,6 +190,15 @@ class Batches:
         return self.values.get(scope, {})
 
 
+def half_width(value: float, interval: Sequence[float | None]) -> float | None:
+    """The larger distance from a percentile `value` to an end of its `interval` (summary.json's `[low, high]`): the
+    `value ± h` that holds the interval; None when an end is open."""
+    low, high = interval
+    if low is None or high is None:
+        return None
+    return max(value - low, high - value, 0.0)
+
+
 def batch_counts_enough(count: int, q: float) -> bool:
     """Whether a batch of `count` values has `MIN_BATCH_TAIL` of them on each side of quantile `q`."""
     return count * min(q, 1.0 - q) >= MIN_BATCH_TAIL

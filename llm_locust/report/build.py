@@ -34,6 +34,7 @@ from llm_locust.report.tables import (
     ACCURACY_COLUMNS,
     EFFICIENCY_COLUMNS,
     all_step_rows,
+    cells_with_intervals,
     comparison_table,
     latency_table_columns,
     run_facts,
@@ -207,7 +208,7 @@ def _sections(
                 continue
             columns = [c for c in step_columns if c in frame.columns and frame[c].notna().any()]
             headers = [step_columns[c] for c in columns]
-            body = frame[columns].astype(object).where(frame[columns].notna(), None).to_numpy().tolist()
+            body = cells_with_intervals(frame, columns)
             if hardware is not None:
                 headers.append("MBU %")
                 for line, tpot in zip(body, frame["tpot_ms_p50"], strict=True):

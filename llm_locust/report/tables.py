@@ -12,7 +12,9 @@ import pandas as pd
 from llm_locust.apis import OUTPUTS, summary_counting
 from llm_locust.metrics.client_error import client_error_text, limited_reason
 from llm_locust.metrics.declarations import latencies, names
-from llm_locust.metrics.vocabulary import PERCENTILES, latency_key, pct_key
+from llm_locust.metrics.intervals import half_width
+from llm_locust.metrics.vocabulary import PERCENTILES, ci_key, latency_key, pct_key
+from llm_locust.report.html import fmt
 from llm_locust.report.run_data import RunData
 
 STATS = ("mean", *(pct_key(p) for p in PERCENTILES), "max")
@@ -95,12 +97,35 @@ def step_rows(run: RunData) -> pd.DataFrame:
             stats = metrics.get(f"{metric}_ms") or {}
             for stat in STATS:
                 row[f"{metric}_ms_{stat}"] = stats.get(stat)
+            for p in PERCENTILES:
+                row[latency_key(metric, ci_key(p))] = stats.get(ci_key(p))
         row["output_tokens_mean"] = (metrics.get("output_tokens") or {}).get("mean")
         row.update(_goodput(source, bool(slos_set)))
         row.update(accuracy_cells(source))
         row.update(efficiency_cells(source))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def interval_cell(value: Any, interval: Any) -> Any:
+    """A percentile's table cell with its 95 % interval (summary.json's `[low, high]`, docs/metrics.md "Intervals"):
+    `value ± h` (`intervals.half_width`: the symmetric range that holds the interval), `value ± ?` when an end is open
+    (too few requests to bound it); `value` alone without an interval (older runs)."""
+    if value is None or not isinstance(interval, (list, tuple)) or pd.isna(value):
+        return value
+    h = half_width(float(value), interval)
+    return f"{fmt(float(value))} ± {'?' if h is None else fmt(h)}"
+
+
+def cells_with_intervals(frame: pd.DataFrame, columns: list[str]) -> list[list[Any]]:
+    """`frame`'s `columns` as table rows (NaN as None), each percentile's cell with its interval (`interval_cell`) where
+    `frame` has one beside it (`<column>_ci95`)."""
+    body = frame[columns].astype(object).where(frame[columns].notna(), None).to_numpy().tolist()
+    for i, column in enumerate(columns):
+        if f"{column}_ci95" in frame.columns:
+            for row, interval in zip(body, frame[f"{column}_ci95"], strict=True):
+                row[i] = interval_cell(row[i], interval)
+    return body
 
 
 def _first(*values: Any) -> Any:
@@ -262,6 +287,7 @@ def comparison_table(rows: pd.DataFrame) -> pd.DataFrame:
         **{key: header for key, header in ACCURACY_COLUMNS.items() if best[key].notna().any()},
         **{key: header for (_, key), header in EFFICIENCY_COLUMNS.items() if best[key].notna().any()},
     }
-    table = best.set_index("run")[list(columns)].rename(columns=columns).T
+    shown = pd.DataFrame(cells_with_intervals(best, list(columns)), columns=list(columns), index=best["run"])
+    table = shown.rename(columns=columns).T
     table.columns.name = None
     return table

@@ -23,7 +23,7 @@ from llm_locust.load.search import search_line
 from llm_locust.metrics.client_error import client_error_line
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
-from llm_locust.metrics.intervals import BatchValues, with_intervals
+from llm_locust.metrics.intervals import BatchValues, half_width, with_intervals
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.vocabulary import (
@@ -418,15 +418,15 @@ def summary_table(summary: dict[str, Any]) -> str:
     """A fixed-width console table of the summary's latencies, throughput and failures."""
     metrics = summary["metrics"]
     lines = [
-        f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
+        f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>18}{'p90':>18}{'p99':>18}{'max':>10}",
     ]
     t = summary["throughput"]
     counting = summary_counting(summary)  # what the run's API counts: output tokens, or inputs (embeddings)
     rows = counting.latencies or [(m.name, m.label) for m in latencies(series=True)]
     for name, label in rows:
         s = metrics[latency_key(name)]
-        cells = "".join(f"{_fmt(s[k]):>10}" for k in ("mean", "p50", "p90", "p99", "max"))
-        lines.append(f"{label + ' ms':<14}{s['count']:>9}{cells}")
+        cells = "".join(f"{_with_interval(s, k):>18}" for k in ("p50", "p90", "p99"))
+        lines.append(f"{label + ' ms':<14}{s['count']:>9}{_fmt(s['mean']):>10}{cells}{_fmt(s['max']):>10}")
     rates = ", ".join(f"{t[rate.key]:.1f} {rate.unit}" for rate in counting.rates)
     cut = (summary.get("unfinished") or {}).get("requests")
     lines.append(
@@ -495,6 +495,16 @@ def efficiency_lines(summary: dict[str, Any]) -> list[str]:
 def iso_time(epoch_s: float) -> str:
     """Epoch seconds as a local ISO-8601 time with its UTC offset."""
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(epoch_s))
+
+
+def _with_interval(stats: dict[str, Any], key: str) -> str:
+    """Percentile `key` of `stats` for the table, with its 95 % interval as ± (`intervals.half_width`; `± ?`: an end is
+    open) when the summary has one."""
+    value, interval = stats[key], stats.get(f"{key}_ci95")
+    if value is None or interval is None:
+        return _fmt(value)
+    h = half_width(value, interval)
+    return f"{_fmt(value)} ±{'?' if h is None else _fmt(h)}"
 
 
 def _fmt(value: float | None) -> str:

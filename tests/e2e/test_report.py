@@ -97,6 +97,11 @@ def test_report_numbers_are_the_summary_and_timeseries_numbers(two_runs, tmp_pat
     page = report.html_path.read_text()
     assert "plotly.js" in page[:20000] and "cdn.plot.ly" not in page.split("<body>")[1][:2000]
     assert summary["run"]["host"] in page and "2.47" in page  # run metadata: target, versions
+    (row,) = table_after(page, "Steps", level=2)  # each percentile with its 95 % interval, as ± (docs/metrics.md)
+    for stat in ("p50", "p90", "p99"):
+        value, (low, high) = summary["metrics"]["ttft_ms"][stat], summary["metrics"]["ttft_ms"][f"{stat}_ci95"]
+        half = "?" if high is None else f"{max(value - low, high - value):,.4g}"
+        assert row[f"TTFT {stat} ms"] == f"{value:,.4g} ± {half}", row
 
 
 def test_capacity_pick_meets_every_slo_and_the_next_load_does_not(two_runs, tmp_path):

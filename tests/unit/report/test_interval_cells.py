@@ -1,0 +1,50 @@
+"""Percentiles shown with their 95 % intervals (docs/metrics.md "Intervals"): the report's table cells
+(report/tables.py) and the console table (results/files.summary_table), as `value ± h`, h the larger distance to an
+end; `± ?` for an open end; older runs without intervals show the value alone."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from llm_locust.metrics.histograms import WindowMetrics, record_values
+from llm_locust.metrics.intervals import half_width
+from llm_locust.report.tables import cells_with_intervals, interval_cell
+from llm_locust.results.files import metric_stats, summary_table
+
+
+def test_a_cell_holds_the_interval_on_both_sides() -> None:
+    assert interval_cell(245.247, [206.208, 258.559]) == "245.2 ± 39.04"
+    assert half_width(245.247, [206.208, 258.559]) == 245.247 - 206.208
+    assert interval_cell(2592.767, [1782.784, None]) == "2,593 ± ?"
+    assert interval_cell(12.5, None) == 12.5 and interval_cell(None, [1.0, 2.0]) is None
+
+
+def test_table_rows_put_the_interval_beside_each_percentile_that_has_one() -> None:
+    frame = pd.DataFrame(
+        {"label": ["a", "b"], "ttft_ms_p90": [10.0, float("nan")], "ttft_ms_p90_ci95": [[9.0, 10.5], None],
+         "ttft_ms_mean": [9.5, 1.0]}
+    )  # fmt: skip
+    assert cells_with_intervals(frame, ["label", "ttft_ms_p90", "ttft_ms_mean"]) == [
+        ["a", "10 ± 1", 9.5],
+        ["b", None, 1.0],
+    ]
+
+
+def _summary(window: WindowMetrics) -> dict:
+    throughput = {"requests_per_s": 1.0, "output_tokens_per_s": 1.0, "duration_s": 1.0, "requests_ok": 1,
+                  "requests_failed": 0}  # fmt: skip
+    return {"metrics": metric_stats(window), "throughput": throughput, "failures": {}}
+
+
+def test_the_console_shows_each_percentile_with_its_interval() -> None:
+    window = WindowMetrics()
+    record_values(window.hist["ttft"], np.random.default_rng(2).lognormal(math.log(50_000), 0.5, 1_000).astype(int))
+    ttft = metric_stats(window)["ttft_ms"]
+    line = next(line for line in summary_table(_summary(window)).splitlines() if line.startswith("TTFT ms"))
+    for key in ("p50", "p90", "p99"):
+        h = half_width(ttft[key], ttft[f"{key}_ci95"])
+        assert h is not None and f"{ttft[key]:.2f} ±{h:.2f}" in line, (key, line)
+    assert line.split()[2] == "1000"  # the count
