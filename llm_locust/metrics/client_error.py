@@ -70,19 +70,14 @@ class ClientTiming:
     busy: bool = False
 
 
-def _shift_ms(hist: Any, p: float, share_pct: float, both_ways: bool) -> float:
-    """How far, ms, the p-th percentile of `hist` (µs) moves when `share_pct` % of its values move: down to
-    q(p − share), or — `both_ways` — also up to q(p + share)."""
+def _bound_ms(hist: Any, p: float, slack_ms: float, share_pct: float, both_ways: bool, conversions: int) -> float:
+    """`slack_ms` + how far the p-th percentile of `hist` (µs) moves when `share_pct` % of its values move — down to
+    q(p − share), or (`both_ways`) also up to q(p + share) — + the resolution of `conversions` kernel times and of the
+    histogram, ms."""
     share_pct = min(share_pct, 100.0)
     low, mid, high = quantiles(hist, (max(p - share_pct, 0.0), p, min(p + share_pct, 100.0)))
-    return max(mid - low, high - mid if both_ways else 0) / 1e3
-
-
-def _bound_ms(hist: Any, p: float, slack_ms: float, share_pct: float, both_ways: bool, conversions: int) -> float:
-    """`slack_ms` + the percentile's shift over `share_pct` % + the resolution of `conversions` kernel times."""
-    value_ms = quantiles(hist, (p,))[0] / 1e3
-    shift_ms = _shift_ms(hist, p, share_pct, both_ways)
-    return round(slack_ms + shift_ms + conversions * CONVERSION_MS + HISTOGRAM_SHARE * value_ms, 3)
+    shift_ms = max(mid - low, high - mid if both_ways else 0) / 1e3
+    return round(slack_ms + shift_ms + conversions * CONVERSION_MS + HISTOGRAM_SHARE * mid / 1e3, 3)
 
 
 def client_error(window: WindowMetrics, timing: ClientTiming, max_ms: float) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from locust.runners import MasterRunner
 from llm_locust import redact
 from llm_locust.apis import COUNTINGS
 from llm_locust.load.arrivals import StepSpan
+from llm_locust.metrics.client_error import client_error_text
 from llm_locust.metrics.declarations import Outcome, latencies
 from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
@@ -158,7 +159,8 @@ class LiveViewData:
 
     def snapshot(self) -> dict[str, Any]:
         """The view's data (see README "Live LLM view"): run state, users, requests in flight,
-        the summary so far (the summary.json document; exactly it once `final`), the last
+        the summary so far (the summary.json document; exactly it once `final`) and its client error budget in words
+        (`metrics.client_error.client_error_text`), the last
         complete window, the time series history, steps with their status, warnings, links."""
         now_s = time.monotonic()
         if self._cached is None or now_s - self._cached_at_s >= SNAPSHOT_CACHE_S:
@@ -180,6 +182,7 @@ class LiveViewData:
             "results_dir": None if live.results_dir is None else str(live.results_dir.resolve()),
             "settings": summary["settings"] if summary else live.settings,
             "summary": summary,
+            "client_error": client_error_text(budget) if (budget := summary and summary.get("client_error")) else None,
             "last_window": _last_complete(history, live.interval_s, final),
             "history": history,
             "steps": _steps(summary, live.spans),

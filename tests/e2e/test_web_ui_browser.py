@@ -13,6 +13,7 @@ from conftest import LOCUSTFILE, ROOT, read_summary, wait_for
 from harness.browser import browser_tools, chromium_page, open_final_llm_page
 from harness.web_ui import locust_web_ui
 
+from llm_locust.metrics.client_error import client_error_text
 from llm_locust.sim import run_sim
 
 ARTIFACTS = ROOT / "results" / "test-artifacts" / "web_ui"
@@ -287,5 +288,63 @@ def test_a_scenarios_names_are_a_table_of_the_llm_page(fast_sim, tmp_path):
             assert field(f"{prefix}.requests_ok") == str(entry["requests_ok"]), entry["label"]
             assert field(f"{prefix}.requests_failed") == str(entry["requests_failed"]), entry["label"]
         assert page.inner_text("#breakdowns h3") == "by name"
+    assert problems == [], problems
+    assert "Traceback" not in web.output, web.output[-3000:]
+
+
+def test_the_llm_page_draws_only_what_is_true(fast_sim, tmp_path):
+    """A plain-HTTP run with 1 s windows: while it runs, the still-open windows are not drawn as a drop of output
+    tok/s and req/s (those charts hold the closed windows only, the latency charts every window); the TCP-connect
+    axis tells its sub-millisecond ticks apart; no TLS-handshake chart (plain HTTP has none); once final, the client's
+    error budget in the words of summary.json's `client_error`."""
+    browser_tools()  # skips the test, saying why, without Chromium
+    results = tmp_path / "results"
+    command = ["-f", str(LOCUSTFILE), "--host", fast_sim.url, "--results-dir", str(results), "--autostart", "-u", "4",
+               "-r", "4", "--run-time", "8s", "--autoquit", "30", "--interval-s", "1", "--max-tokens", "16",
+               "--ignore-eos"]  # fmt: skip
+    problems: list[str] = []
+    with locust_web_ui(*command) as web, chromium_page(viewport={"width": 1400, "height": 1000}) as page:
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        ui = web.url
+
+        def opened() -> bool:
+            try:
+                return page.goto(ui + "/llm").ok
+            except Exception:
+                return False
+
+        wait_for(opened, 30, "the /llm page")
+
+        def drawn() -> dict[str, Any] | None:
+            """The page drawn from the snapshot it is handed (its own render), when that has closed and open windows."""
+            snap = page.evaluate("async () => { const s = await (await fetch('./llm/stats.json')).json(); "
+                                 "render(s); return s; }")  # fmt: skip
+            history = snap["history"]
+            closed = [r for r in history if not r.get("partial") and r["output_tokens_per_s"] != ""]
+            busy = [r for r in closed if r["output_tokens_per_s"]]
+            return snap if len(busy) >= 2 and any(r.get("partial") for r in history) and not snap["final"] else None
+
+        snap = wait_for(drawn, 20, "closed windows with tokens and a window still open")
+        history = snap["history"]
+        closed = [r for r in history if not r.get("partial")]
+        points = lambda chart, series: page.get_attribute(  # noqa: E731
+            f"#chart-{chart} polyline[data-series='{series}']", "points"
+        ).split()
+        assert len(points("throughput", "output_tokens_per_s")) == len(closed), history
+        assert len(points("requests", "requests_per_s")) == len(closed), history
+        assert len(points("ttft", "ttft_ms_p50")) == len([r for r in history if r["ttft_ms_p50"] != ""])
+        connect = [float(r["connect_ms_p99"]) for r in history if r["connect_ms_p99"] != ""]
+        labels = page.eval_on_selector_all(
+            "#chart-connect svg text[text-anchor='end']", "ts => ts.map(t => t.textContent)"
+        )
+        ticks = labels[:5]  # the y axis's, bottom up (then the x axis's end)
+        assert len(set(ticks)) == 5 and float(ticks[0]) == 0, (ticks, connect)
+        assert abs(float(ticks[-1]) - 1.1 * max(connect)) <= 0.5 * 10 ** -(len(ticks[-1].split(".")[-1])), ticks
+        assert page.is_visible("#chart-connect") and not page.is_visible("#chart-tls_handshake")
+        open_final_llm_page(page, ui, 30)
+        text = page.inner_text("[data-field='client_error']")
+    summary = read_summary(results)
+    assert summary["client_error"] and text.endswith(client_error_text(summary["client_error"])), text
+    assert text.startswith("Client error, the most the client can have moved p50 / p99: TTFT ")
     assert problems == [], problems
     assert "Traceback" not in web.output, web.output[-3000:]
