@@ -7,6 +7,7 @@ from typing import Any
 
 from llm_locust.report.html import Section, heading, table
 from llm_locust.report.run_data import RunData
+from llm_locust.report.tables import interval_cell
 
 COLUMNS = (
     ("requests_ok", "ok"), ("requests_failed", "failed"), ("requests_cancelled", "cancelled"),
@@ -35,8 +36,9 @@ def breakdown_rows(entries: list[dict[str, Any]]) -> tuple[list[str], list[list[
         row.append(entry["label"])
         for key, _ in COLUMNS:
             metric, _, stat = key.partition(".")
-            if stat:
-                value = (entry.get("metrics", {}).get(metric) or {}).get(stat)
+            if stat:  # a percentile with its 95 % interval, as in the Steps table
+                stats = entry.get("metrics", {}).get(metric) or {}
+                value = interval_cell(stats.get(stat), stats.get(f"{stat}_ci95"))
             elif key == "failures":
                 value = ", ".join(f"{kind} {n}" for kind, n in sorted(entry.get("failures", {}).items())) or None
             else:

@@ -275,7 +275,10 @@ def test_a_scenarios_names_are_a_breakdown_table_of_the_report(tmp_path):
         assert int(row["ok"].replace(",", "")) == entry["requests_ok"] > 0, name
         assert int(row["failed"].replace(",", "")) == entry["requests_failed"], name
         assert int(row["cancelled"]) == entry["requests_cancelled"] == 0, name
-        assert row["TTFT p50 ms"] == f"{entry['metrics']['ttft_ms']['p50']:,.4g}", name
+        ttft = entry["metrics"]["ttft_ms"]
+        low, high = ttft["p50_ci95"]
+        half = "?" if low is None or high is None else f"{max(ttft['p50'] - low, high - ttft['p50']):,.4g}"
+        assert row["TTFT p50 ms"] == f"{ttft['p50']:,.4g} ± {half}", name  # with its 95 % interval
         sent = entry["requests_ok"] + entry["requests_failed"]
         assert int(locust_rows[name]["Request Count"]) == sent, name
         assert int(locust_rows[name]["Failure Count"]) == entry["requests_failed"], name
