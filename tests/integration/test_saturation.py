@@ -13,6 +13,7 @@ import pytest
 from conftest import LOCUSTFILE, ROOT, options, read_summary, run_local
 from gevent.monkey import get_original
 
+from llm_locust.metrics.client_error import ClientTiming
 from llm_locust.runtime.saturation import (
     CPU_WARN_PCT,
     LAG_WARN_MS,
@@ -91,6 +92,15 @@ def test_tracker_keeps_peaks_warns_once_and_notes_stalls():
     assert tracker.as_dict()["processes"]["worker a"] == {"cpu_pct_max": 99.0, "lag_p99_ms_max": 21.0,
                                                           "lag_max_ms": 30.0}  # fmt: skip
     assert tracker.as_dict()["stalls_total"] == 1
+    # the client's error budget reads the busiest process's lag over the whole run, start-up included
+    assert tracker.timing(kernel_timestamps=True) == ClientTiming(True, LAG_WARN_MS + 5, 40.0, busy=True)
+
+
+def test_timing_before_any_sample_has_no_lag_and_is_not_busy():
+    tracker = SaturationTracker(t_start_s=1000.0)
+    assert tracker.timing(kernel_timestamps=False) == ClientTiming(False, None, None, busy=False)
+    tracker.add("local", {"interval_s": 3.0, "cpu_pct": CPU_WARN_PCT - 1, "lag_p99_ms": 0.2, "lag_max_ms": 0.4}, 1010)
+    assert tracker.timing(kernel_timestamps=True) == ClientTiming(True, 0.2, 0.4, busy=False)
 
 
 def test_loop_monitor_measures_a_blocked_loop():
