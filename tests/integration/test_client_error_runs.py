@@ -6,14 +6,16 @@ with a bound that still holds its error. Both runs are bounded (`-t`, `--stop-ti
 
 from __future__ import annotations
 
+import html
 import math
 from itertools import pairwise
 from pathlib import Path
 
 from conftest import LOCUSTFILE, read_summary, run_locust
 
-from llm_locust.metrics.client_error import REMEDY, REMEDY_MACHINE
+from llm_locust.metrics.client_error import REMEDY, REMEDY_MACHINE, client_error_text, limited_reason
 from llm_locust.metrics.gates import EXIT_CLIENT_LIMITED
+from llm_locust.report.build import build_report
 from llm_locust.runtime.saturation import CPU_WARN_PCT
 from llm_locust.sim import run_sim
 
@@ -116,3 +118,7 @@ def test_a_client_whose_core_is_taken_is_client_limited_with_a_bound_that_holds(
     assert budget["remedy"] == remedy and summary["verdict"]["reasons"][-1].endswith(remedy)
     assert errors["itl"]["p99"] > 1.0, errors  # the error is real: reads came late, tokens merged
     assert_bound_holds(summary, errors)
+    # the report: the bounds in the Runs table, the limit and the remedy in a banner
+    report = build_report([tmp_path / "overloaded"], tmp_path / "report.html", png=False)
+    page = html.unescape(report.html_path.read_text())
+    assert client_error_text(budget) in page and limited_reason(budget) in page
