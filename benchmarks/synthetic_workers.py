@@ -212,7 +212,8 @@ class Payloads:
     def _make(self, windows: int) -> Payload:
         from locust.stats import RequestStats
 
-        from llm_locust.metrics.histograms import MetricsRecorder, RunMetrics
+        from llm_locust.metrics.histograms import MetricsRecorder
+        from llm_locust.metrics.run_metrics import RunMetrics
         from llm_locust.results.files import breakdowns, metric_stats, throughput
         from llm_locust.results.request_lines import RequestLines
 

@@ -21,6 +21,7 @@ from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
 from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
+from llm_locust.load.step_end import MIN_REQUESTS
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.tokens import AUTH_CHOICES
@@ -404,6 +405,19 @@ def add_load_arguments(parser: Any) -> None:
         type=float,
         default=5.0,
         help="Start of each sweep step (or search trial) left out of its metrics, seconds (default 5)",
+    )
+    group.add_argument(
+        "--precision",
+        default="",
+        help="End a sweep step (or search trial) once its SLO percentiles' and its throughput's 95 %% intervals are "
+        "within this share of their value, e.g. 5%% or 0.05 (--step-duration-s is the most a step lasts; default: "
+        "every step runs its whole duration)",
+    )
+    group.add_argument(
+        "--precision-min-requests",
+        type=int,
+        default=MIN_REQUESTS,
+        help=f"With --precision: the fewest measured requests a step may end on (default {MIN_REQUESTS})",
     )
     group.add_argument(
         "--max-concurrency",

@@ -99,12 +99,21 @@ class Step:
 
 @dataclass
 class StepSpan:
-    """When one step ran: wall-clock epoch seconds of its start, end of warm-up and end."""
+    """When one step ran: wall-clock epoch seconds of its start, start of its measured window (the end of its warm-up
+    floor, moved to its steady start once found: `load.step_end`) and end; why it ended (`step_end.END_REASONS`) and
+    what the decision saw (`ended_detail`, summary.json's)."""
 
     step: Step
     start_s: float
     measure_from_s: float
     end_s: float | None = None
+    ended: str | None = None
+    ended_detail: dict[str, Any] | None = None
+
+    @property
+    def floor_s(self) -> float:
+        """The end of its `--warmup-s` floor (epoch s): no request sent before it is measured."""
+        return self.start_s + self.step.warmup_s
 
     @property
     def measure_s(self) -> float:
@@ -162,16 +171,6 @@ def sweep_steps(
     return tuple(
         Step(i, n, rate, duration_s, warmup_s, prompt, output) for i, ((n, rate), prompt, output) in enumerate(cells)
     )
-
-
-def step_at(steps: tuple[Step, ...], elapsed_s: float) -> Step | None:
-    """The step running `elapsed_s` seconds into a sweep, None once the last one is over."""
-    end_s = 0.0
-    for step in steps:
-        end_s += step.duration_s
-        if elapsed_s < end_s:
-            return step
-    return None
 
 
 def worker_shares(total: float, users_by_worker: dict[str, int]) -> dict[str, float]:

@@ -31,6 +31,8 @@ class LoadSettings:
     sweep_max_tokens: str
     step_duration_s: float
     warmup_s: float
+    precision: str
+    precision_min_requests: int
     max_concurrency: int
     search_max_rate: float
     search_precision: float
@@ -77,6 +79,9 @@ class LoadSettings:
         if options.backoff_max_s < 0:
             raise ConfigError(f"--backoff-max-s must be >= 0 seconds (0: no pause), got {options.backoff_max_s}")
         _check_search(options)
+        precision_share(options.precision)
+        if options.precision_min_requests < 1:
+            raise ConfigError(f"--precision-min-requests must be >= 1, got {options.precision_min_requests}")
         if not 0 <= options.abort_error_rate <= 1:
             raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
         settings = build(cls, options)
@@ -95,6 +100,11 @@ class LoadSettings:
             _lengths("--sweep-prompt-tokens", self.sweep_prompt_tokens),
             _lengths("--sweep-max-tokens", self.sweep_max_tokens),
         )
+
+    @property
+    def precision_share(self) -> float | None:
+        """`--precision` as a share (0.05 for 5 %); None: steps run their whole duration."""
+        return precision_share(self.precision)
 
     @property
     def load_model(self) -> str:
@@ -121,6 +131,20 @@ class LoadSettings:
             model=self.trace_model,
             log_type=self.trace_log_type,
         )
+
+
+def precision_share(text: str) -> float | None:
+    """`5%` or `0.05` -> 0.05; '' -> None; ConfigError for anything that is not a share between 0 and 1."""
+    text = str(text or "").strip()
+    if not text:
+        return None
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ConfigError(f"--precision {text!r}: give a share such as 5% or 0.05") from None
+    if not 0 < share < 1:
+        raise ConfigError(f"--precision {text!r}: must be between 0 and 100 %, e.g. 5%")
+    return share
 
 
 def _lengths(option: str, text: str) -> list[int]:

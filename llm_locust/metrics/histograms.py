@@ -537,11 +537,14 @@ def _us(seconds: float | None) -> int:
 
 class WindowKey(NamedTuple):
     """Where a finished request's metrics go: the time window of its completion (start, epoch
-    s), the sweep step it was sent in (-1: none) and whether it counts for that step."""
+    s), the sweep step it was sent in (-1: none), whether it was sent after the step's warm-up floor, and the window it
+    was sent in (its start, epoch s; -1 outside steps: a step's measured window is found by send time,
+    `metrics.step_windows`)."""
 
     start: int
     step: int
     measured: bool
+    sent: int = -1
 
 
 class ProcessLatency:
@@ -625,12 +628,13 @@ class MetricsRecorder:
         """Start (epoch seconds, whole) of the window holding wall-clock time `t_wall_s`."""
         return window_start(t_wall_s, self.interval_s)
 
-    def record(self, record: RequestRecord, t_wall_s: float) -> None:
-        """Add a finished request, completed at wall-clock `t_wall_s` (time.time())."""
+    def record(self, record: RequestRecord, t_wall_s: float, t_sent_wall_s: float | None = None) -> None:
+        """Add a finished request, completed at wall-clock `t_wall_s` (time.time()) and sent at `t_sent_wall_s`
+        (None: at `t_wall_s`)."""
         good = self._good(record)
-        _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), record.step, record.measured)).add(
-            record, good
-        )
+        start = self.window_start(t_wall_s)
+        sent = -1 if record.step < 0 else self.window_start(t_wall_s if t_sent_wall_s is None else t_sent_wall_s)
+        _window(self._pending.windows, WindowKey(start, record.step, record.measured, sent)).add(record, good)
         if record.groups and (record.step < 0 or record.measured):
             for dimension, label in record.groups:
                 _window(self._pending.groups, GroupKey(dimension, label, record.step)).add(record, good)
@@ -638,7 +642,8 @@ class MetricsRecorder:
     def paused(self, seconds: float, t_wall_s: float, step: int = -1, measured: bool = True) -> None:
         """Count one pause of a user backing off (`load.backoff`) that lasted `seconds` and ended at wall-clock
         `t_wall_s` (time.time()), after a request of sweep step `step` (`measured`: sent after its warm-up)."""
-        window = _window(self._pending.windows, WindowKey(self.window_start(t_wall_s), step, measured))
+        start = self.window_start(t_wall_s)
+        window = _window(self._pending.windows, WindowKey(start, step, measured, start if step >= 0 else -1))
         window.backoff_pauses += 1
         window.backoff_s += seconds
 
@@ -664,10 +669,10 @@ def _window(windows: dict[Any, WindowMetrics], key: Any) -> WindowMetrics:
 
 
 def delta_to_wire(delta: Delta) -> dict[str, Any]:
-    """A recorder delta as a msgpack-able dict with string keys: windows as "start:step:measured",
+    """A recorder delta as a msgpack-able dict with string keys: windows as "start:step:measured:sent",
     groups as "step:dimension:label" (a label may hold ":", a dimension may not)."""
     return {
-        "windows": {f"{k.start}:{k.step}:{int(k.measured)}": w.to_wire() for k, w in delta.windows.items()},
+        "windows": {f"{k.start}:{k.step}:{int(k.measured)}:{k.sent}": w.to_wire() for k, w in delta.windows.items()},
         "groups": {f"{k.step}:{k.dimension}:{k.label}": w.to_wire() for k, w in delta.groups.items()},
     }
 
@@ -676,8 +681,8 @@ def delta_from_wire(data: dict[str, Any]) -> Delta:
     """Reverse of `delta_to_wire`; every histogram of the delta decoded at once, sparse (`decode_histograms`): a
     delta is merged into a run's windows, never added to."""
     windows = [
-        (WindowKey(int(start), int(step), measured == "1"), window)
-        for start, step, measured, window in ((*key.split(":"), w) for key, w in data["windows"].items())
+        (WindowKey(int(start), int(step), measured == "1", int(sent)), window)
+        for start, step, measured, sent, window in ((*key.split(":"), w) for key, w in data["windows"].items())
     ]
     groups = [
         (GroupKey(dimension, label, int(step)), window)
@@ -692,44 +697,6 @@ def delta_from_wire(data: dict[str, Any]) -> Delta:
     return delta
 
 
-class RunMetrics:
-    """The merged metrics of a run: totals, per sweep step (warm-up excluded), per breakdown
-    group, and the time windows until the time series takes them."""
-
-    def __init__(self) -> None:
-        self.total = WindowMetrics()
-        self.steps: dict[int, WindowMetrics] = {}
-        self.groups: dict[GroupKey, WindowMetrics] = {}
-        self.warmup_requests: Counter[int] = Counter()  # per step: requests sent during its warm-up
-        self._windows: dict[int, WindowMetrics] = {}
-        self.deltas_merged = 0
-
-    def merge_delta(self, delta: Delta) -> None:
-        """Merge one process's delta into the totals, its step, its time window and its groups."""
-        for key, window in delta.groups.items():
-            _merge_into(self.groups, key, window)
-            window.release()
-        for key, window in delta.windows.items():
-            self.total.merge(window)
-            if key.step >= 0:
-                if key.measured:
-                    _merge_into(self.steps, key.step, window)
-                else:
-                    self.warmup_requests[key.step] += window.requests_finished
-            _merge_into(self._windows, key.start, window)
-            window.release()  # copied into every total it counts for
-        self.deltas_merged += 1
-
-    def open_windows(self) -> list[tuple[int, WindowMetrics]]:
-        """The windows not popped yet (reports may still add to them), oldest first; not copies."""
-        return sorted(self._windows.items())
-
-    def pop_windows(self, before_s: float) -> list[tuple[int, WindowMetrics]]:
-        """Remove and return, oldest first, the windows that started before `before_s`."""
-        ready = sorted(start for start in self._windows if start < before_s)
-        return [(start, self._windows.pop(start)) for start in ready]
-
-
-def _merge_into(windows: dict[Any, WindowMetrics], key: Any, window: WindowMetrics) -> None:
+def merge_into(windows: dict[Any, WindowMetrics], key: Any, window: WindowMetrics) -> None:
     """Add `window` to `windows[key]` (a copy of it when the key is new: `window` is shared)."""
     _window(windows, key).merge(window)

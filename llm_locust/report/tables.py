@@ -61,10 +61,16 @@ def step_sources(run: RunData) -> list[tuple[int | None, str, dict[str, Any]]]:
     return [(None, "run", whole)]
 
 
+NEVER_STEADY = " (never steady)"
+"""Added to the label of a step whose windows never passed the steady-state test (its figures are from its warm-up
+floor on: docs/load-models.md "Steady state, precision and over-saturation")."""
+
+
 def step_rows(run: RunData) -> pd.DataFrame:
     """One row per step of `run` (one row, step None, for a run without steps; empty without summary).
 
-    Columns: run, step, label, users, rate_per_s (offered; None for closed loop),
+    Columns: run, step, label (`NEVER_STEADY` added to a step never steady), ended (why the step ended: duration,
+    precision, oversaturated, stopped; None in older summaries), users, rate_per_s (offered; None for closed loop),
     achieved_rate_per_s, the throughput keys (a run whose API counts inputs, embeddings: its rates, inputs_per_s and
     input_tokens_per_s, instead of output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
     for every latency metric and statistic, output_tokens_mean, goodput_requests_per_s /
@@ -76,10 +82,12 @@ def step_rows(run: RunData) -> pd.DataFrame:
     counting = summary_counting(run.summary or {})
     for index, label, source in step_sources(run):
         throughput = source["throughput"]
+        ended = source.get("ended") or {}
         row: dict[str, Any] = {
             "run": run.name,
             "step": index,
-            "label": label,
+            "label": label + NEVER_STEADY if (source.get("steady_state") or {}).get("reached") is False else label,
+            "ended": ended.get("reason"),
             "users": source.get("users"),
             "rate_per_s": source.get("rate_per_s"),
             "achieved_rate_per_s": _first(

@@ -22,9 +22,10 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
 from llm_locust.metrics.client_error import client_error_line
 from llm_locust.metrics.declarations import latencies, names
-from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import BatchValues, half_width, with_intervals
 from llm_locust.metrics.record import ErrorKind
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.vocabulary import (
     COUNT_METRICS,
@@ -111,11 +112,16 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
 
 
 def step_summary(
-    span: StepSpan, window: WindowMetrics | None, warmup_requests: int, batches: Mapping[str, BatchValues] | None = None
+    span: StepSpan,
+    window: WindowMetrics | None,
+    warmup_requests: int,
+    steady_state: dict[str, Any],
+    batches: Mapping[str, BatchValues] | None = None,
 ) -> dict[str, Any]:
     """One sweep step: its load, its measurement window and the metrics of the requests sent in
-    it (after warm-up). Throughput divides by the measurement window: in a steady state as many
-    requests are sent in it as finish in it."""
+    it (from its steady start, `steady_state`: `metrics.step_windows.StepWindows.to_summary`, or its warm-up floor
+    when it never was steady), and why it ended. Throughput divides by the measurement window: in a steady state as
+    many requests are sent in it as finish in it."""
     window = window or WindowMetrics()
     step = span.step
     measured = throughput(window, span.measure_s)
@@ -131,6 +137,8 @@ def step_summary(
         "warmup_s": step.warmup_s,
         "measure_s": round(span.measure_s, 3),
         "warmup_requests": warmup_requests,
+        "steady_state": steady_state,
+        "ended": None if span.ended is None else {"reason": span.ended, "detail": span.ended_detail},
         "metrics": metric_stats(window, batches),
         "throughput": measured,
         "achieved_rate_per_s": measured["achieved_rate_per_s"],

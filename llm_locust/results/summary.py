@@ -17,9 +17,10 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.client_error import ClientTiming, client_error
 from llm_locust.metrics.gates import verdict
-from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
@@ -205,8 +206,10 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
 
 def _step(view: RunFacts, span: StepSpan, run: RunMetrics) -> dict[str, Any]:
     """One `steps[]` entry: `files.step_summary` and the energy and cost of its measurement window."""
-    window = run.steps.get(span.step.index)
-    entry = step_summary(span, window, run.warmup_requests[span.step.index], view.batches.of(span.step.index))
+    index = span.step.index
+    window = run.step_windows.measured(index)
+    steady = run.step_windows.to_summary(index, span.start_s)
+    entry = step_summary(span, window, run.warmup_requests[index], steady, view.batches.of(index))
     return {
         **entry,
         **_efficiency(view, window or WindowMetrics(), span.measure_from_s, span.measure_from_s + span.measure_s),

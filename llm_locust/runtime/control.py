@@ -40,6 +40,7 @@ from llm_locust.load.limits import Limits
 from llm_locust.load.pacing import Plan
 from llm_locust.load.search import RateSearch
 from llm_locust.load.sequence import DueTimes, Sharing
+from llm_locust.load.step_end import ENDED_DURATION
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.workload.traces import Trace
@@ -115,10 +116,13 @@ class LoadController:
         logger.info("step %d: %s for %g s (%g s warm-up)", step.index, step.label, step.duration_s, step.warmup_s)
         self.update()
 
-    def end_step(self, now_s: float | None = None) -> None:
-        """Close the running step (the sweep moved on, or the test stopped)."""
+    def end_step(
+        self, now_s: float | None = None, reason: str = ENDED_DURATION, detail: dict[str, Any] | None = None
+    ) -> None:
+        """Close the running step (the sweep moved on, or the test stopped), saying why (`step_end.END_REASONS`)."""
         if self.spans and self.spans[-1].end_s is None:
-            self.spans[-1].end_s = now_s or time.time()
+            span = self.spans[-1]
+            span.end_s, span.ended, span.ended_detail = now_s or time.time(), reason, detail
 
     def pause(self) -> None:
         """End the running step and hold every process idle (a quota of 0) until the next `enter_step`."""

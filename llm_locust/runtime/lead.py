@@ -22,7 +22,9 @@ from llm_locust.config.settings import Settings
 from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.clock import Offset
-from llm_locust.metrics.histograms import RunMetrics, delta_from_wire, window_start
+from llm_locust.load.step_end import ENDED_STOPPED
+from llm_locust.metrics.histograms import delta_from_wire, window_start
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.runtime.control import LoadController
 from llm_locust.runtime.gc_policy import freeze_heap
@@ -261,7 +263,7 @@ class Lead:
         if environment.host:
             environment.host = redact.redact(environment.host)
         if self.control is not None:
-            self.control.end_step()
+            self.control.end_step(reason=ENDED_STOPPED)
         if self._results is not None:
             self._results.stop()
 

@@ -23,8 +23,9 @@ from locust.runners import WORKER_REPORT_INTERVAL
 from llm_locust import redact
 from llm_locust.apis import endpoints_of
 from llm_locust.load.clock import Offset, offset_warnings, offsets_summary
-from llm_locust.metrics.histograms import RunMetrics, WindowMetrics
+from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import Batches
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.results.files import (
     TimeseriesWriter,
     diagnose,
@@ -41,6 +42,7 @@ from llm_locust.runtime.monitor import RunMonitor
 from llm_locust.runtime.pacer import Periodic
 from llm_locust.runtime.runner_ops import stop_test, top_error
 from llm_locust.runtime.scrape_loop import ScrapeLoop
+from llm_locust.runtime.step_watch import settle
 from llm_locust.scrape.scraper import new_scraper
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
@@ -302,6 +304,9 @@ class ResultsWriter:
         (`files.diagnose`: from the failures) or none finished (`outcome.no_finish`: from the requests the end cut).
         """
         diagnosis = None
+        control = self.sources.control
+        if final and control is not None:  # every report is in: each step's steady state is known now
+            settle(tuple(control.spans), run, self.settings.output.interval_s, time.time(), 0.0, final=True)
         if final:
             diagnosis = diagnose(run.total, top_error(self.sources.environment)) or no_finish(
                 run.total, self.sources.unfinished()

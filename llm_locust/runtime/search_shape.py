@@ -1,8 +1,10 @@
 """The capacity search's Locust load shape: trials of request rate, decided one after the other on the master.
 
 Runs on the master (or the local runner), ticked by Locust about once a second. Each trial is a rate step
-(`--step-duration-s`, its first `--warmup-s` left out) that the `LoadController` hands to every process as its plan.
-When a trial's time is up the shape pauses the load (every process idle) until the trial's requests have finished
+(`--step-duration-s` at most, measured from its steady state, `--warmup-s` the least left out) that the
+`LoadController` hands to every process as its plan. A trial ends as a sweep's step does (`step_watch.end_reason`: its
+duration is up, its answer is known with `--precision`, or its server is over-saturated — a failed trial). Then the
+shape pauses the load (every process idle) until the trial's requests have finished
 and been reported — no request in flight, and on a master every worker has reported since (`DRAIN_MIN_S`) — or
 `drain_max_s` passed; then it judges the trial from the very step object summary.json will hold for it
 (`results.files.step_summary`) and asks the `load.search.RateSearch` for the next rate. After the last trial the
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from locust import LoadTestShape
 
@@ -24,6 +27,7 @@ from llm_locust.results.files import step_summary
 from llm_locust.runtime.control import DRAIN_MIN_S, LoadController
 from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.plugin import run_state
+from llm_locust.runtime.step_watch import end_reason, settle
 
 logger = logging.getLogger("llm_locust")
 
@@ -37,7 +41,6 @@ class SearchShape(LoadTestShape):
     def __init__(self) -> None:
         super().__init__()
         self._control: LoadController | None = None
-        self._trial_end_s = 0.0  # time.monotonic() when the running trial ends
         self._drain_from_s: float | None = None  # when the pause after a trial began (None: a trial runs)
         self._start_s = 0.0
 
@@ -54,8 +57,10 @@ class SearchShape(LoadTestShape):
             self._control, self._start_s, self._drain_from_s = control, now_s, now_s
             return self._next_trial(lead, control, now_s, judge=False)
         if self._drain_from_s is None:
-            if now_s < self._trial_end_s:
+            ended = self._trial_ended(lead, control)
+            if ended is None:
                 return users, float(users)
+            control.end_step(None, *ended)
             control.pause()
             self._drain_from_s = now_s
         elapsed_s = now_s - self._drain_from_s
@@ -84,16 +89,29 @@ class SearchShape(LoadTestShape):
             settings.load.warmup_s,
         )
         control.enter_step(step)
-        self._trial_end_s, self._drain_from_s = now_s + step.duration_s, None
+        self._drain_from_s = None
         return step.users, float(step.users)
+
+    @staticmethod
+    def _trial_ended(lead: Lead, control: LoadController) -> tuple[str, dict[str, Any] | None] | None:
+        """Why the running trial ends now (`step_watch.end_reason`), None: it goes on; settles the trials' steady
+        states first."""
+        now_s, lag_s, interval_s = time.time(), DRAIN_MIN_S[lead.is_master], lead.settings.output.interval_s
+        settle(tuple(control.spans), lead.run, interval_s, now_s, lag_s, final=False)
+        span = control.spans[-1]
+        slos = lead.settings.objectives.slo
+        return end_reason(span, lead.run, lead.settings.load, slos, interval_s, now_s, lag_s)
 
     @staticmethod
     def _judge(lead: Lead, control: LoadController) -> Trial:
         """The trial of the last step, checked on its summary.json step object."""
         lead.merge_local()
         span = control.spans[-1]
+        now_s, lag_s = time.time(), DRAIN_MIN_S[lead.is_master]
+        settle((span,), lead.run, lead.settings.output.interval_s, now_s, lag_s, final=True)
         index = span.step.index
-        source = step_summary(span, lead.run.steps.get(index), lead.run.warmup_requests[index])
+        steady = lead.run.step_windows.to_summary(index, span.start_s)
+        source = step_summary(span, lead.run.step_windows.measured(index), lead.run.warmup_requests[index], steady)
         check = check_step(source, lead.settings.objectives.slo, lead.settings.objectives.max_error_rate)
         throughput = source["throughput"]
         trial = Trial(

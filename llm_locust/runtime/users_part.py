@@ -236,7 +236,8 @@ class UsersPart:
                 self.succeeded = True
             if self.settings.prompt_buckets:
                 add_prompt_group(record)
-            self.recorder.record(record, self.clock.now_s())
+            now_s = self.clock.now_s()
+            self.recorder.record(record, now_s, now_s - (time.perf_counter() - record.t_send))
             self.queue_delay.add(record)
             if self.request_lines is not None:
                 self.request_lines.add(record)

@@ -74,6 +74,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     timing.add_argument("--ttft-seed", type=int, default=d.ttft_seed, metavar="N", help="seed of the --ttft-ms draws")
     timing.add_argument("--itl-ms", type=float, default=d.itl_ms, help="inter-token latency, ms")
+    timing.add_argument(
+        "--warmup-drift-s",
+        type=float,
+        default=d.warmup_drift_s,
+        help="a warming-up server: TTFT starts at 3x --ttft-ms at the first request and falls linearly to it over "
+        "this many seconds (0: none)",
+    )
     parser.add_argument(
         "--output-tokens",
         type=int,
@@ -380,6 +387,9 @@ def run(args: argparse.Namespace) -> int:
     if config.prefix_cache_blocks < 0:
         print(f"llm-locust sim: error: --prefix-cache-blocks must be >= 0, got {config.prefix_cache_blocks}",
               file=sys.stderr)  # fmt: skip
+        return 2
+    if config.warmup_drift_s < 0:
+        print(f"llm-locust sim: error: --warmup-drift-s must be >= 0, got {config.warmup_drift_s}", file=sys.stderr)
         return 2
     if config.accept_delay_ms < 0:
         print(f"llm-locust sim: error: --accept-delay-ms must be >= 0, got {config.accept_delay_ms}", file=sys.stderr)

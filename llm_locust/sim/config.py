@@ -31,6 +31,9 @@ class SimConfig:
     ttft_seed: int = 0
     """Seed of the TTFT draws (the n-th request gets the n-th draw)."""
     itl_ms: float = 20.0
+    warmup_drift_s: float = 0.0
+    """Fixed model: a server that warms up — TTFT starts at `engine.DRIFT_FACTOR` times `ttft_ms` at its first
+    request and falls linearly to `ttft_ms` over this many seconds (`engine.WarmupDrift`); 0: no drift."""
     output_tokens: int = 128
     tokens_per_chunk: int = 1
     """Output tokens per streamed event after the first (which goes alone, at TTFT); a chunk leaves when its last

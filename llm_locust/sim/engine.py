@@ -2,7 +2,8 @@
 
 - `FixedTiming`: a TTFT per request (constant, or drawn from a known distribution: `latency.Latency`) and a constant
   ITL; token i is due at t_ready_s + ttft_s + i * itl_s (t_ready_s: t_recv_s, or later when the request's LoRA
-  adapter had to be loaded first, `lora.AdapterSlots`).
+  adapter had to be loaded first, `lora.AdapterSlots`); a warming-up server's TTFT drifts down over its first seconds
+  (`WarmupDrift`).
 - `BatchingEngine`: continuous batching with a FIFO waiting queue and a running batch of at most
   `max_batch` sequences. Steps run back-to-back while there is work. At the start of a step,
   waiting sequences whose `t_ready_s` has come are admitted into free slots (the others keep their place); the
@@ -81,19 +82,40 @@ class Sequence:
         return 0.0 if self.t_admit_s is None else self.t_admit_s - self.t_recv_s
 
 
+DRIFT_FACTOR = 3.0
+"""A warming-up server's first TTFT, in times its settled TTFT (`WarmupDrift`)."""
+
+
+class WarmupDrift:
+    """A server that warms up: the TTFT of a request received `t` seconds after the first one is multiplied by
+    1 + (DRIFT_FACTOR - 1) · max(0, 1 - t / seconds) — 3× at first, falling linearly to 1× at `seconds`."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._first_s: float | None = None
+
+    def factor(self, t_recv_s: float) -> float:
+        """The TTFT factor of a request received at `t_recv_s` (perf_counter s); the first request sets the origin."""
+        if self._first_s is None:
+            self._first_s = t_recv_s
+        return 1.0 + (DRIFT_FACTOR - 1.0) * max(0.0, 1.0 - (t_recv_s - self._first_s) / self.seconds)
+
+
 class FixedTiming:
     """Time to first token `ttft` (ms; all prefill: a prefix-cache hit cuts it by the cached share), one draw per
-    request from a generator seeded with `seed`, in the order requests start, and constant inter-token latency
-    `itl_s` (seconds)."""
+    request from a generator seeded with `seed`, in the order requests start, multiplied by a warming-up server's
+    `drift`, and constant inter-token latency `itl_s` (seconds)."""
 
-    def __init__(self, ttft: Latency, itl_s: float, seed: int = 0) -> None:
+    def __init__(self, ttft: Latency, itl_s: float, seed: int = 0, drift: WarmupDrift | None = None) -> None:
         self.ttft = ttft
         self.itl_s = itl_s
+        self.drift = drift
         self._rng = random.Random(f"{seed}/ttft")
 
     def start(self, seq: Sequence) -> None:
         """Draw `seq`'s TTFT."""
-        seq.ttft_s = self.ttft.draw_ms(self._rng) / 1e3
+        factor = 1.0 if self.drift is None else self.drift.factor(seq.t_recv_s)
+        seq.ttft_s = self.ttft.draw_ms(self._rng) / 1e3 * factor
 
     def due_s(self, seq: Sequence, index: int) -> float:
         """Return the absolute due time (perf_counter s) of `seq`'s token `index` (0-based)."""

@@ -28,7 +28,7 @@ from llm_locust.sim.cloud_paths import served_path
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
-from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming
+from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, WarmupDrift
 from llm_locust.sim.faults import FaultPicker
 from llm_locust.sim.lora import AdapterSlots, LoraInfo
 from llm_locust.sim.metrics import SimMetrics
@@ -50,7 +50,8 @@ _POST_ROUTES = ("/sim/reset", *BY_PATH)
 def build_driver(config: SimConfig, timeline: Timeline) -> Driver:
     """Return the driver for `config.timing`."""
     if config.timing == "fixed":
-        return FixedDriver(timeline, FixedTiming(config.ttft_ms, config.itl_ms / 1e3, config.ttft_seed))
+        drift = WarmupDrift(config.warmup_drift_s) if config.warmup_drift_s > 0 else None
+        return FixedDriver(timeline, FixedTiming(config.ttft_ms, config.itl_ms / 1e3, config.ttft_seed, drift))
     params = BatchingParams(
         max_batch=config.max_batch,
         decode_step_s=config.decode_step_ms / 1e3,

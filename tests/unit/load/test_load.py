@@ -15,7 +15,6 @@ from llm_locust.load.arrivals import (
     Step,
     integer_shares,
     parse_number_list,
-    step_at,
     sweep_steps,
     worker_shares,
 )
@@ -47,11 +46,10 @@ def test_seeded_arrivals_repeat() -> None:
     assert np.array_equal(gaps("poisson", 5.0, 50, seed=7), gaps("poisson", 5.0, 50, seed=7))
 
 
-def test_sweep_steps_and_step_at() -> None:
+def test_sweep_steps() -> None:
     steps = sweep_steps([1, 4], [], 256, 10.0, 2.0)
     assert steps == (Step(0, 1, None, 10.0, 2.0), Step(1, 4, None, 10.0, 2.0))
     assert [s.label for s in steps] == ["users=1", "users=4"]
-    assert step_at(steps, 0.0) == steps[0] and step_at(steps, 10.0) == steps[1] and step_at(steps, 20.0) is None
     rates = sweep_steps([], [0.5, 2.0], 64, 10.0, 0.0)
     assert [(s.users, s.rate_per_s, s.label) for s in rates] == [(64, 0.5, "rate=0.5/s"), (64, 2.0, "rate=2/s")]
     assert sweep_steps([], [], 8, 10.0, 0.0) == ()

@@ -6,12 +6,12 @@ from collections import Counter
 from llm_locust.load.arrivals import Step, StepSpan
 from llm_locust.metrics.histograms import (
     MetricsRecorder,
-    RunMetrics,
     WindowMetrics,
     delta_from_wire,
     delta_to_wire,
 )
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.results.files import USER_ERROR_CAUSES, breakdowns, diagnose, metric_stats
 
 
@@ -165,3 +165,29 @@ def test_diagnosis_tells_a_wrong_host_from_a_server_lost_during_the_run():
     cause, line = diagnose(lost, "connect: ConnectionRefusedError")
     assert cause == "server_lost" and cause not in USER_ERROR_CAUSES  # exit code 1: not the command's fault
     assert "stopped or crashed during the run" in line
+
+
+def test_step_measured_from_its_steady_start() -> None:
+    """A step's requests sent before its steady start count as warm-up, those after as its metrics — also those
+    merged after it settled; a step never steady keeps every measured request."""
+    rec = MetricsRecorder(1.0)
+    for sent_s in (1000.2, 1001.5, 1002.5, 1003.5):
+        r = make_record(random.Random(int(sent_s)))
+        r.step = 0
+        rec.record(r, sent_s + 0.3, sent_s)
+    run = RunMetrics()
+    run.merge_delta(delta_from_wire(delta_to_wire(rec.take_delta())))
+    assert run.steps[0].requests_ok == 4  # not settled: everything measured so far
+    assert not run.step_windows.settled(0)
+    run.step_windows.settle(0, 1002.0)
+    assert (run.steps[0].requests_ok, run.warmup_requests[0]) == (2, 2)
+    late = make_record(random.Random(9))
+    late.step = 0
+    rec.record(late, 1004.1, 1001.9)  # sent before the steady start, reported after it was settled
+    run.merge_delta(delta_from_wire(delta_to_wire(rec.take_delta())))
+    assert (run.steps[0].requests_ok, run.warmup_requests[0]) == (2, 3)
+    assert run.step_windows.to_summary(0, 999.5) == {"settled": True, "reached": True, "after_s": 2.5}
+    series = run.step_windows.series[0]
+    assert sum(c.requests for c in series.values()) == 5 and series[1000].ttft_ms is not None
+    run.step_windows.settle(1, None)
+    assert run.step_windows.to_summary(1, 999.5)["reached"] is False

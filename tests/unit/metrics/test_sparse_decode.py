@@ -6,7 +6,6 @@ from hdrh.histogram import HdrHistogram
 
 from llm_locust.metrics.histograms import (
     _SUB_BUCKET_HALF_COUNT_MAGNITUDE,
-    RunMetrics,
     SparseHistogram,
     WindowMetrics,
     add_histogram,
@@ -17,6 +16,7 @@ from llm_locust.metrics.histograms import (
     new_histogram,
     record_values,
 )
+from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.vocabulary import COUNT_METRICS
 
 
@@ -100,7 +100,7 @@ def test_a_merged_wire_delta_equals_the_merged_windows():
             window.sums[metric] = 1
         window.requests_ok = 5
         windows.append(window)
-    wire = {"windows": {f"{1000 + 5 * i}:-1:1": w.to_wire() for i, w in enumerate(windows)}, "groups": {}}
+    wire = {"windows": {f"{1000 + 5 * i}:-1:1:-1": w.to_wire() for i, w in enumerate(windows)}, "groups": {}}
     run = RunMetrics()
     run.merge_delta(delta_from_wire(wire))
     union = WindowMetrics()

@@ -10,7 +10,7 @@ from llm_locust.sim import http
 from llm_locust.sim.apis import parse_completion
 from llm_locust.sim.apis.chat import ChatEncoder
 from llm_locust.sim.apis.wire import ApiError, CompletionSpec
-from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence
+from llm_locust.sim.engine import BatchingEngine, BatchingParams, FixedTiming, Sequence, WarmupDrift
 from llm_locust.sim.latency import Latency
 
 
@@ -198,3 +198,16 @@ def test_both_read_the_wall_clocks_offset_between_two_perf_counter_readings():
             best_s, offset_s = after - before, wall - (before + after) / 2
     for read in (receive_time.wall_minus_perf_s, kernel_time.wall_minus_perf_s):
         assert min(abs(read() - offset_s) for _ in range(5)) < 50e-6
+
+
+def test_warmup_drift_decays_ttft_from_3x_to_1x() -> None:
+    timing = FixedTiming(Latency("fixed", 100.0), itl_s=0.01, drift=WarmupDrift(4.0))
+    first = Sequence(prompt_tokens=1, output_tokens=3, t_recv_s=50.0)  # the first request sets the origin
+    middle = Sequence(prompt_tokens=1, output_tokens=3, t_recv_s=52.0)
+    late = Sequence(prompt_tokens=1, output_tokens=3, t_recv_s=60.0)
+    for seq in (first, middle, late):
+        timing.start(seq)
+    assert timing.due_s(first, 0) - 50.0 == pytest.approx(0.3)
+    assert timing.due_s(middle, 0) - 52.0 == pytest.approx(0.2)
+    assert timing.due_s(late, 1) - 60.0 == pytest.approx(0.11)
+    assert timing.tokens_due(middle, 52.19) == 0 and timing.tokens_due(middle, 52.2) == 1

@@ -1,0 +1,119 @@
+"""A sweep step's (or search trial's) merged metrics, measured from its steady state on: the master's side.
+
+Each step has, as workers' deltas arrive:
+
+- its series: per time window (by completion time) of the step's requests, warm-up or not, how many finished and
+  the sum and count of their TTFT (`SeriesCounts`) — what the steady-state, precision and over-saturation tests of
+  `load.step_end` read;
+- its measured requests (sent after its `--warmup-s` floor), by the window they were *sent* in: held apart
+  (`pending`) until the step's steady state is settled (`settle`), then those sent from the steady start on are its
+  metrics (`measured`) and the others count as warm-up (`warmup_requests`); later windows go straight where they belong.
+  A step settled with no steady start (`settle(step, None)`: never steady) keeps every measured request, from the
+  floor on.
+
+So a step's metrics are exactly those of the requests sent in its measured window, as before, with the window's
+start found instead of assumed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from llm_locust.metrics.histograms import WindowMetrics, merge_into
+
+
+@dataclass
+class SeriesCounts:
+    """One window of a step's series: requests finished, and the TTFT values (µs) of those that have one."""
+
+    requests: int = 0
+    ttft_count: int = 0
+    ttft_sum_us: int = 0
+
+    @property
+    def ttft_ms(self) -> float | None:
+        """Mean TTFT in ms (None: none)."""
+        return self.ttft_sum_us / self.ttft_count / 1000.0 if self.ttft_count else None
+
+
+_UNSETTLED = object()
+
+
+class StepWindows:
+    """Every step's series and measured requests (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._settled: dict[int, WindowMetrics] = {}  # settled steps' measured windows
+        self.warmup_requests: Counter[int] = Counter()  # per step: requests sent before its measured window
+        self.series: dict[int, dict[int, SeriesCounts]] = {}
+        self.steady_from: dict[int, float | None] = {}  # settled steps: their steady start (None: never steady)
+        self._pending: dict[int, dict[int, WindowMetrics]] = {}
+
+    def add(self, step: int, start: int, sent: int, measured: bool, window: WindowMetrics) -> None:
+        """Count `window` (requests of `step` finished in the window starting at `start`, sent in the one starting at
+        `sent`; `measured`: after the floor) in the series and, measured, in the step's metrics or pending ones."""
+        counts = self.series.setdefault(step, {}).setdefault(start, SeriesCounts())
+        counts.requests += window.requests_finished
+        ttft = window.hist.get("ttft")
+        if ttft is not None and ttft.get_total_count():
+            counts.ttft_count += ttft.get_total_count()
+            counts.ttft_sum_us += window.sums["ttft"]
+        if not measured:
+            self.warmup_requests[step] += window.requests_finished
+            return
+        steady = self.steady_from.get(step, _UNSETTLED)
+        if steady is _UNSETTLED:
+            merge_into(self._pending.setdefault(step, {}), sent, window)
+        else:
+            self._place(step, sent, steady, window)  # type: ignore[arg-type]
+
+    def _place(self, step: int, sent: int, steady_s: float | None, window: WindowMetrics) -> None:
+        if steady_s is None or sent >= steady_s:
+            merge_into(self._settled, step, window)
+        else:
+            self.warmup_requests[step] += window.requests_finished
+
+    def settle(self, step: int, steady_s: float | None) -> None:
+        """`step` is measured from `steady_s` (a window start, epoch s) on; None: it never was steady (measured from
+        its floor). Once per step; its pending requests go where they belong."""
+        if step in self.steady_from:
+            return
+        self.steady_from[step] = steady_s
+        for sent, window in sorted(self._pending.pop(step, {}).items()):
+            self._place(step, sent, steady_s, window)
+            window.release()
+
+    def settled(self, step: int) -> bool:
+        """The step's steady state is settled (found, or known never to be)."""
+        return step in self.steady_from
+
+    def measured(self, step: int) -> WindowMetrics | None:
+        """The step's metrics: settled, its measured window's; not yet, every measured request so far (a copy)."""
+        if step in self.steady_from:
+            return self._settled.get(step)
+        pending = self._pending.get(step)
+        if not pending:
+            return None
+        merged = WindowMetrics()
+        for window in pending.values():
+            merged.merge(window)
+        return merged
+
+    def measured_steps(self) -> dict[int, WindowMetrics]:
+        """`measured` of every step with a measured request (copies for those not settled)."""
+        steps = {step: self.measured(step) for step in sorted({*self._settled, *self._pending})}
+        return {step: window for step, window in steps.items() if window is not None}
+
+    def to_summary(self, step: int, start_s: float) -> dict[str, Any]:
+        """summary.json's `steady_state` of a step that started at `start_s`: reached or not, and when (seconds into
+        the step); `settled` false while the test is still out."""
+        if step not in self.steady_from:
+            return {"settled": False, "reached": None, "after_s": None}
+        steady_s = self.steady_from[step]
+        return {
+            "settled": True,
+            "reached": steady_s is not None,
+            "after_s": None if steady_s is None else round(max(0.0, steady_s - start_s), 3),
+        }
