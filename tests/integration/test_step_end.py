@@ -58,7 +58,7 @@ def test_precision_ends_a_step_once_its_answer_is_known(tmp_path):
     with run_sim("--ttft-ms", "50", "--itl-ms", "2", "--output-tokens", "8") as sim:
         proc = run_locust(
             SWEEP_FILE, "--host", sim.url, "--sweep-users", "4,8", "--step-duration-s", "40", "--warmup-s", "1",
-            "--max-tokens", "8", "--ignore-eos", "--interval-s", "1", "--precision", "5%",
+            "--max-tokens", "8", "--ignore-eos", "--interval-s", "1", "--precision", "10%",
             "--slo", "ttft_p90_ms=500", "--results-dir", str(tmp_path), timeout_s=150,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -71,7 +71,7 @@ def test_precision_ends_a_step_once_its_answer_is_known(tmp_path):
         estimates = {e["name"]: e for e in ended["detail"]["estimates"]}
         assert set(estimates) == {"ttft_p90_ms", "achieved_rate_per_s"}
         for e in estimates.values():
-            assert e["value"] * 0.95 <= e["low"] <= e["high"] <= e["value"] * 1.05, e
+            assert e["value"] * 0.9 <= e["low"] <= e["high"] <= e["value"] * 1.1, e
         assert ended["detail"]["requests"] >= 100
         assert step["start_time"] < step["end_time"]  # and well inside its 40 s:
     assert sum(s["measure_s"] for s in steps) < 40.0
