@@ -21,6 +21,7 @@ from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.load.step_end import MIN_REQUESTS
 from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.tokens import AUTH_CHOICES
