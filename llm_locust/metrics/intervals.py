@@ -186,8 +186,12 @@ class Batches:
                     self.values.setdefault(scope, {}).setdefault(key, {}).setdefault(pct_key(p), []).append(value)
 
     def of(self, scope: int | None) -> Mapping[str, BatchValues]:
-        """The batch quantiles of `scope` by metric key (empty: no window with enough values)."""
-        return self.values.get(scope, {})
+        """The batch quantiles of `scope` by metric key, its first and last batch left out (empty: none left): a window
+        holds the requests that finished in it, so the first of a run or step holds only the quick ones of its start
+        and the last only the slow ones of its drain — their quantiles would spread for no other reason."""
+        return {
+            key: {p: values[1:-1] for p, values in by_p.items()} for key, by_p in self.values.get(scope, {}).items()
+        }
 
 
 def half_width(value: float, interval: Sequence[float | None]) -> float | None:
