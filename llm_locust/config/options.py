@@ -351,6 +351,14 @@ def add_provider_arguments(group: Any) -> None:
         "comma-separated): a test started from the form sends only to those",
     )
     group.add_argument(
+        "--web-origin",
+        action="append",
+        default=None,
+        startup_only=True,
+        help="An origin the web UI is opened at besides its own address, e.g. a reverse proxy's "
+        "https://locust.example.com (repeatable): its pages may start and stop tests; other origins' pages may not",
+    )
+    group.add_argument(
         "--client",
         default="fast",
         choices=CLIENTS,

@@ -43,7 +43,9 @@ from locust.env import Environment
 
 from llm_locust.apis import endpoints_of
 from llm_locust.config.options import add_arguments
+from llm_locust.config.web_access import web_origins
 from llm_locust.errors import ConfigError
+from llm_locust.option_values import as_list
 from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
@@ -126,6 +128,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
                 response_format=settings.workload.response_format,
             )
         _check_agents(settings, environment.user_classes)
+        origins = web_origins(as_list(getattr(environment.parsed_options, "web_origin", None)))
         if state.users is not None and lead is not None:  # a local runner's own bearer token, before any request
             state.users.start_auth()  # (`UsersPart.start_auth`); a worker's at each test's start, refusing it if none
         _states[environment] = state
@@ -143,7 +146,7 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
 
         attach(web_ui, lead.live)
         _hide_secret_defaults(web_ui, distributed=lead.is_master)
-        web_guard.install(web_ui, state.settings.endpoint.allow_host)
+        web_guard.install(web_ui, state.settings.endpoint.allow_host, origins)
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
     # time and end the run early by the whole start-up (a -t 2s run stopped after 0.2 s on a loaded machine).

