@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import LOCUSTFILE, ROOT, read_summary, wait_for
-from harness.browser import browser_tools, chromium_page, open_final_llm_page
+from harness.browser import browser_tools, chromium_page, open_final_llm_page, open_llm_page
 from harness.web_ui import locust_web_ui
 
 from llm_locust.metrics.client_error import client_error_text
@@ -230,13 +230,7 @@ def test_live_knee_chart_gains_points_during_a_spawn_rate_ramp(tmp_path):
             with chromium_page(viewport={"width": 1400, "height": 1000}) as page:
                 page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
 
-                def opened() -> bool:
-                    try:
-                        return page.goto(ui + "/llm").ok
-                    except Exception:
-                        return False
-
-                wait_for(opened, 30, "the /llm page")
+                open_llm_page(page, ui, 30)
                 chart = "#knee-ttft-throughput circle.knee-point"
 
                 def windows() -> set[str]:
@@ -307,13 +301,7 @@ def test_the_llm_page_draws_only_what_is_true(fast_sim, tmp_path):
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         ui = web.url
 
-        def opened() -> bool:
-            try:
-                return page.goto(ui + "/llm").ok
-            except Exception:
-                return False
-
-        wait_for(opened, 30, "the /llm page")
+        open_llm_page(page, ui, 30)
 
         def drawn() -> dict[str, Any] | None:
             """The page drawn from the snapshot it is handed (its own render), when that has closed and open windows."""

@@ -39,6 +39,19 @@ def chromium_page(**page_options: Any) -> Iterator[Any]:
             chromium.close()
 
 
+def open_llm_page(page: Any, url: str, timeout_s: float) -> None:
+    """Open the /llm page of the web UI at `url` on `page` as soon as the UI answers (waiting up to `timeout_s`)."""
+    from conftest import wait_for
+
+    def opened() -> bool:
+        try:
+            return page.goto(url + "/llm").ok
+        except Exception:
+            return False
+
+    wait_for(opened, timeout_s, "the /llm page")
+
+
 def open_final_llm_page(page: Any, url: str, timeout_s: float) -> None:
     """Wait (up to `timeout_s`) for the run of the web UI at `url` to have its final summary (/llm/stats.json), then
     open its /llm page on `page` and wait until the page has drawn it."""
