@@ -10,8 +10,8 @@ warm-up or not: how many finished (the achieved rate is that count over the wind
   each has a 95 % interval that includes zero, or lies within ± `FLAT_SHARE` of the series' mean over the windows'
   span (a trend too small to matter); and W's own value is one of the others' (`_flat_series`). The step is measured
   from W on.
-- Precision (`precise`): every estimate (the SLO percentiles, the throughput) has an interval, and it lies within
-  ± `share` of its value, with at least `min_requests` measured.
+- Precision (`precise`): every estimate (the SLO percentiles, the throughput: `throughput_estimate`) has an
+  interval, and it lies within ± `share` of its value, with at least `min_requests` measured.
 - Over-saturation (`oversaturated`): in an open loop, over the step's windows after the floor, the achieved rate's
   95 % interval lies below the offered rate and TTFT's slope is positive with 95 % confidence: the server's queue
   grows, and every further second of the step (and every higher step) only measures the queue.
@@ -138,6 +138,17 @@ def rate_estimate(points: Sequence[Point], interval_s: float) -> Estimate:
         return Estimate("achieved_rate_per_s", mean, None, None)
     half = t_975(n - 1) * math.sqrt(sum((r - mean) ** 2 for r in rates) / (n - 1) / n)
     return Estimate("achieved_rate_per_s", mean, mean - half, mean + half)
+
+
+def throughput_estimate(points: Sequence[Point], interval_s: float, offered_per_s: float | None) -> Estimate | None:
+    """The throughput `precise` waits for: the achieved rate (`rate_estimate`), or None in an open loop whose
+    achieved rate's interval holds the offered rate — the server delivered what was offered, a rate known exactly,
+    whose windows only vary as the seeded arrivals do (a Poisson count needs ~1,500 arrivals to be known to 5 %)."""
+    estimate = rate_estimate(points, interval_s)
+    low, high = estimate.low, estimate.high
+    if offered_per_s is not None and low is not None and high is not None and low <= offered_per_s <= high:
+        return None
+    return estimate
 
 
 def _flat_series(xs: Sequence[float], ys: Sequence[float], span_s: float) -> bool:

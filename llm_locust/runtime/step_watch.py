@@ -23,8 +23,8 @@ from llm_locust.load.step_end import (
     Point,
     oversaturated,
     precise,
-    rate_estimate,
     steady_from,
+    throughput_estimate,
 )
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import quantile_interval_ms
@@ -112,7 +112,8 @@ def end_reason(
         return None
     window = run.step_windows.measured(step.index)
     measured = [p for p in points if p.start_s >= steady_s]
-    estimates = [*percentile_estimates(window, slos), rate_estimate(measured, interval_s)]
+    throughput = throughput_estimate(measured, interval_s, step.rate_per_s)
+    estimates = [*percentile_estimates(window, slos), *(() if throughput is None else (throughput,))]
     requests = 0 if window is None else window.requests_finished
     if not precise(estimates, requests, share, load.precision_min_requests):
         return None

@@ -15,6 +15,7 @@ from llm_locust.load.step_end import (
     slope,
     steady_from,
     t_975,
+    throughput_estimate,
 )
 
 
@@ -113,3 +114,11 @@ def test_a_drifting_first_window_is_not_steady() -> None:
     assert steady_from(edge, 1.0, floor_s=1000.0) == 1001.0
     noisy = [Point(1000.0 + t, 50, y) for t, y in enumerate((112.0, 95.0, 108.0, 92.0, 104.0, 99.0))]
     assert steady_from(noisy, 1.0, floor_s=1000.0) == 1000.0  # within the others' spread: steady from the floor
+
+
+def test_throughput_of_an_open_loop_that_keeps_up_is_the_offered_rate() -> None:
+    points = [Point(float(t), n, 1.0) for t, n in enumerate((7, 9, 8, 10, 6, 8))]  # Poisson-like around 8/s
+    assert throughput_estimate(points, 1.0, offered_per_s=8.0) is None  # known: the offered rate
+    short = throughput_estimate(points, 1.0, offered_per_s=20.0)  # fell short: its own interval is waited for
+    assert short is not None and short.value == pytest.approx(8.0)
+    assert throughput_estimate(points, 1.0, offered_per_s=None) == rate_estimate(points, 1.0)  # closed loop
