@@ -17,12 +17,14 @@ from typing import Any
 
 from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.config.web_access import WEB_UI_HOST
+from llm_locust.export.settings import ExportSettings
 from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.load.step_end import MIN_REQUESTS
-from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
+from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
+from llm_locust.option_values import declared, flag
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.tokens import AUTH_CHOICES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
@@ -33,6 +35,12 @@ from llm_locust.workload.providers import (
 from llm_locust.workload.traces import TRACE_FORMATS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
+DECLARED_GROUPS: tuple[tuple[str, str, type], ...] = (
+    ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
+    ("llm-locust live export", "Serve the run's client metrics to Prometheus", ExportSettings),
+)
+"""The stages whose options are declared on their settings' fields (`option_values.option`), each registered as
+one group of Locust's --help: (title, description, settings class)."""
 CLIENTS = ("fast", "openai-sdk")
 DEFAULT_PROVIDER = "openai-compatible"
 SECRET_OPTIONS = ("api_key", "header")
@@ -103,13 +111,6 @@ def add_arguments(parser: Any) -> None:
     add_load_arguments(parser)
     add_trace_arguments(parser)
     group.add_argument(
-        "--slo",
-        action="append",
-        default=None,  # not [] (also --image, --header): the web UI would parse a list field's text as integers
-        help="Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): "
-        "goodput counts the requests meeting every one; the summary checks each against the run",
-    )
-    group.add_argument(
         "--interval-s",
         type=float,
         default=5.0,
@@ -118,7 +119,6 @@ def add_arguments(parser: Any) -> None:
     add_workload_arguments(group)
     add_provider_arguments(group)
     add_server_metrics_arguments(parser)
-    _add_gate_arguments(group)
     add_replica_and_cancel_arguments(parser)
     group.add_argument(
         "--requests-jsonl",
@@ -134,7 +134,8 @@ def add_arguments(parser: Any) -> None:
         default=1.0,
         help="With --requests-jsonl: the share P of requests written (0 < P <= 1, drawn with --seed)",
     )
-    add_export_arguments(parser)
+    for title, description, settings in DECLARED_GROUPS:
+        add_declared(parser, title, description, settings)
 
 
 # -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
@@ -542,74 +543,6 @@ def add_server_metrics_arguments(parser: Any) -> None:
     )
 
 
-def add_export_arguments(parser: Any) -> None:
-    """The live-export options: the master's (or local runner's) Prometheus endpoint (`llm_locust.export`); set at
-    start-up, not in the web UI's form."""
-    group = _WebUIGroup(
-        parser.add_argument_group("llm-locust live export", "Serve the run's client metrics to Prometheus")
-    )
-    group.add_argument(
-        "--prometheus-port",
-        type=int,
-        default=0,
-        startup_only=True,
-        help="Serve the run's LLM metrics (TTFT, ITL, TPOT, E2E histograms; requests, tokens, errors; in flight) at "
-        "http://HOST:PORT/metrics while it runs, from the master or local runner (0: off)",
-    )
-    group.add_argument(
-        "--prometheus-host",
-        default="127.0.0.1",
-        startup_only=True,
-        help="Address the --prometheus-port endpoint listens on (0.0.0.0: every interface)",
-    )
-
-
-def _add_gate_arguments(group: Any) -> None:
-    """Pass/fail gates and drift windows (llm_locust.metrics.gates, llm_locust.metrics.drift)."""
-    group.add_argument(
-        "--max-error-rate",
-        type=float,
-        default=DEFAULT_MAX_ERROR_RATE,
-        help="Fail the run (exit code 3) when failed / all requests exceeds this fraction; also the limit of each "
-        f"sweep step and search trial (default {DEFAULT_MAX_ERROR_RATE:g}: a run where more than 1 %% of the requests "
-        "failed never passes; 1: no limit)",
-    )
-    group.add_argument(
-        "--min-accuracy",
-        type=float,
-        default=None,
-        help="Fail the run (exit code 3) when the accuracy of its scored answers (a --dataset with references, or "
-        "score= in a scenario) is below this fraction, e.g. 0.9, or when no answer was scored",
-    )
-    group.add_argument(
-        "--max-drift-pct",
-        type=float,
-        default=None,
-        help="Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
-        "percentage between the early and the late drift window",
-    )
-    group.add_argument(
-        "--max-client-error-ms",
-        type=float,
-        default=DEFAULT_MAX_CLIENT_ERROR_MS,
-        env_var="LOCUST_MAX_CLIENT_ERROR_MS",
-        help="The most the client may have moved ITL p99 (its error budget, summary.json client_error), ms; above "
-        f"it the run is client_limited and fails (exit code 5) (default {DEFAULT_MAX_CLIENT_ERROR_MS:g})",
-    )
-    group.add_argument(
-        "--drift-window-s",
-        type=float,
-        default=300.0,
-        help="Length of the early and of the late window compared for drift, seconds",
-    )
-    group.add_argument(
-        "--drift-warmup-s",
-        type=float,
-        default=60.0,
-        help="Time after the start left out of the early drift window (ramp-up, caches), seconds",
-    )
-
-
 def add_replica_and_cancel_arguments(parser: Any) -> None:
     """Several replicas behind --host (`llm_locust.transport.replicas`) and streams closed early by the client
     (`llm_locust.transport.cancel`)."""
@@ -645,6 +578,19 @@ def add_replica_and_cancel_arguments(parser: Any) -> None:
         default=0.0,
         help="A cancelled stream is closed this many ms after its request was sent",
     )
+
+
+def add_declared(parser: Any, title: str, description: str, settings: type) -> None:
+    """Register on `parser`, in a group `title`, every option declared on the fields of the stage's `settings`
+    dataclass (`option_values.option`), as its declaration says."""
+    group = _WebUIGroup(parser.add_argument_group(title, description))
+    for f, declaration in declared(settings):
+        group.add_argument(
+            flag(f.name),
+            is_secret=declaration.secret,
+            startup_only=declaration.startup_only,
+            **declaration.argparse_kwargs(str(f.type)),
+        )
 
 
 class _WebUIGroup:

@@ -1,5 +1,5 @@
 """The run's objectives (`ObjectiveSettings`): SLOs, the error-rate gate and the drift check, validated from
-Locust's parsed options.
+Locust's parsed options; each option declared on its field.
 
 Pure: `config.settings` assembles it with the other stages' settings.
 """
@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_locust.errors import ConfigError
 from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
-from llm_locust.option_values import as_list, build, optional_float, shown_as
+from llm_locust.option_values import above, as_list, at_least, between, build, option, optional_float, shown_as
 
 
 @dataclass(frozen=True)
@@ -24,43 +23,71 @@ class ObjectiveSettings:
     None: not gated), the most the client may have moved ITL p99 before the run is client_limited (ms,
     `metrics.client_error`), and the drift check's window and warm-up (s)."""
 
-    slo: tuple[Slo, ...] = field(metadata=shown_as(lambda slos: [str(slo) for slo in slos]))
-    max_error_rate: float
-    max_drift_pct: float | None
-    min_accuracy: float | None
-    max_client_error_ms: float
-    drift_window_s: float
-    drift_warmup_s: float
+    slo: tuple[Slo, ...] = field(
+        metadata=option(
+            "Service-level objective METRIC_STAT_ms=VALUE, e.g. ttft_p90_ms=2000 (repeat, or comma-separate): goodput "
+            "counts the requests meeting every one; the summary checks each against the run",
+            None,  # not [] (also --image, --header): the web UI would parse a list field's text as integers
+            repeat=True,
+        )
+        | shown_as(lambda slos: [str(slo) for slo in slos])
+    )
+    max_error_rate: float = field(
+        metadata=option(
+            "Fail the run (exit code 3) when failed / all requests exceeds this fraction; also the limit of each "
+            f"sweep step and search trial (default {DEFAULT_MAX_ERROR_RATE:g}: a run where more than 1 % of the "
+            "requests failed never passes; 1: no limit)",
+            DEFAULT_MAX_ERROR_RATE,
+            check=between(0, 1, "a fraction", "e.g. 0.01"),
+        )
+    )
+    max_drift_pct: float | None = field(
+        metadata=option(
+            "Fail the run (exit code 3) when TTFT/TPOT percentiles rose or throughput fell by more than this "
+            "percentage between the early and the late drift window",
+            None,
+            check=at_least(0, "a percentage, e.g. 20"),
+        )
+    )
+    min_accuracy: float | None = field(
+        metadata=option(
+            "Fail the run (exit code 3) when the accuracy of its scored answers (a --dataset with references, or "
+            "score= in a scenario) is below this fraction, e.g. 0.9, or when no answer was scored",
+            None,
+            check=between(0, 1, "a fraction", "e.g. 0.9"),
+        )
+    )
+    max_client_error_ms: float = field(
+        metadata=option(
+            "The most the client may have moved ITL p99 (its error budget, summary.json client_error), ms; above "
+            f"it the run is client_limited and fails (exit code 5) (default {DEFAULT_MAX_CLIENT_ERROR_MS:g})",
+            DEFAULT_MAX_CLIENT_ERROR_MS,
+            env_var="LOCUST_MAX_CLIENT_ERROR_MS",
+            check=above(0, "ms, e.g. 1"),
+        )
+    )
+    drift_window_s: float = field(
+        metadata=option("Length of the early and of the late window compared for drift, seconds", 300.0, check=above(0))
+    )
+    drift_warmup_s: float = field(
+        metadata=option(
+            "Time after the start left out of the early drift window (ramp-up, caches), seconds",
+            60.0,
+            check=at_least(0),
+        )
+    )
 
     @classmethod
     def from_options(cls, options: Any) -> ObjectiveSettings:
         """Validated from `options`; ConfigError naming a gate or drift option out of its range, or a bad SLO."""
-        max_error_rate = optional_float(options, "max_error_rate")
-        if max_error_rate is None:
-            max_error_rate = DEFAULT_MAX_ERROR_RATE
-        max_drift_pct = optional_float(options, "max_drift_pct")
-        min_accuracy = optional_float(options, "min_accuracy")
-        if min_accuracy is not None and not 0 <= min_accuracy <= 1:
-            raise ConfigError(f"--min-accuracy must be a fraction in [0, 1], e.g. 0.9, got {min_accuracy:g}")
-        if not 0 <= max_error_rate <= 1:
-            raise ConfigError(f"--max-error-rate must be a fraction in [0, 1], e.g. 0.01, got {max_error_rate:g}")
-        if max_drift_pct is not None and not max_drift_pct >= 0:
-            raise ConfigError(f"--max-drift-pct must be >= 0 (a percentage, e.g. 20), got {max_drift_pct:g}")
+        max_error_rate = optional_float(options, "max_error_rate")  # the web UI's form may send it empty
         max_client_error_ms = optional_float(options, "max_client_error_ms")
-        if max_client_error_ms is None:
-            max_client_error_ms = DEFAULT_MAX_CLIENT_ERROR_MS
-        if not max_client_error_ms > 0:
-            raise ConfigError(f"--max-client-error-ms must be > 0 (ms, e.g. 1), got {max_client_error_ms:g}")
-        if not options.drift_window_s > 0:
-            raise ConfigError(f"--drift-window-s must be > 0, got {options.drift_window_s}")
-        if not options.drift_warmup_s >= 0:
-            raise ConfigError(f"--drift-warmup-s must be >= 0, got {options.drift_warmup_s}")
         return build(
             cls,
             options,
             slo=parse_slos(as_list(options.slo)),
-            max_error_rate=max_error_rate,
-            max_drift_pct=max_drift_pct,
-            min_accuracy=min_accuracy,
-            max_client_error_ms=max_client_error_ms,
+            max_error_rate=DEFAULT_MAX_ERROR_RATE if max_error_rate is None else max_error_rate,
+            max_drift_pct=optional_float(options, "max_drift_pct"),
+            min_accuracy=optional_float(options, "min_accuracy"),
+            max_client_error_ms=DEFAULT_MAX_CLIENT_ERROR_MS if max_client_error_ms is None else max_client_error_ms,
         )
