@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from hdrh.histogram import HdrHistogram  # noqa: E402
 
-from llm_locust.demo import free_port  # noqa: E402
+from llm_locust.config.link_auth import free_port  # noqa: E402
 from llm_locust.metrics.gates import EXIT_GATE_FAILED  # noqa: E402
 from llm_locust.sim import SimProcess, run_sim  # noqa: E402
 

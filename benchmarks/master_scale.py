@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from client_capacity import cpu_seconds, header, percentile, plain_row, rss_mb  # noqa: E402
 from synthetic_workers import PAYLOADS, REPORT_S, Tally, master_command, start_processes  # noqa: E402
 
-from llm_locust.demo import free_port  # noqa: E402
+from llm_locust.config.link_auth import free_port  # noqa: E402
 
 COLUMNS = (
     ("workers", "workers", "{:>7}"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_locust.demo import free_port
+from llm_locust.config.link_auth import free_port
 
 ENGINE_DIR_ENV = "LLM_LOCUST_ENGINE_DIR"
 MANIFEST_FILE = "engine.json"

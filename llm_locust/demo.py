@@ -10,7 +10,6 @@ the capacity marked.
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import time
@@ -58,20 +57,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"llm-locust demo: {e}", file=sys.stderr)
         return 2
     results_dir = Path(args.results_dir or f"results/demo-{time.strftime('%Y%m%d-%H%M%S')}")
-    master_port = free_port()  # not Locust's 5557: another run on this machine may hold it
     with run_sim(*SIM_ARGS) as sim:
         print(f"simulator: {sim.url} ({' '.join(SIM_ARGS)})", flush=True)
+        # --processes: the master and its workers meet on a free port of 127.0.0.1, with a secret of their own
         command = [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
             "--processes", str(args.processes), "--host", sim.url, "--sweep-users", args.sweep_users,
             "--step-duration-s", str(args.step_duration_s), "--warmup-s", str(WARMUP_S),
             "--max-tokens", "16", "--prompt-tokens", "128", "--ignore-eos", "--interval-s", "1",
             "--csv", str(results_dir / "locust"), "--csv-full-history", "--results-dir", str(results_dir),
-            "--master-bind-host", "127.0.0.1",
-            "--master-bind-port", str(master_port), "--master-port", str(master_port),
         ]  # fmt: skip
-        shown = command[2 : command.index("--master-bind-host")]
-        print("$ " + " ".join(shown).replace(str(LOCUSTFILE), "locustfiles/sweep.py"), flush=True)
+        print("$ " + " ".join(command[2:]).replace(str(LOCUSTFILE), "locustfiles/sweep.py"), flush=True)
         code = subprocess.call(command)
     print(f"\nResults folder: {results_dir.resolve()}")
     for path in sorted(results_dir.glob("*")):
@@ -115,10 +111,3 @@ def capacity_line(rows: pd.DataFrame, capacities: list[Capacity], slo: str) -> s
     if best is None:
         return f"Capacity under {slo}: no step meets every SLO{knee_text}"
     return f"Capacity under {slo}: {best.label}, {best.output_tokens_per_s:,.1f} output tok/s{knee_text}"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -28,7 +28,7 @@ from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
 
-from llm_locust.demo import free_port
+from llm_locust.config.link_auth import free_port
 from llm_locust.runtime.plugin import install
 from llm_locust.runtime.users import ChatCompletionsUser
 from llm_locust.sim import run_sim

@@ -9,6 +9,11 @@ before it runs the command: with docker compose /results is ./results of your cl
 written there are yours whatever your uid; with nothing mounted there, /results belongs to the
 image's user `locust`; a /results owned by root (root ran compose) keeps root. Started as any other
 user (`docker run --user UID:GID`, a Kubernetes securityContext), it runs the command as that user.
+
+The master–worker link's secret (docs/security.md, "The master port"): without LLM_LOCUST_MASTER_SECRET in the
+environment and with LLM_LOCUST_MASTER_SECRET_FILE naming a file (docker-compose.yml: a volume of the stack's own,
+shared by the master and its workers), the first container to start writes a fresh random secret there and every one
+reads it (`share_link_secret`): the stack's master and workers share one secret nobody had to set.
 Standard library only: it runs on any base image with Python.
 """
 
@@ -16,9 +21,12 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import sys
 
 RESULTS_DIR = "/results"
+SECRET_ENV = "LLM_LOCUST_MASTER_SECRET"
+SECRET_FILE_ENV = "LLM_LOCUST_MASTER_SECRET_FILE"
 
 
 def command(args: list[str]) -> list[str]:
@@ -43,7 +51,25 @@ def become_owner_of(path: str) -> None:
     os.environ["HOME"] = home
 
 
+def share_link_secret(environ: dict[str, str]) -> None:
+    """Put the link's secret in `environ` from the file LLM_LOCUST_MASTER_SECRET_FILE names, written first (mode 600,
+    a fresh random secret) by whoever finds none; nothing to do when the secret is set or no file is named."""
+    path = environ.get(SECRET_FILE_ENV, "")
+    if environ.get(SECRET_ENV) or not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32))
+    with open(path) as f:
+        environ[SECRET_ENV] = f.read().strip()
+
+
 def main() -> None:
+    share_link_secret(os.environ)  # as root, before switching: the volume is root's
     become_owner_of(RESULTS_DIR)
     argv = command(sys.argv[1:])
     os.execvp(argv[0], argv)

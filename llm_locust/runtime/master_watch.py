@@ -17,6 +17,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from llm_locust.load.master_link import MasterLink
+from llm_locust.runtime.link_auth import HANDSHAKE
 
 logger = logging.getLogger("llm_locust")
 
@@ -53,6 +54,9 @@ def _follow_connection(runner: Any, link: MasterLink) -> None:
     replaces it when it resets the connection)."""
     while True:
         client = runner.client
+        handshake = getattr(client, HANDSHAKE, None)
+        if handshake is not None:  # the link's authentication watches the handshake first (`link_auth`)
+            handshake.join()
         try:
             monitor = client.socket.get_monitor_socket(_CLOSED | _OPEN)
         except zmq.ZMQError:  # closed: the runner is quitting, or replacing it

@@ -46,6 +46,7 @@ from llm_locust.config.options import add_arguments
 from llm_locust.config.web_access import web_origins
 from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list
+from llm_locust.runtime import link_auth
 from llm_locust.runtime.results_folder import check_command_line
 from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
@@ -63,14 +64,16 @@ environment (tests create many) takes its state with it."""
 
 
 def install(events: Any) -> None:
-    """Register llm-locust's listeners on Locust's `events` and adjust geventhttpclient's connection pool
-    (`transport.patches.install`) — both idempotent."""
+    """Register llm-locust's listeners on Locust's `events`, adjust geventhttpclient's connection pool
+    (`transport.patches.install`) and authenticate the master–worker link (`link_auth.install`) — all idempotent."""
     patches.install()
+    link_auth.install()
     if events in _installed:
         return
     _installed.add(events)
     events.init_command_line_parser.add_listener(add_arguments)
     events.init_command_line_parser.add_listener(check_command_line)
+    events.init_command_line_parser.add_listener(link_auth.check_command_line)
     events.init.add_listener(_on_init)
 
 

@@ -28,29 +28,15 @@ from llm_locust.results.folder import (
     write_refusal,
 )
 from llm_locust.results.settings import DEFAULT_PARENT, results_dir_of
-from llm_locust.runtime.runner_ops import move_csv_files
+from llm_locust.runtime.runner_ops import after_first_parse, move_csv_files
 
 logger = logging.getLogger("llm_locust")
-
-_command_line_checked = False
-"""Whether this process's command line was checked: Locust parses it again for each page of its web UI (by then the
-run's own files are in the folder)."""
 
 
 def check_command_line(parser: Any) -> None:
     """Locust's `init_command_line_parser` listener: check the results folder once Locust's main has parsed the
     process's command line (its first parse of `sys.argv`); a bad one ends the process with one line, exit code 2."""
-    parse_args = parser.parse_args
-
-    def parse_and_check(args: Any = None, *rest: Any, **kwargs: Any) -> Any:
-        global _command_line_checked
-        options = parse_args(args, *rest, **kwargs)
-        if args is None and not _command_line_checked:
-            _command_line_checked = True
-            _refuse(options)
-        return options
-
-    parser.parse_args = parse_and_check
+    after_first_parse(parser, _refuse)
 
 
 def _refuse(options: Any) -> None:

@@ -9,6 +9,7 @@ import csv
 import functools
 import gc
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,25 @@ def parse_locust_defaults_once() -> None:
     was 178 ms against a p50 of 29 ms). The dict depends only on Locust's built-in options and is only read."""
     if not hasattr(argument_parser.default_args_dict, "cache_info"):
         argument_parser.default_args_dict = functools.cache(argument_parser.default_args_dict)
+
+
+_parsed: set[Callable[[Any], None]] = set()
+"""The checks that saw this process's command line: Locust parses it again for each page of its web UI."""
+
+
+def after_first_parse(parser: Any, check: Callable[[Any], None]) -> None:
+    """Have `check(options)` run once per process, right after Locust's main has parsed the process's command line
+    (its first parse of `sys.argv`) with `parser` — before `--processes` forks, any file is opened or socket made."""
+    parse_args = parser.parse_args
+
+    def parse_and_check(args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        options = parse_args(args, *rest, **kwargs)
+        if args is None and check not in _parsed:
+            _parsed.add(check)
+            check(options)
+        return options
+
+    parser.parse_args = parse_and_check
 
 
 def keep_csv_files_open(**_: Any) -> None:

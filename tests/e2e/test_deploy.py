@@ -88,8 +88,11 @@ def test_compose_topology_healthchecks_results_and_secrets():
     assert "./results:/results" in master["volumes"]
     for spec in services.values():  # one image; the key only where requests are sent, from the environment
         assert spec["build"] == "." and spec["image"] == "llm-locust:latest"
-    secrets = {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}", "LLM_LOCUST_HEADERS": "${LLM_LOCUST_HEADERS:-}"}
+    secrets = {"OPENAI_API_KEY": "${OPENAI_API_KEY:-}", "LLM_LOCUST_HEADERS": "${LLM_LOCUST_HEADERS:-}",
+               "LLM_LOCUST_MASTER_SECRET": "${LLM_LOCUST_MASTER_SECRET:-}",
+               "LLM_LOCUST_MASTER_SECRET_FILE": "/run/llm-locust/master-secret"}  # fmt: skip
     assert master["environment"] == worker["environment"] == secrets  # each worker its own: none crosses 5557
+    assert "link:/run/llm-locust" in master["volumes"] and worker["volumes"] == ["link:/run/llm-locust"]
     for files in (("docker-compose.yml",), ("docker-compose.yml", "docker-compose.ui.yml"),
                   ("docker-compose.yml", "docker-compose.prometheus.yml")):  # fmt: skip
         published = [str(port) for spec in compose(*files).values() for port in spec.get("ports", ())]
@@ -237,6 +240,8 @@ def test_k8s_manifests_wire_master_workers_settings_and_results(tmp_path):
                 "key": name,
                 "optional": True,
             }
+        link = {"name": "llm-locust-master-secret", "key": "LLM_LOCUST_MASTER_SECRET"}  # required: no pod without
+        assert env["LLM_LOCUST_MASTER_SECRET"]["valueFrom"]["secretKeyRef"] == link
         assert env.items() >= {e["name"]: e for e in worker_container["env"]}.items()
 
         parsed = options(*local(args, tmp_path))  # every option exists, config file included

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,12 @@ import pytest
 from conftest import ROOT, read_summary
 from harness.topology import SIM_PORT, master_args, sim_args, worker_args
 
+from llm_locust.config.link_auth import SECRET_ENV
+
 SUBNET = "10.254.77"
+LINK_SECRET = secrets.token_urlsafe(32)
+"""The master–worker link's secret of every process (the master listens on every interface, workers join it from
+other hosts)."""
 HOSTS = {"sw": None, "sim": 2, "master": 3, "w1": 4, "w2": 5}  # namespace -> last byte of its address
 
 
@@ -69,7 +75,7 @@ class Network:
         """Start `command` in `host`'s namespace, output to `log`."""
         with log.open("w") as out:
             return subprocess.Popen(["ip", "netns", "exec", self.ns[host], *command], cwd=ROOT, stdout=out,
-                                    stderr=subprocess.STDOUT)  # fmt: skip
+                                    stderr=subprocess.STDOUT, env={**os.environ, SECRET_ENV: LINK_SECRET})  # fmt: skip
 
     def http_get(self, host: str, url: str, timeout_s: float = 10) -> bytes:
         """GET `url` from inside `host`'s namespace."""

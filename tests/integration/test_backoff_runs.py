@@ -16,7 +16,7 @@ from conftest import LOCUSTFILE, options, quit_master, read_summary, run_local, 
 from gevent.pywsgi import WSGIServer
 from harness.recording_server import LoopbackServer
 
-from llm_locust.demo import free_port
+from llm_locust.config.link_auth import free_port
 
 FEW = 100
 """The most attempts 2 users may make in a run of 6-8 s against a server that cannot answer: ~14 are expected (each

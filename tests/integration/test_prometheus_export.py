@@ -23,7 +23,7 @@ from conftest import LOCUSTFILE, ROOT, options, read_summary, run_local, run_loc
 from harness.dashboard import dashboard_queries
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_locust.demo import free_port
+from llm_locust.config.link_auth import free_port
 from llm_locust.metrics import declarations
 from llm_locust.sim import run_sim
 
