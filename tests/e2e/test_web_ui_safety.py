@@ -15,6 +15,7 @@ import sys
 import time
 
 import psutil
+import pytest
 from conftest import LOCUSTFILE, free_port, read_summary, wait_for
 from harness.browser import browser_tools, chromium_page
 from harness.output import leaks
@@ -176,7 +177,8 @@ def test_the_refusal_of_a_foreign_host_shows_in_the_browser_form(tmp_path):
     assert state == "ready" and pending == [] and sent == []
 
 
-def test_a_page_of_another_origin_cannot_send_the_users_through_its_proxy(tmp_path):
+@pytest.mark.parametrize("processes", [(), ("--processes", "2")], ids=["local", "processes"])
+def test_a_page_of_another_origin_cannot_send_the_users_through_its_proxy(tmp_path, processes):
     """The attack of issue 41: a page of another origin POSTs /user {proxy_host, proxy_port} (every user through a
     "proxy" listening on a private port of 127.0.0.1), then /swarm, with the headers a browser sends (Origin, with and
     without Sec-Fetch-Site; Referer alone). Each is refused (HTTP 403, one line naming the page's origin), and so is
@@ -188,7 +190,7 @@ def test_a_page_of_another_origin_cannot_send_the_users_through_its_proxy(tmp_pa
     with run_sim(*SIM_ARGS) as sim, RecordingProxy() as proxy:
         port = int(proxy.url.rpartition(":")[2])
         command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path), "--api-key", key,
-                   "--header", f"X-Planted: {value}"]  # fmt: skip
+                   "--header", f"X-Planted: {value}", *processes]  # fmt: skip
         with locust_web_ui(*command) as web:
             ui = web.url
             wait_for_page(ui, 30)
