@@ -28,7 +28,8 @@ from urllib.parse import quote
 from conftest import LOCUSTFILE as LOCUSTFILE_PATH
 from conftest import ROOT, master_port_args, read_summary, wait_for
 from harness.output import assert_no_secret, leaks
-from harness.web_ui import http, locust_web_ui, wait_for_page
+from harness.proxy_server import RecordingProxy
+from harness.web_ui import http, locust_web_ui, post, post_json, wait_for_page
 
 from llm_locust.redact import REDACTED
 from llm_locust.sim import run_sim
@@ -180,7 +181,8 @@ def test_planted_call_header_through_master_and_workers(tmp_path):
 
 
 def test_planted_secrets_through_the_web_ui(tmp_path):
-    """--api-key, two --header and credentials in --host; the form re-submitted as a browser does.
+    """--api-key, two --header and credentials in --host; the form re-submitted as a browser does; the answers
+    refusing a page of another origin and a user class edit through a proxy scanned too.
 
     --provider azure: the key travels in its own `api-key` header, next to the host's Basic credentials;
     the simulator answers a model it does not serve with HTTP 404, echoing them all."""
@@ -196,6 +198,13 @@ def test_planted_secrets_through_the_web_ui(tmp_path):
             assert f"{REDACTED}:{REDACTED}@127.0.0.1" in pages["/"]  # the host field, credentials hidden
             form = {"user_count": 4, "spawn_rate": 4, "host": sim.url.replace("http://", f"http://{REDACTED}:{REDACTED}@"),
                     "api_key": "", "header": "", "max_tokens": "8", "interval_s": "1"}  # fmt: skip
+            with RecordingProxy() as proxy:  # refused: a page of another origin, a user class through a proxy
+                port = int(proxy.url.rpartition(":")[2])
+                edit = {"user_class_name": "ChatUser", "proxy_host": "127.0.0.1", "proxy_port": port}
+                attacker = {"Origin": "http://127.0.0.1:5555", "Sec-Fetch-Site": "same-site"}
+                cross_origin, edited = post(f"{ui}/swarm", form, attacker), post_json(f"{ui}/user", edit)
+            pages |= {"refused /swarm": json.dumps(cross_origin[1]), "refused /user": edited[1].decode()}
+            assert (cross_origin[0], edited[0]) == (403, 400) and proxy.requests == []
             pages["/swarm"] = http(f"{ui}/swarm", form).decode()
             assert json.loads(pages["/swarm"])["success"] is True
 
