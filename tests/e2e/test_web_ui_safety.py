@@ -238,6 +238,36 @@ def test_a_page_of_another_origin_cannot_send_the_users_through_its_proxy(tmp_pa
     assert summary["throughput"]["requests_ok"] >= 8 and summary["failures"] == {}
 
 
+def test_pages_of_a_web_origin_may_start_and_stop_a_test_and_a_bad_one_is_one_line(tmp_path):
+    """Behind a reverse proxy the UI's pages come from the proxy's origin (https://locust.example.com), not the address
+    the UI is reached at: named with --web-origin, its pages start and stop a test, another origin's do not. A
+    --web-origin that is not an origin ends the process at start: exit code 2, one line naming it."""
+    with run_sim(*SIM_ARGS) as sim:
+        command = ["-f", str(LOCUSTFILE), "--host", sim.url, "--results-dir", str(tmp_path / "r"), "--web-origin",
+                   "https://locust.example.com"]  # fmt: skip
+        with locust_web_ui(*command) as web:
+            ui = web.url
+            wait_for_page(ui, 30)
+            proxied = {"Origin": "https://locust.example.com", "Sec-Fetch-Site": "cross-site"}
+            other = {"Origin": "https://other.example.com", "Sec-Fetch-Site": "cross-site"}
+            form = {"user_count": 2, "spawn_rate": 2, "host": sim.url, "max_tokens": "8"}
+            refused = post(f"{ui}/swarm", form, other)
+            started = post(f"{ui}/swarm", form, proxied)
+            wait_for(lambda: len(sim.trace()) >= 4 and ui_state(ui) == "running", 20, "requests to --host")
+            stopped = post(f"{ui}/stop", {}, proxied)
+            wait_for(lambda: ui_state(ui) == "stopped", 20, "the test's stop")
+    bad = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", "http://127.0.0.1:9",
+                          "--web-port", str(free_port()), "--web-origin", "locust.example.com"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert refused[0] == 403 and "from a page of https://other.example.com" in refused[1]["message"]
+    assert started[1]["success"] is True and stopped == (200, {"success": True, "message": "Test stopped"})
+    errors = [line for line in (bad.stdout + bad.stderr).splitlines() if "--web-origin" in line]
+    assert bad.returncode == 2 and len(errors) == 1, bad.stderr[-2000:]
+    assert errors[0].endswith(
+        "--web-origin locust.example.com: expected an origin, scheme://host[:port], e.g. https://locust.example.com"
+    )
+
+
 ATTACK_PAGE = """<!doctype html><script>
 async function attack(ui, proxyPort, host) {
   const edit = {user_class_name: "ChatUser", proxy_host: "127.0.0.1", proxy_port: proxyPort};
