@@ -22,10 +22,12 @@ from llm_locust.load.arrivals import ARRIVAL_KINDS
 from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
 from llm_locust.load.step_end import MIN_REQUESTS
 from llm_locust.metrics.settings import ObjectiveSettings
-from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.option_values import declared, flag
+from llm_locust.results.settings import OutputSettings
+from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.replicas import BALANCES
+from llm_locust.transport.settings import CancelSettings, TimeoutSettings
 from llm_locust.transport.tokens import AUTH_CHOICES
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
@@ -37,6 +39,10 @@ from llm_locust.workload.traces import TRACE_FORMATS
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DECLARED_GROUPS: tuple[tuple[str, str, type], ...] = (
     ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
+    ("llm-locust timeouts", "The bounds on one request", TimeoutSettings),
+    ("llm-locust cancellation", "Streams the client closes early", CancelSettings),
+    ("llm-locust results", "The results folder, the time series, per-request lines and the cost", OutputSettings),
+    ("llm-locust server metrics", "Scrape the server's Prometheus metrics", ScrapeSettings),
     ("llm-locust live export", "Serve the run's client metrics to Prometheus", ExportSettings),
 )
 """The stages whose options are declared on their settings' fields (`option_values.option`), each registered as
@@ -76,64 +82,11 @@ def add_arguments(parser: Any) -> None:
         default="",
         help="JSON object merged into every request body, e.g. '{\"temperature\": 0}'",
     )
-    group.add_argument("--connect-timeout-s", type=float, default=10.0, help="Timeout to open a connection, seconds")
-    group.add_argument(
-        "--read-timeout-s",
-        type=float,
-        default=120.0,
-        help="Longest silence allowed while waiting for the response or between stream events, seconds",
-    )
-    group.add_argument(
-        "--first-token-timeout-s",
-        type=float,
-        default=300.0,
-        help="Longest time allowed from sending a request to its first generated token, seconds",
-    )
-    group.add_argument(
-        "--request-timeout-s",
-        type=float,
-        default=600.0,
-        help="Longest time allowed for one whole request, seconds",
-    )
-    group.add_argument(
-        "--max-event-bytes",
-        type=int,
-        default=DEFAULT_MAX_EVENT_BYTES,
-        help="Largest line or event a stream may send, bytes; over it the request fails as bad_stream at once "
-        "(default 4 MiB)",
-    )
-    group.add_argument(
-        "--results-dir",
-        default="",
-        startup_only=True,
-        help="Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
-    )
     add_load_arguments(parser)
     add_trace_arguments(parser)
-    group.add_argument(
-        "--interval-s",
-        type=float,
-        default=5.0,
-        help="Width of one row of the LLM time series (llm_timeseries.csv), seconds",
-    )
     add_workload_arguments(group)
     add_provider_arguments(group)
-    add_server_metrics_arguments(parser)
     add_replica_and_cancel_arguments(parser)
-    group.add_argument(
-        "--requests-jsonl",
-        action="store_true",
-        default=False,
-        startup_only=True,
-        help="Write one JSON line per request (timestamps, lengths, outcome, the server's request id) to "
-        "requests.jsonl in the results folder",
-    )
-    group.add_argument(
-        "--requests-sample",
-        type=float,
-        default=1.0,
-        help="With --requests-jsonl: the share P of requests written (0 < P <= 1, drawn with --seed)",
-    )
     for title, description, settings in DECLARED_GROUPS:
         add_declared(parser, title, description, settings)
 
@@ -510,46 +463,11 @@ def add_trace_arguments(parser: Any) -> None:
     )
 
 
-def add_server_metrics_arguments(parser: Any) -> None:
-    """The server-metrics options: Prometheus URLs scraped during the run (`llm_locust.scrape.scraper`)."""
-    group = _WebUIGroup(
-        parser.add_argument_group("llm-locust server metrics", "Scrape the server's Prometheus metrics")
-    )
-    group.add_argument(
-        "--metrics-url",
-        action="append",
-        default=None,
-        startup_only=True,
-        help="Prometheus metrics URL of the server, e.g. http://127.0.0.1:8000/metrics (repeat for several), "
-        "scraped by the master during the run into server_metrics.csv; a DCGM-exporter or node-exporter URL "
-        "(GPU / host telemetry) goes to telemetry.csv",
-    )
-    group.add_argument(
-        "--metrics-interval-s", type=float, default=2.0, help="Time between two scrapes of each --metrics-url, seconds"
-    )
-    group.add_argument(
-        "--metrics-map",
-        default="",
-        startup_only=True,
-        help='JSON file naming the metrics of other servers, e.g. {"myserver": {"running": "my_running"}} '
-        "(built in: vllm, sglang, tgi, llamacpp)",
-    )
-    group.add_argument(
-        "--cost-per-hour",
-        type=float,
-        default=0.0,
-        help="Price of the endpoint (or of its GPUs) in US dollars per hour: summary.json and the report give "
-        "dollars per million output and input tokens (0: no cost)",
-    )
-
-
 def add_replica_and_cancel_arguments(parser: Any) -> None:
-    """Several replicas behind --host (`llm_locust.transport.replicas`) and streams closed early by the client
-    (`llm_locust.transport.cancel`)."""
+    """Several replicas behind --host (`llm_locust.transport.replicas`)."""
     group = _WebUIGroup(
         parser.add_argument_group(
-            "llm-locust replicas and cancellation",
-            "--host URL1,URL2,... spreads the requests over several replicas; cancelled streams",
+            "llm-locust replicas", "--host URL1,URL2,... spreads the requests over several replicas"
         )
     )
     group.add_argument(
@@ -558,25 +476,6 @@ def add_replica_and_cancel_arguments(parser: Any) -> None:
         choices=BALANCES,
         help="How each process spreads requests over the replicas of a comma-separated --host: round-robin "
         "(default) or least-in-flight",
-    )
-    group.add_argument(
-        "--cancel-rate",
-        type=float,
-        default=0.0,
-        help="Share of streams the client closes early (0..1), with --cancel-after-tokens or --cancel-after-ms; "
-        "counted as cancelled, not failed",
-    )
-    group.add_argument(
-        "--cancel-after-tokens",
-        type=int,
-        default=0,
-        help="A cancelled stream is closed once this many token events have arrived",
-    )
-    group.add_argument(
-        "--cancel-after-ms",
-        type=float,
-        default=0.0,
-        help="A cancelled stream is closed this many ms after its request was sent",
     )
 
 

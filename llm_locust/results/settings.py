@@ -1,5 +1,5 @@
 """The results' settings (`OutputSettings`): where the results folder goes and the time series' interval,
-validated from Locust's parsed options.
+validated from Locust's parsed options; each option declared on its field.
 
 Pure: `config.settings` assembles it with the other stages' settings.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.option_values import HIDDEN, build, optional_float, positive
+from llm_locust.option_values import HIDDEN, above, build, option, optional_float
 from llm_locust.results.folder import named_folder
 
 DEFAULT_PARENT = "results"
@@ -26,18 +26,40 @@ class OutputSettings:
     endpoint's price in US dollars per hour for summary.json's `cost` (`--cost-per-hour`; 0: no cost); per-request
     records: `requests_jsonl` (write requests.jsonl) with the share of requests kept, `requests_sample` (0 < P <= 1)."""
 
-    results_dir: str = field(metadata=HIDDEN)
-    interval_s: float
-    cost_per_hour: float
-    requests_jsonl: bool
-    requests_sample: float
+    results_dir: str = field(
+        metadata=option(
+            "Folder for summary.json and llm_timeseries.csv (default: the folder of --csv, else results/<date-time>)",
+            startup_only=True,
+        )
+        | HIDDEN
+    )
+    interval_s: float = field(
+        metadata=option("Width of one row of the LLM time series (llm_timeseries.csv), seconds", 5.0, check=above(0))
+    )
+    cost_per_hour: float = field(
+        metadata=option(
+            "Price of the endpoint (or of its GPUs) in US dollars per hour: summary.json and the report give dollars "
+            "per million output and input tokens (0: no cost)",
+            0.0,
+        )
+    )
+    requests_jsonl: bool = field(
+        metadata=option(
+            "Write one JSON line per request (timestamps, lengths, outcome, the server's request id) to "
+            "requests.jsonl in the results folder",
+            False,
+            startup_only=True,
+        )
+    )
+    requests_sample: float = field(
+        metadata=option("With --requests-jsonl: the share P of requests written (0 < P <= 1, drawn with --seed)", 1.0)
+    )
 
     @classmethod
     def from_options(cls, options: Any) -> OutputSettings:
         """Validated from `options`; ConfigError when `--interval-s` is not > 0, `--cost-per-hour` is not a finite
         number >= 0 or `--requests-sample` not in (0, 1]. Without `--results-dir`: the folder of Locust's `--csv`
         prefix if given, else results/<local date-time>."""
-        positive(options, "interval_s")
         price = options.cost_per_hour
         if not 0 <= price < math.inf:
             raise ConfigError(f"--cost-per-hour must be a price in US dollars per hour >= 0, e.g. 2.5, got {price}")

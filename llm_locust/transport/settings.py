@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.option_values import as_list, build, positive, shown_as
+from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES
+from llm_locust.option_values import above, as_list, at_least, between, build, option, shown_as
 from llm_locust.transport import sigv4
 from llm_locust.transport.ca_file import check_ca_file
 from llm_locust.transport.replicas import allowed_hosts, shown_url, split_hosts
@@ -146,10 +147,10 @@ def vertex_place(options: Any) -> tuple[str, str]:
     """(project, location) of Vertex AI's paths: --vertex-project / --vertex-location, else $GOOGLE_CLOUD_PROJECT /
     $GOOGLE_CLOUD_LOCATION; ConfigError naming both when one is missing."""
     place = []
-    for option, variable in (("vertex_project", "GOOGLE_CLOUD_PROJECT"), ("vertex_location", "GOOGLE_CLOUD_LOCATION")):
-        value = getattr(options, option) or os.environ.get(variable, "")
+    for name, variable in (("vertex_project", "GOOGLE_CLOUD_PROJECT"), ("vertex_location", "GOOGLE_CLOUD_LOCATION")):
+        value = getattr(options, name) or os.environ.get(variable, "")
         if not value:
-            flag = "--" + option.replace("_", "-")
+            flag = "--" + name.replace("_", "-")
             raise ConfigError(f"--provider vertex needs {flag} (or ${variable}): it goes in the request path")
         place.append(value)
     return place[0], place[1]
@@ -211,19 +212,34 @@ class TimeoutSettings:
     (`transport.timeouts`), and the largest line or event its stream may send, bytes (`max_event_bytes`,
     `metrics.sse.EventTooLarge`)."""
 
-    connect_timeout_s: float
-    read_timeout_s: float
-    first_token_timeout_s: float
-    request_timeout_s: float
-    max_event_bytes: int
+    connect_timeout_s: float = field(metadata=option("Timeout to open a connection, seconds", 10.0, check=above(0)))
+    read_timeout_s: float = field(
+        metadata=option(
+            "Longest silence allowed while waiting for the response or between stream events, seconds",
+            120.0,
+            check=above(0),
+        )
+    )
+    first_token_timeout_s: float = field(
+        metadata=option(
+            "Longest time allowed from sending a request to its first generated token, seconds", 300.0, check=above(0)
+        )
+    )
+    request_timeout_s: float = field(
+        metadata=option("Longest time allowed for one whole request, seconds", 600.0, check=above(0))
+    )
+    max_event_bytes: int = field(
+        metadata=option(
+            "Largest line or event a stream may send, bytes; over it the request fails as bad_stream at once "
+            "(default 4 MiB)",
+            DEFAULT_MAX_EVENT_BYTES,
+            check=above(0),
+        )
+    )
 
     @classmethod
     def from_options(cls, options: Any) -> TimeoutSettings:
         """Validated from `options`: each > 0, else ConfigError naming it."""
-        positive(
-            options, "connect_timeout_s", "read_timeout_s", "first_token_timeout_s", "request_timeout_s",
-            "max_event_bytes",
-        )  # fmt: skip
         return build(cls, options)
 
 
@@ -232,18 +248,26 @@ class CancelSettings:
     """The share of requests whose stream is closed early (`cancel_rate`), and when: after `cancel_after_tokens`
     token events or `cancel_after_ms` after sending (`transport.cancel`)."""
 
-    cancel_rate: float
-    cancel_after_tokens: int
-    cancel_after_ms: float
+    cancel_rate: float = field(
+        metadata=option(
+            "Share of streams the client closes early (0..1), with --cancel-after-tokens or --cancel-after-ms; "
+            "counted as cancelled, not failed",
+            0.0,
+            check=between(0, 1, "a fraction", "e.g. 0.2"),
+        )
+    )
+    cancel_after_tokens: int = field(
+        metadata=option("A cancelled stream is closed once this many token events have arrived", 0, check=at_least(0))
+    )
+    cancel_after_ms: float = field(
+        metadata=option("A cancelled stream is closed this many ms after its request was sent", 0.0, check=at_least(0))
+    )
 
     @classmethod
     def from_options(cls, options: Any) -> CancelSettings:
         """Validated from `options`: ConfigError naming an option out of its range or missing its partner."""
         rate, tokens, after_ms = options.cancel_rate, options.cancel_after_tokens, options.cancel_after_ms
-        if not 0 <= rate <= 1:
-            raise ConfigError(f"--cancel-rate must be a fraction in [0, 1], e.g. 0.2, got {rate:g}")
-        if tokens < 0 or after_ms < 0:
-            raise ConfigError("--cancel-after-tokens and --cancel-after-ms must be >= 0")
+        settings = build(cls, options)  # each alone checked first
         if tokens and after_ms:
             raise ConfigError("--cancel-after-tokens and --cancel-after-ms exclude each other: give one")
         if rate and not (tokens or after_ms):
@@ -254,4 +278,4 @@ class CancelSettings:
             raise ConfigError(
                 "--cancel-rate needs the fast client (--client fast): the openai-sdk client cannot cancel"
             )
-        return build(cls, options)
+        return settings

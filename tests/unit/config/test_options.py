@@ -70,14 +70,18 @@ def test_options_keep_their_types_environment_variables_and_config_file_names(tm
     assert parsed.drift_warmup_s == 7.0 and parsed.slo == ["ttft_p90_ms=100"]
 
 
-def test_each_declared_option_has_one_docs_row_whose_default_is_the_declared_one():
+def test_each_declared_option_has_one_docs_row_with_the_declared_default_and_environment_variable():
     for name, (annotation, declaration) in declarations().items():
-        default = doc_row(flag(name))[1]
+        row = doc_row(flag(name))
+        default = row[1]
+        if declaration.env_var:
+            assert f"`{declaration.env_var}`" in row[2], name
         value = declaration.default
         if annotation == "bool":
             assert value is False and default == "off", name
         elif isinstance(value, int | float):
-            assert re.search(rf"(^|\D){re.escape(f'{value:g}')}(\D|$)", default), (name, default)
+            shown = str(int(value)) if value == int(value) else str(value)
+            assert re.search(rf"(^|[^\d.]){re.escape(shown)}(\D|$)", default), (name, default)
         elif value:
             assert str(value) in default, (name, default)
 
