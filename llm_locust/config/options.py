@@ -18,11 +18,8 @@ from typing import Any
 from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.export.settings import ExportSettings
-from llm_locust.load.arrivals import ARRIVAL_KINDS
-from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
-from llm_locust.load.step_end import MIN_REQUESTS
+from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.settings import ObjectiveSettings
-from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.option_values import declared, flag
 from llm_locust.results.settings import OutputSettings
 from llm_locust.scrape.settings import ScrapeSettings
@@ -34,11 +31,11 @@ from llm_locust.workload.providers import (
     FAMILIES,
     PROVIDERS,
 )
-from llm_locust.workload.traces import TRACE_FORMATS
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DECLARED_GROUPS: tuple[tuple[str, str, type], ...] = (
     ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
+    ("llm-locust load", "Open-loop request rate, sweeps, capacity search, trace replay and limits", LoadSettings),
     ("llm-locust timeouts", "The bounds on one request", TimeoutSettings),
     ("llm-locust cancellation", "Streams the client closes early", CancelSettings),
     ("llm-locust results", "The results folder, the time series, per-request lines and the cost", OutputSettings),
@@ -82,8 +79,6 @@ def add_arguments(parser: Any) -> None:
         default="",
         help="JSON object merged into every request body, e.g. '{\"temperature\": 0}'",
     )
-    add_load_arguments(parser)
-    add_trace_arguments(parser)
     add_workload_arguments(group)
     add_provider_arguments(group)
     add_replica_and_cancel_arguments(parser)
@@ -317,149 +312,6 @@ def add_provider_arguments(group: Any) -> None:
         default="fast",
         choices=CLIENTS,
         help="fast (default; timestamps every event on arrival) or openai-sdk (the openai package, max_retries=0)",
-    )
-
-
-def add_load_arguments(parser: Any) -> None:
-    """The load-model options: open-loop request rate, sweeps, limits."""
-    group = _WebUIGroup(parser.add_argument_group("llm-locust load", "Open-loop request rate, sweeps and limits"))
-    group.add_argument(
-        "--request-rate",
-        type=float,
-        default=0.0,
-        help="Open loop: send R requests/s in total, split across all workers (0: closed loop, each user "
-        "sends its next request when the last ended); -u is then only the cap on requests in flight",
-    )
-    group.add_argument(
-        "--arrival",
-        choices=ARRIVAL_KINDS,
-        default="poisson",
-        help="Arrival process of --request-rate / --sweep-rates: poisson (default), constant, gamma",
-    )
-    group.add_argument(
-        "--burstiness",
-        type=float,
-        default=1.0,
-        help="Gamma arrivals' shape: 1 = Poisson, < 1 burstier, > 1 more regular (default 1)",
-    )
-    group.add_argument(
-        "--sweep-users", default="", help="Concurrency sweep, e.g. 1,2,4,8,16 (needs -f locustfiles/sweep.py)"
-    )
-    group.add_argument(
-        "--sweep-rates", default="", help="Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)"
-    )
-    group.add_argument(
-        "--sweep-prompt-tokens",
-        default="",
-        help="Prompt-length sweep in tokens, e.g. 8,128,512,1024,2048; with --sweep-users/--sweep-rates a grid "
-        "(each length in turn, the load rising within it; needs -f locustfiles/sweep.py)",
-    )
-    group.add_argument(
-        "--sweep-max-tokens",
-        default="",
-        help="Output-length sweep (max_tokens per request), e.g. 64,256,1024; combines like --sweep-prompt-tokens",
-    )
-    group.add_argument(
-        "--step-duration-s", type=float, default=30.0, help="Length of each sweep step (or search trial), seconds"
-    )
-    group.add_argument(
-        "--warmup-s",
-        type=float,
-        default=5.0,
-        help="Start of each sweep step (or search trial) left out of its metrics, seconds (default 5)",
-    )
-    group.add_argument(
-        "--precision",
-        default="",
-        help="End a sweep step (or search trial) once its SLO percentiles' and its throughput's 95 %% intervals are "
-        "within this share of their value, e.g. 5%% or 0.05 (--step-duration-s is the most a step lasts; default: "
-        "every step runs its whole duration)",
-    )
-    group.add_argument(
-        "--precision-min-requests",
-        type=int,
-        default=MIN_REQUESTS,
-        help=f"With --precision: the fewest measured requests a step may end on (default {MIN_REQUESTS})",
-    )
-    group.add_argument(
-        "--max-concurrency",
-        type=int,
-        default=256,
-        help="Rate sweep or search: users per step, the cap on requests in flight (default 256)",
-    )
-    group.add_argument(
-        "--search-max-rate",
-        type=float,
-        default=0.0,
-        help="Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds the "
-        f"highest rate meeting every --slo with at most --max-error-rate failed (default {DEFAULT_MAX_ERROR_RATE:g})",
-    )
-    group.add_argument(
-        "--search-precision",
-        type=float,
-        default=0.05,
-        help="Capacity search: stop when the passing and the failing rate are this share apart (default 0.05)",
-    )
-    group.add_argument(
-        "--search-budget-s",
-        type=float,
-        default=900.0,
-        help="Capacity search: start no trial that would end later than this after the start, seconds (default 900)",
-    )
-    group.add_argument(
-        "--max-requests",
-        type=int,
-        default=0,
-        help="End the run after this many requests in total across workers (0: no limit)",
-    )
-    group.add_argument(
-        "--abort-error-rate",
-        type=float,
-        default=0.0,
-        help="End the run early once more than this share of requests failed (e.g. 0.5; checked "
-        "after 20 requests; 0: never)",
-    )
-    group.add_argument(
-        "--max-sessions",
-        type=int,
-        default=0,
-        help="Agent sessions: end the run after this many sessions ended, in total across workers (0: no limit)",
-    )
-    group.add_argument(
-        "--backoff-max-s",
-        type=float,
-        default=DEFAULT_BACKOFF_MAX_S,
-        help="Closed loop: a user whose request failed without an answer (refused, reset, TLS, not a stream) pauses "
-        "0.1 s before its next one, doubling per such failure in a row up to this many seconds, until a success "
-        f"(default {DEFAULT_BACKOFF_MAX_S:g}; 0: never pause)",
-    )
-
-
-def add_trace_arguments(parser: Any) -> None:
-    """Trace replay (locustfiles/trace.py): the trace, its window, its speed."""
-    group = _WebUIGroup(
-        parser.add_argument_group("llm-locust trace", "Replay a production trace (locustfiles/trace.py)")
-    )
-    group.add_argument(
-        "--trace",
-        default="",
-        startup_only=True,
-        help="Trace file to replay: each request sent once, by one worker, at its time",
-    )
-    group.add_argument(
-        "--trace-format", choices=TRACE_FORMATS, default="mooncake", help="mooncake (JSONL, default), azure, burstgpt"
-    )
-    group.add_argument("--trace-speedup", type=float, default=1.0, help="Replay X times faster (default 1)")
-    group.add_argument(
-        "--trace-start-s", type=float, default=0.0, help="Start the replay this many trace seconds in (default 0)"
-    )
-    group.add_argument(
-        "--trace-duration-s", type=float, default=0.0, help="Replay this many trace seconds (0: to the end)"
-    )
-    group.add_argument("--trace-max-requests", type=int, default=0, help="Replay at most N requests (0: all)")
-    group.add_argument("--trace-model", default="", help="BurstGPT: keep only this Model (e.g. ChatGPT, GPT-4)")
-    group.add_argument(
-        "--trace-log-type", default="", help="BurstGPT: keep only this Log Type (e.g. 'Conversation log')"
     )
 
 

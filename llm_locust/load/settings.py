@@ -1,18 +1,21 @@
 """The load's settings (`LoadSettings`): the load model — closed loop, rate, sweep, capacity search or trace
-replay — and the run's limits, validated from Locust's parsed options.
+replay — and the run's limits, validated from Locust's parsed options; each option declared on its field.
 
 Pure: `config.settings` assembles it with the other stages' settings.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_locust.errors import ConfigError
-from llm_locust.load.arrivals import ArrivalKind, Step, parse_number_list, sweep_steps
-from llm_locust.option_values import build
-from llm_locust.workload.traces import TraceWindow
+from llm_locust.load.arrivals import ARRIVAL_KINDS, ArrivalKind, Step, parse_number_list, sweep_steps
+from llm_locust.load.backoff import DEFAULT_MAX_S as DEFAULT_BACKOFF_MAX_S
+from llm_locust.load.step_end import MIN_REQUESTS
+from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
+from llm_locust.option_values import above, at_least, between, build, option
+from llm_locust.workload.traces import TRACE_FORMATS, TraceWindow
 
 
 @dataclass(frozen=True)
@@ -22,69 +25,149 @@ class LoadSettings:
     limits (concurrency, requests, error rate that aborts), and a closed-loop user's longest pause after failures
     without an answer (`backoff_max_s`, seconds; 0: none; `load.backoff`)."""
 
-    request_rate: float
-    arrival: ArrivalKind
-    burstiness: float
-    sweep_users: str
-    sweep_rates: str
-    sweep_prompt_tokens: str
-    sweep_max_tokens: str
-    step_duration_s: float
-    warmup_s: float
-    precision: str
-    precision_min_requests: int
-    max_concurrency: int
-    search_max_rate: float
-    search_precision: float
-    search_budget_s: float
-    max_requests: int
-    abort_error_rate: float
-    trace: str
-    trace_format: str
-    trace_speedup: float
-    trace_start_s: float
-    trace_duration_s: float
-    trace_max_requests: int
-    trace_model: str
-    trace_log_type: str
-    max_sessions: int
-    backoff_max_s: float
+    request_rate: float = field(
+        metadata=option(
+            "Open loop: send R requests/s in total, split across all workers (0: closed loop, each user sends its next "
+            "request when the last ended); -u is then only the cap on requests in flight",
+            0.0,
+            check=at_least(0, "requests/s; 0: closed loop"),
+        )
+    )
+    arrival: ArrivalKind = field(
+        metadata=option(
+            "Arrival process of --request-rate / --sweep-rates: poisson (default), constant, gamma",
+            "poisson",
+            choices=ARRIVAL_KINDS,
+        )
+    )
+    burstiness: float = field(
+        metadata=option(
+            "Gamma arrivals' shape: 1 = Poisson, < 1 burstier, > 1 more regular (default 1)", 1.0, check=above(0)
+        )
+    )
+    sweep_users: str = field(metadata=option("Concurrency sweep, e.g. 1,2,4,8,16 (needs -f locustfiles/sweep.py)"))
+    sweep_rates: str = field(
+        metadata=option("Request-rate sweep in req/s, e.g. 1,2,4,8 (needs -f locustfiles/sweep.py)")
+    )
+    sweep_prompt_tokens: str = field(
+        metadata=option(
+            "Prompt-length sweep in tokens, e.g. 8,128,512,1024,2048; with --sweep-users/--sweep-rates a grid (each "
+            "length in turn, the load rising within it; needs -f locustfiles/sweep.py)"
+        )
+    )
+    sweep_max_tokens: str = field(
+        metadata=option(
+            "Output-length sweep (max_tokens per request), e.g. 64,256,1024; combines like --sweep-prompt-tokens"
+        )
+    )
+    step_duration_s: float = field(metadata=option("Length of each sweep step (or search trial), seconds", 30.0))
+    warmup_s: float = field(
+        metadata=option("Start of each sweep step (or search trial) left out of its metrics, seconds (default 5)", 5.0)
+    )
+    precision: str = field(
+        metadata=option(
+            "End a sweep step (or search trial) once its SLO percentiles' and its throughput's 95 % intervals are "
+            "within this share of their value, e.g. 5% or 0.05 (--step-duration-s is the most a step lasts; default: "
+            "every step runs its whole duration)"
+        )
+    )
+    precision_min_requests: int = field(
+        metadata=option(
+            f"With --precision: the fewest measured requests a step may end on (default {MIN_REQUESTS})",
+            MIN_REQUESTS,
+            check=at_least(1),
+        )
+    )
+    max_concurrency: int = field(
+        metadata=option(
+            "Rate sweep or search: users per step, the cap on requests in flight (default 256)", 256, check=at_least(1)
+        )
+    )
+    search_max_rate: float = field(
+        metadata=option(
+            "Capacity search (needs -f locustfiles/search.py): the highest rate in req/s tried; the search finds the "
+            "highest rate meeting every --slo with at most --max-error-rate failed (default "
+            f"{DEFAULT_MAX_ERROR_RATE:g})",
+            0.0,
+            check=at_least(0, "requests/s; 0: no search"),
+        )
+    )
+    search_precision: float = field(
+        metadata=option(
+            "Capacity search: stop when the passing and the failing rate are this share apart (default 0.05)", 0.05
+        )
+    )
+    search_budget_s: float = field(
+        metadata=option(
+            "Capacity search: start no trial that would end later than this after the start, seconds (default 900)",
+            900.0,
+        )
+    )
+    max_requests: int = field(
+        metadata=option(
+            "End the run after this many requests in total across workers (0: no limit)",
+            0,
+            check=at_least(0, "0: no limit"),
+        )
+    )
+    abort_error_rate: float = field(
+        metadata=option(
+            "End the run early once more than this share of requests failed (e.g. 0.5; checked after 20 requests; "
+            "0: never)",
+            0.0,
+            check=between(0, 1, "a fraction"),
+        )
+    )
+    trace: str = field(
+        metadata=option(
+            "Trace file to replay (locustfiles/trace.py): each request sent once, by one worker, at its time",
+            startup_only=True,
+        )
+    )
+    trace_format: str = field(
+        metadata=option("mooncake (JSONL, default), azure, burstgpt", "mooncake", choices=TRACE_FORMATS)
+    )
+    trace_speedup: float = field(metadata=option("Replay X times faster (default 1)", 1.0, check=above(0)))
+    trace_start_s: float = field(
+        metadata=option("Start the replay this many trace seconds in (default 0)", 0.0, check=at_least(0))
+    )
+    trace_duration_s: float = field(
+        metadata=option("Replay this many trace seconds (0: to the end)", 0.0, check=at_least(0, "0: no limit"))
+    )
+    trace_max_requests: int = field(
+        metadata=option("Replay at most N requests (0: all)", 0, check=at_least(0, "0: no limit"))
+    )
+    trace_model: str = field(metadata=option("BurstGPT: keep only this Model (e.g. ChatGPT, GPT-4)"))
+    trace_log_type: str = field(metadata=option("BurstGPT: keep only this Log Type (e.g. 'Conversation log')"))
+    max_sessions: int = field(
+        metadata=option(
+            "Agent sessions: end the run after this many sessions ended, in total across workers (0: no limit)",
+            0,
+            check=at_least(0, "0: no limit"),
+        )
+    )
+    backoff_max_s: float = field(
+        metadata=option(
+            "Closed loop: a user whose request failed without an answer (refused, reset, TLS, not a stream) pauses "
+            "0.1 s before its next one, doubling per such failure in a row up to this many seconds, until a success "
+            f"(default {DEFAULT_BACKOFF_MAX_S:g}; 0: never pause)",
+            DEFAULT_BACKOFF_MAX_S,
+            check=at_least(0, "seconds; 0: no pause"),
+        )
+    )
 
     @classmethod
     def from_options(cls, options: Any) -> LoadSettings:
         """Validated from `options` (the sweep's steps too); ConfigError naming the first bad option."""
         if options.trace and (options.request_rate or options.sweep_rates or options.sweep_users):
             raise ConfigError("--trace replays the trace's own timing: leave out --request-rate and the sweeps")
-        for name in ("trace_start_s", "trace_duration_s", "trace_max_requests"):
-            if getattr(options, name) < 0:
-                raise ConfigError(
-                    f"--{name.replace('_', '-')} must be >= 0 (0: no limit), got {getattr(options, name)}"
-                )
-        if not options.trace_speedup > 0:
-            raise ConfigError(f"--trace-speedup must be > 0, got {options.trace_speedup}")
-        if options.request_rate < 0:
-            raise ConfigError(f"--request-rate must be >= 0 requests/s (0: closed loop), got {options.request_rate}")
-        if not options.burstiness > 0:
-            raise ConfigError(f"--burstiness must be > 0, got {options.burstiness}")
         if options.request_rate and options.sweep_rates:
             raise ConfigError(
                 "--request-rate and --sweep-rates exclude each other: the sweep sets the rate of each step"
             )
-        if options.max_concurrency < 1:
-            raise ConfigError(f"--max-concurrency must be >= 1, got {options.max_concurrency}")
-        if options.max_requests < 0:
-            raise ConfigError(f"--max-requests must be >= 0 (0: no limit), got {options.max_requests}")
-        if options.max_sessions < 0:
-            raise ConfigError(f"--max-sessions must be >= 0 (0: no limit), got {options.max_sessions}")
-        if options.backoff_max_s < 0:
-            raise ConfigError(f"--backoff-max-s must be >= 0 seconds (0: no pause), got {options.backoff_max_s}")
+        settings = build(cls, options)  # each option alone checked
         _check_search(options)
         precision_share(options.precision)
-        if options.precision_min_requests < 1:
-            raise ConfigError(f"--precision-min-requests must be >= 1, got {options.precision_min_requests}")
-        if not 0 <= options.abort_error_rate <= 1:
-            raise ConfigError(f"--abort-error-rate must be between 0 and 1, got {options.abort_error_rate}")
-        settings = build(cls, options)
         _ = settings.steps  # a bad sweep raises here, once
         return settings
 
@@ -154,8 +237,6 @@ def _lengths(option: str, text: str) -> list[int]:
 
 def _check_search(options: Any) -> None:
     """Validate the capacity-search options; ConfigError naming the first bad one."""
-    if options.search_max_rate < 0:
-        raise ConfigError(f"--search-max-rate must be > 0 requests/s (0: no search), got {options.search_max_rate}")
     if not options.search_max_rate:
         return
     for other in ("request_rate", "sweep_rates", "sweep_users"):
