@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llm_locust.config.options import DEFAULT_PROVIDER, SECRET_OPTIONS
-from llm_locust.transport.replicas import split_hosts, without_credentials
+from llm_locust.transport.replicas import host_refusal, split_hosts, without_credentials
 from llm_locust.transport.settings import EndpointSettings
 
 WITHHELD = (*SECRET_OPTIONS, "metrics_url")
@@ -129,21 +129,30 @@ class Target:
     hosts: tuple[str, ...] | None
     provider: str
     api_key_env: str
+    allowed: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, options: Any, host: str | None) -> Target:
-        """The target of Locust's parsed `options` and `host` (Locust's --host, as the process uses it)."""
+        """The target of Locust's parsed `options` and `host` (Locust's --host, as the process uses it), with the
+        servers its --allow-host names besides (`allowed`)."""
         hosts = tuple(without_credentials(url) for url in split_hosts(host)) if host else None
-        return cls(hosts, getattr(options, "provider", DEFAULT_PROVIDER), getattr(options, "api_key_env", "") or "")
+        allowed = tuple(url for value in getattr(options, "allow_host", None) or () for url in split_hosts(value))
+        provider = getattr(options, "provider", DEFAULT_PROVIDER)
+        return cls(hosts, provider, getattr(options, "api_key_env", "") or "", allowed)
 
 
 def foreign_target(master: Target, own: Target) -> str | None:
     """Why a worker whose own options name `own` refuses its master's test aimed at `master` (one line naming each
-    option that differs), or None. Only what the worker names counts: a --host, a --provider other than the
-    default, an --api-key-env; what it leaves out follows the master."""
+    option that differs), or None. Only what the worker names counts: a --host (the master's URLs must be on its
+    servers or on those of its --allow-host: scheme, host name and port, as the web UI's form is held to), a
+    --provider other than the default, an --api-key-env; what it leaves out follows the master."""
     problems = []
-    if own.hosts is not None and master.hosts != own.hosts:
-        problems.append(f"the master's --host {_urls(master.hosts)} is not this worker's own --host {_urls(own.hosts)}")
+    if own.hosts is not None and not _within(master.hosts, (*own.hosts, *own.allowed)):
+        nor = " nor of its --allow-host" if own.allowed else ""
+        problems.append(
+            f"the master's --host {_urls(master.hosts)} is not on a server of this worker's own --host "
+            f"{_urls(own.hosts)}{nor}"
+        )
     if own.provider != DEFAULT_PROVIDER and master.provider != own.provider:
         problems.append(f"the master's --provider {master.provider} is not this worker's own {own.provider}")
     if own.api_key_env and master.api_key_env != own.api_key_env:
@@ -152,6 +161,11 @@ def foreign_target(master: Target, own: Target) -> str | None:
     if not problems:
         return None
     return "; ".join(problems) + " (a worker sends only where its own options say: start it with the master's or none)"
+
+
+def _within(hosts: tuple[str, ...] | None, servers: tuple[str, ...]) -> bool:
+    """True when each URL of `hosts` is on a server (scheme, host name, port) of one of the URLs `servers`."""
+    return hosts is not None and host_refusal(",".join(hosts), servers) is None
 
 
 def _urls(hosts: tuple[str, ...] | None) -> str:

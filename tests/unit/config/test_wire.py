@@ -109,9 +109,12 @@ def test_what_a_worker_names_itself_must_be_the_masters():
     assert foreign_target(master, target("--host", "http://u:p@a:1/,http://b:2", "--api-key-env", "K")) is None
     why = foreign_target(master, target("--host", "http://c:3", "--provider", "openai", "--api-key-env", "MINE"))
     assert why is not None and "\n" not in why
-    assert "the master's --host http://a:1,http://b:2 is not this worker's own --host http://c:3" in why
+    assert "the master's --host http://a:1,http://b:2 is not on a server of this worker's own --host http://c:3" in why
     assert "the master's --provider azure is not this worker's own openai" in why
     assert "the master's --api-key-env K is not this worker's own MINE" in why
     why = foreign_target(target("--host", "http://a:1"), target("--host", "http://a:1", "--api-key-env", "MINE"))
     assert why is not None and "--api-key-env (none: the provider's default) is not this worker's own MINE" in why
     assert "p@" not in (foreign_target(target("--host", "http://u:p@a:1"), target("--host", "http://c:3")) or "")
+    assert foreign_target(master, target("--host", "http://c:3", "--allow-host", "http://a:1/v1,http://b:2")) is None
+    why = foreign_target(target("--host", "http://d:4"), target("--host", "http://c:3", "--allow-host", "http://a:1"))
+    assert why is not None and "own --host http://c:3 nor of its --allow-host" in why
