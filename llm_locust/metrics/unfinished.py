@@ -65,13 +65,17 @@ class Unfinished:
 
 def unfinished_of(records: Iterable[RequestRecord], t_end_s: float) -> Unfinished:
     """The requests among `records` (those in flight when the test began to stop, at perf_counter `t_end_s`) that
-    never finished: no stream end, no failure, no cancellation recorded (`t_done` is set for each of those, and a
-    request stopped with its user gets none) — by how far each got, with its time in flight at `t_end_s` (s, to the
-    ms: every view of the count shows the same figures)."""
+    were sent and never finished: no stream end, no failure, no cancellation recorded (`t_done` is set for each of
+    those, and a request stopped with its user gets none) — by how far each got, with its time in flight at `t_end_s`
+    (s, to the ms: every view of the count shows the same figures).
+
+    An open loop's record whose `t_send` is still before its `t_sched` was never sent: it waited for its due time
+    when the stop came (`t_send` is taken as the request leaves, once due), and no request leaves once the stop began.
+    """
     counts = {"no_headers": 0, "no_token": 0, "streaming": 0}
     longest_s = dict.fromkeys(counts, 0.0)
     for record in records:
-        if record.t_done is not None:
+        if record.t_done is not None or (record.t_sched is not None and record.t_send < record.t_sched):
             continue
         if record.t_first is not None:
             stage = "streaming"

@@ -95,6 +95,7 @@ class UserContext(Protocol):
 
     def replicas(self, host: str) -> ReplicaSet: ...
     def resolve_model(self, fetch: Callable[[], str]) -> str: ...
+    def hold_if_stopping(self) -> None: ...
     def back_off(self, pause_s: float, record: RequestRecord) -> None: ...
 
 
@@ -372,14 +373,16 @@ class LLMClient:
     ) -> RequestRecord:
         """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
         `headers`, under `ticket` — to a replica, with its cancellation draw, when the ticket is due (everything else is
-        ready by then); its finished record (not reported yet: `report`), its answer scored when the spec has a
-        reference and the request succeeded (`scoring.score`)."""
+        ready by then) — never once the test began to stop its users (`UserContext.hold_if_stopping`); its finished
+        record (not reported yet: `report`), its answer scored when the spec has a reference and the request
+        succeeded (`scoring.score`)."""
         cancel = self._canceller.draw() if sent.streams else None
         sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
         pacer = self._state.pacer
         try:
+            self._state.hold_if_stopping()  # (nothing yields from here to the write, but an open loop's due wait)
             with self._replicas.use() as replica:
-                wait_due = None if ticket.t_sched is None else partial(pacer.until_due, ticket)  # an open loop's
+                wait_due = None if ticket.t_sched is None else partial(self._leave_on_time, ticket)  # an open loop's
                 prepared = Prepared(sent, sent_to, spec, headers, ticket, replica, cancel, wait_due)
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
@@ -388,6 +391,12 @@ class LLMClient:
         if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
             record.score = score(record.reference, record.content_text or "")
         return record
+
+    def _leave_on_time(self, ticket: Ticket) -> None:
+        """An open loop's last moment before its request leaves: wait until `ticket` is due, then send it unless the
+        test began to stop its users meanwhile (`UserContext.hold_if_stopping`)."""
+        self._state.pacer.until_due(ticket)
+        self._state.hold_if_stopping()
 
     def request(
         self,

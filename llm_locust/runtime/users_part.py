@@ -133,6 +133,7 @@ class UsersPart:
         self.prefix_pool: PrefixPool | None = prefix_pool(settings.workload)  # shared by this test's users
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.unfinished = Unfinished()  # requests the test's end cut
+        self.stopping = False  # the test began to stop its users: no request is sent any more (`hold_if_stopping`)
         self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight as the stop began, and when
         self._unfinished_unsent = False  # not yet reported (to the master, on a worker)
         if self.watchdog is not None:
@@ -242,8 +243,19 @@ class UsersPart:
             if self.request_lines is not None:
                 self.request_lines.add(record)
 
+    def hold_if_stopping(self) -> None:
+        """Called by a user right before it sends a request: once the test began to stop its users, none is sent —
+        the user waits here for the runner to stop it (its kill ends the wait), `STOP_WAIT_S` at most, then stops
+        itself. So every request the server gets is in flight when the stop begins, or finishes: counted
+        (`unfinished` for those the stop cuts)."""
+        if self.stopping:
+            gevent.sleep(STOP_WAIT_S)
+            raise StopUser()
+
     def _on_users_stopping(self, **_: Any) -> None:
-        """The test begins to stop its users; note the requests in flight now."""
+        """The test begins to stop its users: no request is sent from now on (`hold_if_stopping`); note the requests
+        in flight now."""
+        self.stopping = True
         if self.watchdog is not None:
             self._stopping = (self.watchdog.records(), time.perf_counter())
 

@@ -54,3 +54,11 @@ def test_workers_counts_add_up_and_travel_as_a_dict():
     wire = both.as_dict()
     assert wire["requests"] == 7 and Unfinished.from_dict(wire) == both
     assert Unfinished.from_dict({}) == Unfinished()
+
+
+def test_an_open_loop_request_still_waiting_for_its_due_time_was_never_sent():
+    """An open loop's record opened before its due time (`t_send` taken again as it leaves, once due): still before
+    `t_sched` when the stop came, it waited and never left — not cut; one that left is."""
+    waiting, sent = in_flight(99.99), in_flight(99.5)
+    waiting.t_sched, sent.t_sched = 99.995, 99.4
+    assert unfinished_of([waiting, sent], T_END_S) == Unfinished(no_headers=1, no_headers_longest_s=0.5)

@@ -1,0 +1,84 @@
+"""Every request the server received is counted: none is sent once the test began to stop its users, and each one the
+stop cut is in summary.json's `unfinished` — the simulator's trace holds exactly summary.json's ok + failed +
+cancelled + unfinished requests and requests.jsonl's lines (one per finished request). Repeated: users start requests
+in the last milliseconds of a run only by chance, and a stop that sends one in 1 run of 3 must fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import LOCUSTFILE, ChatUser, options, read_summary, run_local, run_locust
+from locust import constant_throughput, task
+
+from llm_locust.results.request_lines import REQUESTS_FILE
+from llm_locust.runtime.users import LLMUser
+from llm_locust.sim import run_sim
+
+RUNS = 3
+USERS = 8
+
+
+class PacedScenario(LLMUser):
+    """A scenario paced by Locust's `constant_throughput`: its users wake together, right before the stop too."""
+
+    wait_time = constant_throughput(20)
+
+    @task
+    def ask(self):
+        self.llm.chat.completions.create(messages=[{"role": "user", "content": "Name a river."}], max_tokens=16)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
+        yield sim
+
+
+def counted(results) -> tuple[int, int]:
+    """(summary.json's ok + failed + cancelled + unfinished requests, requests.jsonl's lines) of a results folder."""
+    summary = read_summary(results)
+    t = summary["throughput"]
+    cut = summary["unfinished"]["requests"]
+    lines = (results / REQUESTS_FILE).read_text().splitlines()
+    assert len(lines) == t["requests_ok"] + t["requests_failed"] + t["requests_cancelled"]
+    assert all(json.loads(line)["outcome"] in ("ok", "failed", "cancelled") for line in lines)
+    return t["requests_ok"] + t["requests_failed"] + t["requests_cancelled"] + cut, len(lines)
+
+
+@pytest.mark.parametrize(
+    ("users", "extra"),
+    [([ChatUser], ()), ([PacedScenario], ()), ([ChatUser], ("--request-rate", "40"))],
+    ids=["closed-loop", "constant-throughput", "open-loop"],
+)
+def test_the_servers_trace_and_the_results_count_the_same_requests(sim, tmp_path, users, extra):
+    """Local runner, `USERS` users stopped after 1.5 s, `RUNS` times: trace == counted == lines + unfinished."""
+    seen = []
+    for run in range(RUNS):
+        sim.reset()
+        results = tmp_path / str(run)
+        opts = options("--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "16", "--requests-jsonl",
+                       "--results-dir", str(results), *extra)  # fmt: skip
+        run_local(opts, users=USERS, seconds=1.5, user_classes=users)
+        total, lines = counted(results)
+        seen.append((len(sim.trace()), total, lines))
+    assert all(trace == total for trace, total, _ in seen), seen  # (trace, summary's count, requests.jsonl's lines)
+    assert all(lines > 0 for *_, lines in seen), seen
+
+
+def test_two_processes_count_every_request_the_server_received(sim, tmp_path):
+    """`locust --processes 2` (a master and two workers), `USERS` users, `RUNS` times: the same count."""
+    seen = []
+    for run in range(RUNS):
+        sim.reset()
+        results = tmp_path / str(run)
+        proc = run_locust(
+            LOCUSTFILE, "-u", str(USERS), "-r", str(USERS), "--run-time", "2s", "--processes", "2",
+            "--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "16", "--requests-jsonl",
+            "--results-dir", str(results), timeout_s=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        total, lines = counted(results)
+        seen.append((len(sim.trace()), total, lines))
+    assert all(trace == total for trace, total, _ in seen), seen
+    assert all(lines > 0 for *_, lines in seen), seen
