@@ -10,12 +10,13 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from locust.env import Environment
-from locust.runners import STATE_MISSING, WORKER_REPORT_INTERVAL
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, WORKER_REPORT_INTERVAL
 
 from llm_locust import redact
 from llm_locust.config.settings import Settings
@@ -78,6 +79,9 @@ class Lead:
         runner = shared.environment.runner
         if runner is not None:
             redact_exceptions(runner)
+            if self.is_master:
+                runner.quit = functools.partial(self._quit, runner.quit)
+        self._quitting = False
         self.control: LoadController | None = None  # steps, plans, limits
         self._results: ResultsWriter | None = None
         self._in_flight_by_worker: dict[str, int] = {}
@@ -95,6 +99,7 @@ class Lead:
         self.run = RunMetrics()
         self.requests_by_worker: Counter[str] = Counter()  # master: finished requests each worker reported
         self._workers_unfinished = Unfinished()  # master: requests the test's end cut, as its workers reported them
+        self._last_reported: set[str] = set()  # master: workers whose report after their users stopped came in
         self.saturation = SaturationTracker()  # every process's samples
         self._tokens_by_worker: dict[str, dict[str, Any]] = {}  # master: each worker's OAuth token counts
         self.clock_offsets: dict[str, Offset | None] = {}  # master: each worker's clock offset, as last reported
@@ -237,6 +242,7 @@ class Lead:
         self._in_flight_by_worker[client_id] = data.get(IN_FLIGHT_KEY, 0)
         if UNFINISHED_KEY in data:
             self._workers_unfinished = self._workers_unfinished.merge(Unfinished.from_dict(data[UNFINISHED_KEY]))
+            self._last_reported.add(client_id)
         if LOW_WATER_KEY in data and self.control is not None:
             self.control.note_low_water(str(client_id), data[LOW_WATER_KEY])
         self.saturation.add(str(client_id), data.get(SATURATION_KEY), time.time())
@@ -248,6 +254,22 @@ class Lead:
             self._queue_delay_by_worker[str(client_id)] = data[QUEUE_DELAY_KEY]
         if REQUEST_LINES_KEY in data and self._results is not None:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
+
+    def _quit(self, locust_quit: Callable[[], None]) -> None:
+        """Master: Locust's quit (the run's end: --run-time, a limit) once the workers' last reports are in. Locust
+        stops the test without stopping the workers, then tells them to quit and gives their last reports 0.5 s —
+        short on a busy machine, and a report lost there loses its requests: here the workers are told at once and
+        their reports after their users stopped (with the requests the stop cut) waited for (`collect_last_reports`,
+        3 s at most). Once: a worker's goodbye makes Locust quit again."""
+        if self._quitting:
+            return
+        self._quitting = True
+        runner = self._shared.environment.runner
+        running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
+        if running:
+            runner.stop(send_stop_to_client=False)
+            collect_last_reports(runner, lambda: running <= self._last_reported)
+        locust_quit()
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Master: a worker quit in the middle of the test; the run is incomplete."""

@@ -48,14 +48,14 @@ CLOCK_KEY = "llm_locust_clock"
 """Key of the worker's clock offset from its master (`load.clock.Offset.to_wire`), once measured."""
 
 
-def collect_last_reports(runner: MasterRunner, wait_s: float = 3.0) -> None:
-    """Master quitting mid-test: tell the workers to quit now — each answers with a last stats
-    report, then its goodbye — and wait up to `wait_s` for all of them (Locust's own shutdown
-    would only tell them after the results are written)."""
+def collect_last_reports(runner: MasterRunner, done: Callable[[], bool] | None = None, wait_s: float = 3.0) -> None:
+    """Master quitting: tell the workers to quit now — each answers with a last stats report, then its goodbye — and
+    wait up to `wait_s` until `done()` (default: all of them gone; Locust's own shutdown would only tell them after
+    the results are written, and wait 0.5 s for their last reports)."""
     for client in runner.clients.all:
         runner.server.send_to_client(Message("quit", None, client.id))
     deadline = time.monotonic() + wait_s
-    while len(runner.clients) and time.monotonic() < deadline:
+    while not (done() if done is not None else not len(runner.clients)) and time.monotonic() < deadline:
         gevent.sleep(0.05)
 
 

@@ -66,6 +66,9 @@ logger = logging.getLogger("llm_locust")
 
 STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+HOLD_AHEAD_S = 0.1
+"""A graceful stop (Locust's --stop-timeout S): sends are held this long before the runner kills the users still in a
+task, so that every request the kill cuts was in flight when they were held (`UsersPart.hold_if_stopping`)."""
 
 
 class UsersPart:
@@ -133,8 +136,9 @@ class UsersPart:
         self.prefix_pool: PrefixPool | None = prefix_pool(settings.workload)  # shared by this test's users
         self.pacer.sent = 0  # its plan stays: a worker may get the new test's plan before the test starts
         self.unfinished = Unfinished()  # requests the test's end cut
-        self.stopping = False  # the test began to stop its users: no request is sent any more (`hold_if_stopping`)
-        self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight as the stop began, and when
+        self.stopping = False  # the test is stopping its users: no request is sent any more (`hold_if_stopping`)
+        self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight then, and when
+        self._hold_timer: gevent.Greenlet | None = None  # a graceful stop: when sends are held
         self._unfinished_unsent = False  # not yet reported (to the master, on a worker)
         if self.watchdog is not None:
             self.watchdog.stop()
@@ -244,29 +248,42 @@ class UsersPart:
                 self.request_lines.add(record)
 
     def hold_if_stopping(self) -> None:
-        """Called by a user right before it sends a request: once the test began to stop its users, none is sent —
-        the user waits here for the runner to stop it (its kill ends the wait), `STOP_WAIT_S` at most, then stops
-        itself. So every request the server gets is in flight when the stop begins, or finishes: counted
-        (`unfinished` for those the stop cuts)."""
+        """Called by a user right before it sends a request: once the test is stopping its users, none is sent — the
+        user waits here for the runner to stop it (its kill ends the wait), `STOP_WAIT_S` at most, then stops itself.
+        So every request the server gets is either in flight when sends are held, or finishes: counted (`unfinished`
+        for those the stop cuts)."""
         if self.stopping:
             gevent.sleep(STOP_WAIT_S)
             raise StopUser()
 
-    def _on_users_stopping(self, **_: Any) -> None:
-        """The test begins to stop its users: no request is sent from now on (`hold_if_stopping`); note the requests
-        in flight now."""
+    def _on_users_stopping(self, environment: Environment, **_: Any) -> None:
+        """The test begins to stop its users: hold every send from now on (`hold_if_stopping`) and note the requests
+        in flight — with Locust's --stop-timeout S, whose users end their task first, `HOLD_AHEAD_S` before the runner
+        kills those still in one."""
+        grace_s = environment.stop_timeout or 0.0
+        if grace_s > HOLD_AHEAD_S:
+            self._hold_timer = gevent.spawn_later(grace_s - HOLD_AHEAD_S, self._hold_sends)
+        else:
+            self._hold_sends()
+
+    def _hold_sends(self) -> None:
+        """No request is sent from now on; note those in flight now (the stop cuts those that never finish)."""
         self.stopping = True
         if self.watchdog is not None:
             self._stopping = (self.watchdog.records(), time.perf_counter())
 
     def _on_users_stopped(self, **_: Any) -> None:
         """The test is over, the garbage collector back to automatic; count the requests its end cut (in flight when
-        it began to stop, never finished; a worker reports them next)."""
+        sends were held, never finished; a worker reports them next)."""
         self.collector.stop()
+        if self._hold_timer is not None:  # every user ended its task within the grace
+            self._hold_timer.kill(block=False)
+            self._hold_timer = None
+            self.stopping = True
         if self._stopping is not None:
             self.unfinished = unfinished_of(*self._stopping)
             self._stopping = None
-            self._unfinished_unsent = True
+        self._unfinished_unsent = True  # a worker's next report is its last of the test (the master waits for it)
 
     # -- worker --------------------------------------------------------------------------
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
