@@ -363,11 +363,15 @@ def write_histograms(results_dir: Path, run: RunMetrics) -> Path:
 
 
 def _write_json(path: Path, document: dict[str, Any], option: int) -> Path:
-    """Write `document` to `path` atomically (temp file + rename); return `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write `document` to `path` atomically (temp file + rename): whole or not at all — a write that fails (disk
+    full, the folder removed: OSError) leaves `path` as it was and no temp file; return `path`."""
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(document, option=option | orjson.OPT_NON_STR_KEYS))
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(orjson.dumps(document, option=option | orjson.OPT_NON_STR_KEYS))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -409,13 +413,11 @@ class TimeseriesWriter:
                    input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s))  # fmt: skip
         return row
 
-    def write(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
-        """Write the `row` of a closed window to the file; return it."""
-        row = self.row(start_epoch_s, window, users, step)
+    def write(self, row: dict[str, Any]) -> None:
+        """Write a closed window's `row` (`row(...)`) to the file, flushed."""
         self._csv.writerow(row[column] for column in self.columns)
         self._file.flush()
         self.rows += 1
-        return row
 
     def close(self) -> None:
         """Close the file (idempotent)."""

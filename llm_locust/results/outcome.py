@@ -4,12 +4,13 @@ and applies the answers.
 
 Exit codes (README.md "Troubleshooting"): 0 passed, 1 nothing succeeded for a reason outside the command (or a task
 raised: Locust's `--exit-code-on-error`), 2 bad input, 3 a gate failed or a worker was lost, 4 interrupted, 5 the
-client was limited (`metrics.client_error`).
+client was limited (`metrics.client_error`), 6 the results could not be written (`EXIT_WRITE_FAILED`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from llm_locust.metrics.histograms import WindowMetrics
@@ -17,6 +18,9 @@ from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.results.files import USER_ERROR_CAUSES, iso_time
 
+EXIT_WRITE_FAILED = 6
+"""Exit code of a run whose results could not be written (disk full, the results folder removed): its load was
+stopped at the failed write."""
 INTERRUPT_GRACE_S = 5.0
 """A worker that said goodbye this shortly (seconds) before the master was interrupted quit with
 it (Ctrl-C reaches every process of the terminal): it is not counted as lost."""
@@ -42,6 +46,15 @@ def exit_code(
     if not verdict["passed"] and not code:
         code = verdict["exit_code"]
     return code or task_errors
+
+
+def write_failure(path: Path, error: OSError) -> str:
+    """The one line saying that writing the results file `path` failed with `error` (the system's reason: "No space
+    left on device"), that the load stops, and the exit code."""
+    return (
+        f"cannot write {path}: {error.strerror or error} — the load is stopped; summary.json keeps what was measured "
+        f"if it can still be written, whole (exit code {EXIT_WRITE_FAILED})"
+    )
 
 
 def no_finish(window: WindowMetrics, unfinished: Unfinished) -> tuple[str, str] | None:

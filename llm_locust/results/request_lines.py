@@ -19,6 +19,9 @@ Pure: no Locust, no gevent.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import random
 import time
 from collections.abc import Callable
@@ -190,21 +193,36 @@ class RequestsFile:
     def __init__(self, results_dir: Path) -> None:
         results_dir.mkdir(parents=True, exist_ok=True)
         self.path = results_dir / REQUESTS_FILE
-        self._file: IO[bytes] | None = self.path.open("wb")
+        self._file: IO[bytes] | None = self.path.open("wb", buffering=0)  # each write goes to the kernel whole
+        self._size = 0  # bytes of whole lines written
+        self.failed = False  # a write failed
         self.lines = 0
         self.dropped = 0
 
     def write(self, lines: bytes, dropped: int = 0) -> None:
-        """Append `lines` (complete JSON lines) and flush them; note `dropped` lines a process could not keep.
-        Lines that come once the file is closed are counted as dropped."""
+        """Append `lines` (complete JSON lines); note `dropped` lines a process could not keep. Lines that come once
+        the file is closed are counted as dropped. A write that fails (disk full: OSError, raised) leaves the file at
+        its last whole line, closed: no line is written after it (nor counted: the failure is the run's error)."""
         self.dropped += dropped
-        if not lines:
+        if not lines or self.failed:
             return
         if self._file is None:
             self.dropped += lines.count(b"\n")
             return
-        self._file.write(lines)
-        self._file.flush()
+        try:
+            view = memoryview(lines)
+            while view:  # an unbuffered write may take part of it
+                written = self._file.write(view)
+                if not written:
+                    raise OSError(errno.ENOSPC, "no byte written")
+                view = view[written:]
+        except OSError:
+            file, self._file, self.failed = self._file, None, True
+            with contextlib.suppress(OSError):
+                os.ftruncate(file.fileno(), self._size)
+            file.close()
+            raise
+        self._size += len(lines)
         self.lines += lines.count(b"\n")
 
     def close(self) -> None:

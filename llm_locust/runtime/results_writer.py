@@ -13,6 +13,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from llm_locust.load.clock import Offset, offset_warnings, offsets_summary
 from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.run_metrics import RunMetrics
+from llm_locust.metrics.vocabulary import HISTOGRAMS_FILE, SUMMARY_FILE
 from llm_locust.results.files import (
     TimeseriesWriter,
     diagnose,
@@ -43,6 +45,7 @@ from llm_locust.runtime.pacer import Periodic
 from llm_locust.runtime.runner_ops import stop_test, top_error
 from llm_locust.runtime.scrape_loop import ScrapeLoop
 from llm_locust.runtime.step_watch import settle
+from llm_locust.runtime.write_guard import WriteGuard
 from llm_locust.scrape.scraper import new_scraper
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
@@ -106,6 +109,7 @@ class ResultsWriter:
         self.cause: str | None = None  # why nothing succeeded (`files.diagnose`, `outcome.no_finish`), once final
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
+        self.guard = WriteGuard(sources.environment, results_dir, self._stop_unwritten)  # a failed write stops the load
         self._timeseries = TimeseriesWriter(results_dir, self.settings.output.interval_s, self.t_start)
         self.trace = self._write_trace_offered()
         self.requests = RequestsFile(results_dir) if self.settings.output.requests_jsonl else None
@@ -152,7 +156,15 @@ class ResultsWriter:
     def add_request_lines(self, lines: bytes, dropped: int) -> None:
         """--requests-jsonl: append a process's request lines (and count those it dropped) to requests.jsonl."""
         if self.requests is not None:
-            self.requests.write(lines, dropped)
+            self.guard.write(self.requests.path, partial(self.requests.write, lines, dropped), always=True)
+
+    def _stop_unwritten(self) -> None:
+        """A results file could not be written: end the test now (unless it is ending)."""
+        control, environment = self.sources.control, self.sources.environment
+        if self.t_stop is None and environment.runner is not None:
+            if control is not None and control.stop_reason is None:
+                control.stop_reason = "the results could not be written"
+            gevent.spawn(stop_test, environment)
 
     def _merge_local_lines(self) -> None:
         """Local runner: its own request lines into requests.jsonl."""
@@ -162,6 +174,7 @@ class ResultsWriter:
     def _tick(self) -> None:
         """Merge the local delta and request lines, sample users/workers, write every closed window."""
         src = self.sources
+        self.guard.check_folder()
         src.merge_local()
         self._merge_local_lines()
         if self.t_stop is None:
@@ -182,18 +195,20 @@ class ResultsWriter:
             if src.is_master:
                 self.workers_max = max(self.workers_max, runner.worker_count)
                 self.workers_lost.update(str(w.id) for w in runner.clients.missing)
-            self.monitor.tick(runner, time.time())
+            self.guard.write(self.monitor.path, partial(self.monitor.tick, runner, time.time()))
         self._write_windows(time.time() - self._lag_s)
         if self.t_stop is None and time.monotonic() - self._last_snapshot_s >= SNAPSHOT_S:
             self._last_snapshot_s = time.monotonic()
-            write_summary(self.results_dir, self.summary(src.run, final=False))
+            snapshot = self.summary(src.run, final=False)
+            self.guard.write(self.results_dir / SUMMARY_FILE, partial(write_summary, self.results_dir, snapshot))
 
         if src.is_master:
             gc.collect()  # the small cyclic objects of decoded deltas (see gc_policy.freeze_heap)
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.sources.run.pop_windows(before_s):
-            row = self._timeseries.write(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            row = self._timeseries.row(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            self.guard.write(self._timeseries.path, partial(self._timeseries.write, row))
             spans = () if self.sources.control is None else tuple(self.sources.control.spans)
             self.batches.add(batch_scopes(start, self.settings.output.interval_s, spans), metric_distributions(window))
             self.history.append(row)
@@ -252,10 +267,12 @@ class ResultsWriter:
         the time series (the test is over, or the process quits)."""
         if self.final_summary is None:
             self.finalize()
-        self._timeseries.close()
-        self.monitor.close()
-        if self.requests is not None:
-            self.requests.close()
+        for path, close in (
+            (self._timeseries.path, self._timeseries.close),
+            (self.monitor.path, self.monitor.close),
+            *(((self.requests.path, self.requests.close),) if self.requests is not None else ()),
+        ):
+            self.guard.write(path, close, always=True)  # (a close flushes)
 
     def finalize(self) -> None:
         """Write all remaining windows, summary.json and print the table (safe to call again)."""
@@ -270,8 +287,9 @@ class ResultsWriter:
         self._write_windows(float("inf"))
         if self._scrape_loop is not None:
             self._scrape_loop.stop()
+        histograms = partial(write_histograms, self.results_dir, self.sources.run)
+        self.guard.write(self.results_dir / HISTOGRAMS_FILE, histograms, always=True)
         summary = self.summary(self.sources.run)
-        write_histograms(self.results_dir, self.sources.run)
         gate = summary["verdict"]
         env = self.sources.environment
         explained = bool(env.process_exit_code) or self.cause is not None  # an error already said why
@@ -281,15 +299,17 @@ class ResultsWriter:
         env.process_exit_code = gate["exit_code"] = exit_code(
             env.process_exit_code, self.cause, self.interrupted, gate, raised
         )
-        path = write_summary(self.results_dir, summary)
+        whole = partial(write_summary, self.results_dir, summary)  # whole or not at all
+        written = self.guard.write(self.results_dir / SUMMARY_FILE, whole, always=True)
         self.final_summary = summary
         if not self._final:
             self._final = True
             print("\n" + summary_table(summary), flush=True)
-            print(f"LLM results: {self.results_dir.resolve()} ({path.name}, {self._timeseries.path.name})", flush=True)
+            files = f"{SUMMARY_FILE}, {self._timeseries.path.name}" if written else f"no {SUMMARY_FILE}: not written"
+            print(f"LLM results: {self.results_dir.resolve()} ({files})", flush=True)
         diagnosis = summary["diagnosis"]
         for warning in summary["warnings"]:
-            if warning != diagnosis:
+            if warning not in (diagnosis, self.guard.error):  # each said once
                 logger.warning("%s", warning)
         if diagnosis:
             logger.error("%s", diagnosis)
@@ -347,6 +367,7 @@ class ResultsWriter:
             diagnosis=diagnosis,
             behind_schedule=self.behind_schedule,
             other_warnings=(
+                *((self.guard.error,) if self.guard.error else ()),
                 *src.saturation.warnings,
                 *(self.scraper.warnings() if self.scraper else ()),
                 *(self.requests.warnings() if self.requests is not None else ()),
