@@ -260,15 +260,14 @@ class Lead:
         stops the test without stopping the workers, then tells them to quit and gives their last reports 0.5 s —
         short on a busy machine, and a report lost there loses its requests: here the workers are told at once and
         their reports after their users stopped (with the requests the stop cut) waited for (`collect_last_reports`,
-        3 s at most). Once: a worker's goodbye makes Locust quit again."""
-        if self._quitting:
-            return
-        self._quitting = True
-        runner = self._shared.environment.runner
-        running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
-        if running:
-            runner.stop(send_stop_to_client=False)
-            collect_last_reports(runner, lambda: running <= self._last_reported)
+        3 s at most) — once: the last worker's goodbye makes Locust quit again meanwhile."""
+        if not self._quitting:
+            self._quitting = True
+            runner = self._shared.environment.runner
+            running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
+            if running:
+                runner.stop(send_stop_to_client=False)
+                collect_last_reports(runner, lambda: running <= self._last_reported)
         locust_quit()
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
