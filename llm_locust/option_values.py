@@ -105,7 +105,7 @@ def at_least(low: float, hint: str = "") -> Check:
 
     def check(name: str, value: Any) -> None:
         if not value >= low:
-            raise ConfigError(f"{name} must be >= {low:g}{_hint(hint)}, got {value:g}")
+            raise ConfigError(f"{name} must be >= {low:g}{_hint(hint)}, got {value}")
 
     return check
 
@@ -115,7 +115,7 @@ def above(low: float, hint: str = "") -> Check:
 
     def check(name: str, value: Any) -> None:
         if not value > low:
-            raise ConfigError(f"{name} must be > {low:g}{_hint(hint)}, got {value:g}")
+            raise ConfigError(f"{name} must be > {low:g}{_hint(hint)}, got {value}")
 
     return check
 
@@ -126,7 +126,7 @@ def between(low: float, high: float, noun: str = "", hint: str = "") -> Check:
     def check(name: str, value: Any) -> None:
         if not low <= value <= high:
             what = f"{noun} in" if noun else "in"
-            raise ConfigError(f"{name} must be {what} [{low:g}, {high:g}]{_hint(hint)}, got {value:g}")
+            raise ConfigError(f"{name} must be {what} [{low:g}, {high:g}]{_hint(hint)}, got {value}")
 
     return check
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.config.web_access import WEB_UI_HOST
 from llm_locust.export.settings import ExportSettings
 from llm_locust.load.settings import LoadSettings
@@ -26,15 +25,16 @@ from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.replicas import BALANCES
 from llm_locust.transport.settings import CancelSettings, TimeoutSettings
 from llm_locust.transport.tokens import AUTH_CHOICES
-from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.providers import (
     FAMILIES,
     PROVIDERS,
 )
+from llm_locust.workload.settings import WorkloadSettings
 
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DECLARED_GROUPS: tuple[tuple[str, str, type], ...] = (
     ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
+    ("llm-locust workload", "What each request carries: prompts, lengths, files, sessions, tools", WorkloadSettings),
     ("llm-locust load", "Open-loop request rate, sweeps, capacity search, trace replay and limits", LoadSettings),
     ("llm-locust timeouts", "The bounds on one request", TimeoutSettings),
     ("llm-locust cancellation", "Streams the client closes early", CancelSettings),
@@ -74,156 +74,10 @@ def add_arguments(parser: Any) -> None:
         is_secret="api_key" in SECRET_OPTIONS,
         help="API key (prefer --api-key-env: a flag is visible in the process list); never printed",
     )
-    group.add_argument(
-        "--extra-body",
-        default="",
-        help="JSON object merged into every request body, e.g. '{\"temperature\": 0}'",
-    )
-    add_workload_arguments(group)
     add_provider_arguments(group)
     add_replica_and_cancel_arguments(parser)
     for title, description, settings in DECLARED_GROUPS:
         add_declared(parser, title, description, settings)
-
-
-# -- workload and provider options (prompts, output length, datasets, images, endpoint dialect) --------------------
-def add_workload_arguments(group: Any) -> None:
-    """Options that shape each request: lengths, prompts, files, images."""
-    group.add_argument(
-        "--prompt-tokens",
-        default="128",
-        help="Synthetic prompt length in tokens: N, uniform:MIN,MAX, normal:MEAN,SD[,MIN,MAX], "
-        "lognormal:MEAN,SD[,MIN,MAX]",
-    )
-    group.add_argument("--max-tokens", default="128", help="max_tokens of each request: N or a distribution")
-    group.add_argument(
-        "--ignore-eos",
-        action="store_true",
-        default=False,
-        help="Make every output exactly max_tokens long with the fields of --server-family (vLLM/SGLang: "
-        "ignore_eos + min_tokens; llama.cpp: ignore_eos + n_predict)",
-    )
-    group.add_argument(
-        "--seed", type=int, default=None, help="Seed of prompts, lengths and arrival times (default: random)"
-    )
-    group.add_argument(
-        "--prefix-tokens", type=int, default=0, help="Shared prefix in front of every synthetic prompt, in tokens"
-    )
-    group.add_argument(
-        "--prefix-pool",
-        type=int,
-        default=1,
-        help="Number of distinct --prefix-tokens prefixes (system prompts, templates); each request draws one",
-    )
-    group.add_argument(
-        "--prefix-zipf",
-        type=float,
-        default=0.0,
-        help="Draw the --prefix-pool prefixes Zipf-distributed with this exponent S (prefix k with weight "
-        "1/(k+1)^S); 0: uniformly",
-    )
-    group.add_argument(
-        "--session-header",
-        default="",
-        help="Send each conversation's session id in this HTTP header (routers with session affinity); a "
-        "conversation's turns always go from one user, in order",
-    )
-    group.add_argument(
-        "--tokenizer",
-        default="",
-        startup_only=True,
-        help="Local tokenizer.json (Hugging Face tokenizers) to count prompt tokens exactly, and each response's "
-        "streamed text (checked against the server's usage)",
-    )
-    group.add_argument(
-        "--embedding-batch", type=int, default=1, help="Embeddings (locustfiles/embeddings.py): inputs per request"
-    )
-    group.add_argument(
-        "--dataset",
-        default="",
-        startup_only=True,
-        help="Prompt file: .jsonl, .json (ShareGPT conversations) or .csv; or a built-in set with known answers, "
-        "generated from --seed: builtin:arithmetic, builtin:choice or builtin:json (N items: builtin:NAME:N)",
-    )
-    group.add_argument(
-        "--dataset-format",
-        default="",
-        choices=("", *DATASET_FORMATS),
-        metavar="{" + ",".join(DATASET_FORMATS) + "}",
-        help="Format of --dataset (default: from its extension)",
-    )
-    group.add_argument(
-        "--response-format",
-        default="",
-        choices=("", *RESPONSE_FORMATS),
-        metavar="{" + ",".join(RESPONSE_FORMATS) + "}",
-        help="Ask for structured output in each API's own field (chat response_format, Responses text.format, "
-        "text completions the server family's): json_schema (--schema FILE, or each dataset row's schema) or "
-        "json_object; the answers are scored for validity",
-    )
-    group.add_argument(
-        "--schema",
-        default="",
-        startup_only=True,
-        help="JSON schema file sent with --response-format json_schema (a dataset row's own schema wins)",
-    )
-    group.add_argument(
-        "--image",
-        action="append",
-        default=None,
-        startup_only=True,
-        help="Image file attached to every chat request (repeatable)",
-    )
-    group.add_argument("--image-size", default="", help="Attach a generated WIDTHxHEIGHT PNG to every chat request")
-    group.add_argument(
-        "--model-mix",
-        default="",
-        help="Several models in one run, e.g. base=3,lora1=1: each request names one, drawn by weight (seeded by "
-        "--seed); a 'model' breakdown in the results. Excludes --model",
-    )
-    group.add_argument(
-        "--session-turns",
-        default="1",
-        help="Turns of each synthetic session (N or a distribution like --prompt-tokens): each turn sends the whole "
-        "history, the answers as returned, plus a new --prompt-tokens user message; 1: one-turn requests",
-    )
-    group.add_argument(
-        "--think-time-s",
-        default="0",
-        help="Pause before each later turn of a session, seconds: S, uniform:MIN,MAX, exponential:MEAN or "
-        "lognormal:MEAN,SD",
-    )
-    group.add_argument(
-        "--tools",
-        type=int,
-        default=0,
-        help="Agent sessions (locustfiles/agent.py): N synthetic function schemas in every request's tools (seeded "
-        "by --seed; chat, Responses, Messages, Gemini)",
-    )
-    group.add_argument(
-        "--tools-file",
-        default="",
-        startup_only=True,
-        help="Agent sessions: tool sets from a JSON Lines file, one per line (BFCL entries with 'function', "
-        '{"tools": [...]}, or one function schema per line); each session draws one',
-    )
-    group.add_argument(
-        "--tool-result-tokens",
-        default="128",
-        help="Agent sessions: length of each tool result sent back, in tokens: N or a distribution",
-    )
-    group.add_argument(
-        "--tool-latency-ms",
-        default="0",
-        help="Agent sessions: time a tool takes before its result is sent back, ms: 0, N or a distribution "
-        "(e.g. lognormal:300,200)",
-    )
-    group.add_argument(
-        "--max-agent-steps",
-        type=int,
-        default=8,
-        help="Agent sessions: most requests per session; it ends earlier when an answer has no tool call",
-    )
 
 
 def add_provider_arguments(group: Any) -> None:

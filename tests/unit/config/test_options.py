@@ -106,5 +106,5 @@ def test_a_declaration_is_an_option_with_its_check():
     assert parser.parse_args([]).knob_ms == 5.0
     assert "100 %" in parser.format_help()
     assert build(Knob, parser.parse_args([])).knob_ms == 5.0
-    with pytest.raises(ConfigError, match=r"^--knob-ms must be > 0, got -1$"):
+    with pytest.raises(ConfigError, match=r"^--knob-ms must be > 0, got -1.0$"):
         build(Knob, parser.parse_args(["--knob-ms", "-1"]))
