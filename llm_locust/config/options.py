@@ -1,5 +1,10 @@
 """llm-locust's command-line options, registered on Locust's parser (`add_arguments`), grouped by stage.
 
+Each option is declared once, on the field of its stage's settings that holds its value (`option_values.option`:
+flag, default, help, start-up only, secret, environment variable, check); `add_arguments` registers them from those
+declarations, one --help group per stage (`DECLARED_GROUPS`), and tests/unit/config/test_options.py holds
+docs/options.md to them.
+
 Registered on Locust's parser, they work on the command line, in config files, in the web UI, and reach workers
 from the master. `settings.Settings.from_options` has each stage's settings group validate its own, once; nothing
 else reads the raw options.
@@ -15,39 +20,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.config.web_access import WEB_UI_HOST
+from llm_locust.config.web_access import WEB_UI_HOST, WebUIOptions
 from llm_locust.export.settings import ExportSettings
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.option_values import declared, flag
 from llm_locust.results.settings import OutputSettings
 from llm_locust.scrape.settings import ScrapeSettings
-from llm_locust.transport.replicas import BALANCES
+from llm_locust.transport.endpoint_settings import EndpointSettings
 from llm_locust.transport.settings import CancelSettings, TimeoutSettings
-from llm_locust.transport.tokens import AUTH_CHOICES
-from llm_locust.workload.providers import (
-    FAMILIES,
-    PROVIDERS,
-)
 from llm_locust.workload.settings import WorkloadSettings
 
-DEFAULT_AZURE_API_VERSION = "2024-10-21"
 DECLARED_GROUPS: tuple[tuple[str, str, type], ...] = (
-    ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
+    ("llm-locust", "LLM endpoint: model, provider and auth, headers, TLS, client, replicas", EndpointSettings),
+    ("llm-locust timeouts", "The bounds on one request", TimeoutSettings),
     ("llm-locust workload", "What each request carries: prompts, lengths, files, sessions, tools", WorkloadSettings),
     ("llm-locust load", "Open-loop request rate, sweeps, capacity search, trace replay and limits", LoadSettings),
-    ("llm-locust timeouts", "The bounds on one request", TimeoutSettings),
+    ("llm-locust objectives", "SLOs, pass/fail gates and drift windows", ObjectiveSettings),
     ("llm-locust cancellation", "Streams the client closes early", CancelSettings),
     ("llm-locust results", "The results folder, the time series, per-request lines and the cost", OutputSettings),
     ("llm-locust server metrics", "Scrape the server's Prometheus metrics", ScrapeSettings),
     ("llm-locust live export", "Serve the run's client metrics to Prometheus", ExportSettings),
+    ("llm-locust web UI", "Who may use the web UI", WebUIOptions),
 )
-"""The stages whose options are declared on their settings' fields (`option_values.option`), each registered as
-one group of Locust's --help: (title, description, settings class)."""
-CLIENTS = ("fast", "openai-sdk")
-DEFAULT_PROVIDER = "openai-compatible"
-SECRET_OPTIONS = ("api_key", "header")
-"""Options whose values are secrets: masked in the web UI's form, which shows them empty."""
+"""Every option's declaring settings class, each registered as one group of Locust's --help: (title, description,
+settings class)."""
+SECRET_OPTIONS = tuple(f.name for _, _, group in DECLARED_GROUPS for f, d in declared(group) if d.secret)
+"""Options whose values are secrets (declared `secret`): masked in the web UI's form, which shows them empty."""
 
 
 def add_arguments(parser: Any) -> None:
@@ -55,134 +54,8 @@ def add_arguments(parser: Any) -> None:
     `startup_only` ones), and make loopback (`WEB_UI_HOST`) the web UI's default address."""
     if parser.get_default("web_host") == "":  # Locust's parser (every interface); an explicit value still wins
         parser.set_defaults(web_host=WEB_UI_HOST)
-    group = _WebUIGroup(parser.add_argument_group("llm-locust", "LLM endpoint, workload and results options"))
-    group.add_argument(
-        "--model", default="", help="Model name sent in each request (default: the first of GET /v1/models)"
-    )
-    group.add_argument(
-        "--api-key-env",
-        default="",
-        startup_only=True,  # which variable of the process's environment is sent
-        help="Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with "
-        "--provider azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic; "
-        "GOOGLE_API_KEY, else GEMINI_API_KEY with --provider gemini); "
-        "never printed",
-    )
-    group.add_argument(
-        "--api-key",
-        default="",
-        is_secret="api_key" in SECRET_OPTIONS,
-        help="API key (prefer --api-key-env: a flag is visible in the process list); never printed",
-    )
-    add_provider_arguments(group)
-    add_replica_and_cancel_arguments(parser)
     for title, description, settings in DECLARED_GROUPS:
         add_declared(parser, title, description, settings)
-
-
-def add_provider_arguments(group: Any) -> None:
-    """Options that say how to talk to the endpoint: provider, paths, auth, server family, client."""
-    group.add_argument(
-        "--provider",
-        default=DEFAULT_PROVIDER,
-        choices=PROVIDERS,
-        startup_only=True,  # which variable's key is sent, in which header, by which auth flow
-        help="Request paths and auth of the endpoint",
-    )
-    group.add_argument("--deployment", default="", help="Azure deployment, or Databricks serving-endpoint name")
-    group.add_argument("--api-version", default=DEFAULT_AZURE_API_VERSION, help="Azure OpenAI api-version")
-    group.add_argument(
-        "--vertex-project",
-        default="",
-        help="Vertex AI: the Google Cloud project in the path (default: $GOOGLE_CLOUD_PROJECT)",
-    )
-    group.add_argument(
-        "--vertex-location",
-        default="",
-        help="Vertex AI: the location in the path, e.g. us-central1 or global (default: $GOOGLE_CLOUD_LOCATION)",
-    )
-    group.add_argument(
-        "--auth",
-        default="auto",
-        choices=AUTH_CHOICES,
-        startup_only=True,  # which credentials of the process are sent
-        help="key: the API key as given; oauth: short-lived bearer tokens from the cloud's own library, refreshed "
-        "during the run (azure: Entra ID, databricks: OAuth M2M, vertex: Google); auto: the key when one is set, else "
-        "oauth where its credentials are in the environment (AZURE_CLIENT_ID, DATABRICKS_CLIENT_ID; always for vertex)",
-    )
-    group.add_argument(
-        "--aws-region",
-        default="",
-        startup_only=True,  # the scope of the SigV4 signature made with the process's AWS credentials
-        help="--provider bedrock: the AWS region requests are signed for (default: the region of a "
-        "bedrock-runtime.REGION.amazonaws.com --host, else AWS_REGION, else the AWS profile's)",
-    )
-    group.add_argument(
-        "--server-family",
-        default="",
-        choices=("", *FAMILIES),
-        metavar="{" + ",".join(FAMILIES) + "}",
-        help="Server software: which fields --ignore-eos sends (default: vllm; openai for hosted providers)",
-    )
-    group.add_argument(
-        "--header",
-        action="append",
-        default=None,
-        is_secret="header" in SECRET_OPTIONS,
-        help="Extra HTTP header 'Name: value' on every request (repeatable; values never printed)",
-    )
-    group.add_argument(
-        "--ca-bundle",
-        default="",
-        startup_only=True,
-        help="PEM file of CA certificates trusted besides the system's (SSL_CERT_FILE, SSL_CERT_DIR and "
-        "REQUESTS_CA_BUNDLE are honoured too)",
-    )
-    group.add_argument(
-        "--insecure",
-        action="store_true",
-        default=False,
-        startup_only=True,
-        help="Do not verify the server's TLS certificate and host name (the API key goes to whoever answers)",
-    )
-    group.add_argument(
-        "--allow-host",
-        action="append",
-        default=None,
-        startup_only=True,
-        help="A server the web UI's form may name as host besides those of --host (URL; repeatable, or "
-        "comma-separated): a test started from the form sends only to those",
-    )
-    group.add_argument(
-        "--web-origin",
-        action="append",
-        default=None,
-        startup_only=True,
-        help="An origin the web UI is opened at besides its own address, e.g. a reverse proxy's "
-        "https://locust.example.com (repeatable): its pages may start and stop tests; other origins' pages may not",
-    )
-    group.add_argument(
-        "--client",
-        default="fast",
-        choices=CLIENTS,
-        help="fast (default; timestamps every event on arrival) or openai-sdk (the openai package, max_retries=0)",
-    )
-
-
-def add_replica_and_cancel_arguments(parser: Any) -> None:
-    """Several replicas behind --host (`llm_locust.transport.replicas`)."""
-    group = _WebUIGroup(
-        parser.add_argument_group(
-            "llm-locust replicas", "--host URL1,URL2,... spreads the requests over several replicas"
-        )
-    )
-    group.add_argument(
-        "--balance",
-        default="round-robin",
-        choices=BALANCES,
-        help="How each process spreads requests over the replicas of a comma-separated --host: round-robin "
-        "(default) or least-in-flight",
-    )
 
 
 def add_declared(parser: Any, title: str, description: str, settings: type) -> None:

@@ -1,7 +1,8 @@
 """The run's LLM settings: each stage's validated settings, assembled from the options (`options.add_arguments`).
 
-Each stage owns its settings value object and its validation (`from_options`): the endpoint, timeouts and
-cancellation (`transport.settings`), the workload (`workload.settings`), the load (`load.settings`), the objectives
+Each stage owns its settings value object, its options (declared on its fields, `option_values.option`) and its
+validation (`from_options`): the endpoint (`transport.endpoint_settings`), timeouts and cancellation
+(`transport.settings`), the workload (`workload.settings`), the load (`load.settings`), the objectives
 (`metrics.settings`), the scraper (`scrape.settings`), the output (`results.settings`) and the live export
 (`export.settings`). `Settings.from_options`
 builds them once and the wiring (`runtime/`) hands each stage its own group, never the raw options.
@@ -22,9 +23,10 @@ from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.option_values import PUBLIC, as_list
 from llm_locust.results.settings import OutputSettings
 from llm_locust.scrape.settings import ScrapeSettings
+from llm_locust.transport.endpoint_settings import EndpointSettings, header_texts
 from llm_locust.transport.proxy import proxy_urls
 from llm_locust.transport.replicas import split_hosts
-from llm_locust.transport.settings import CancelSettings, EndpointSettings, TimeoutSettings, header_texts
+from llm_locust.transport.settings import CancelSettings, TimeoutSettings
 from llm_locust.transport.sigv4 import AWS_SECRET_ENV
 from llm_locust.transport.tokens import credential_secrets
 from llm_locust.workload.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS

@@ -5,16 +5,37 @@ safely (`exposure_line`). Pure; applied by `runtime.web_guard`."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from llm_locust.errors import ConfigError
+from llm_locust.option_values import option
 
 WEB_UI_HOST = "127.0.0.1"
 """Where Locust's web UI listens unless `--web-host` (or LOCUST_WEB_HOST, or `web-host` in a config file) says
 otherwise: loopback, as the UI has no login (Locust's own default is every interface)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WebUIOptions:
+    """The web UI's own option, declared here (`config.options` registers it); `runtime.plugin` reads it through
+    `web_origins`."""
+
+    web_origin: tuple[str, ...] = dataclasses.field(
+        metadata=option(
+            "An origin the web UI is opened at besides its own address, e.g. a reverse proxy's "
+            "https://locust.example.com (repeatable): its pages may start and stop tests; other origins' pages may "
+            "not",
+            None,
+            repeat=True,
+            startup_only=True,
+        )
+    )
+
+
 LOCUST_FORM_FIELDS = frozenset(
     {"user_count", "spawn_rate", "host", "run_time", "profile", "user_classes", "shape_class"}
 )

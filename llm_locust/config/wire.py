@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from llm_locust.config.options import DEFAULT_PROVIDER, SECRET_OPTIONS
+from llm_locust.config.options import SECRET_OPTIONS
+from llm_locust.transport.endpoint_settings import DEFAULT_PROVIDER, EndpointSettings
 from llm_locust.transport.replicas import host_refusal, split_hosts, without_credentials
-from llm_locust.transport.settings import EndpointSettings
 
 WITHHELD = (*SECRET_OPTIONS, "metrics_url")
 """Options never sent: the secret ones (the API key, the headers) and the server-metrics URLs (read by the master

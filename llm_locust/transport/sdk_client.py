@@ -26,9 +26,10 @@ from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
 from llm_locust.transport.client import keep_text, new_record, status_kind
+from llm_locust.transport.endpoint_settings import EndpointSettings
 from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.request import Prepared
-from llm_locust.transport.settings import EndpointSettings, TimeoutSettings
+from llm_locust.transport.settings import TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import client_context, tls_problem
 from llm_locust.workload.tokens import TokenCounter

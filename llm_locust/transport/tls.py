@@ -21,9 +21,9 @@ import gevent.ssl
 
 from llm_locust.errors import ConfigError
 from llm_locust.transport.ca_file import check_ca_file
+from llm_locust.transport.endpoint_settings import EndpointSettings
 from llm_locust.transport.proxy import Proxy, env_proxy
 from llm_locust.transport.replicas import check_hosts, split_hosts
-from llm_locust.transport.settings import EndpointSettings
 
 _UNKNOWN_ISSUER = (18, 19, 20, 21)  # self-signed (in chain), unable to get (local) issuer, unable to verify first
 _EXPIRED = (9, 10)  # not yet valid, expired

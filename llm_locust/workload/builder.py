@@ -102,8 +102,8 @@ class Workload:
         server_family: str,
         agent: bool = False,
     ) -> None:
-        """`server_family`: the endpoint's (`transport.settings.EndpointSettings`), which names the length fields;
-        `agent`: the user plays agent sessions (`agent.AgentSession`)."""
+        """`server_family`: the endpoint's (`transport.endpoint_settings.EndpointSettings`), which names the length
+        fields; `agent`: the user plays agent sessions (`agent.AgentSession`)."""
         self.settings = settings
         self.server_family = server_family
         self.trace = trace

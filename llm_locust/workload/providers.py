@@ -49,7 +49,7 @@ _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "op
                    "anthropic": "anthropic", "gemini": "openai", "vertex": "openai", "bedrock": "openai"}  # fmt: skip
 NO_MODEL_LIST = ("gemini", "vertex")
 """Providers with no `/v1/models` list to take a default model from (Google's): `--model` (or `--model-mix`) is
-needed (Bedrock's too: `transport.settings` asks for it naming Bedrock's model ids)."""
+needed (Bedrock's too: `transport.endpoint_settings` asks for it naming Bedrock's model ids)."""
 _NO_LENGTH_CONTROL = {
     "tgi": "TGI",
     "openai": "OpenAI (and Azure OpenAI, Databricks, Google, Bedrock)",

@@ -70,6 +70,7 @@ PURE = (
     "llm_locust.transport.ca_file",
     "llm_locust.transport.proxy",
     "llm_locust.transport.settings",
+    "llm_locust.transport.endpoint_settings",
     "llm_locust.option_values",
     "llm_locust.errors",
     "llm_locust.redact",

@@ -1,4 +1,5 @@
-"""The API key's resolution (`transport.settings.EndpointSettings`): a variable named by --api-key-env must hold it."""
+"""The API key's resolution (`transport.endpoint_settings.EndpointSettings`): a variable named by --api-key-env must
+hold it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from conftest import options
 
 from llm_locust.errors import ConfigError
-from llm_locust.transport.settings import EndpointSettings, api_key_from_env
+from llm_locust.transport.endpoint_settings import EndpointSettings, api_key_from_env
 
 
 def endpoint(*args: str) -> EndpointSettings:
