@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser proxy prometheus faketime docker docker-base docker-prometheus demo test test-all lint format bench clean engine test-engine demo-engine
+.PHONY: install browser proxy prometheus faketime docker docker-base docker-prometheus demo test test-unit test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -60,8 +60,24 @@ docker-prometheus: docker  ## the stand-in for prom/prometheus (Debian's package
 demo: $(STAMP) browser  ## a 1..32-user sweep on the simulator (master + 2 workers, 36 s of load); steps, capacity, curve
 	$(BIN)/llm-locust demo
 
-test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped)
-	$(BIN)/pytest
+# `make test` in two passes: the tests side by side (JOBS pytest-xdist workers: most of them wait on simulators and
+# runs, not on the CPU), then those marked `alone` (timing precision, capacity) one at a time on a quiet machine.
+# STAGE=transport: one stage's tests (tests/*/transport*, tests/*/test_transport*); TESTS=path...: those paths.
+JOBS  ?= 4
+STAGE ?=
+TESTS ?= $(if $(STAGE),$(or $(sort $(wildcard tests/*/$(STAGE) tests/*/$(STAGE)* tests/*/test_$(STAGE)*)),$(error \
+	STAGE=$(STAGE) names no tests: tests/*/$(STAGE)* and tests/*/test_$(STAGE)* are empty)))
+# pytest's exit code 5 is "no test selected": a pass with none of its kind in TESTS is not a failure
+PASS   = || { code=$$?; [ $$code = 5 ] || failed=$$code; }
+
+test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped); STAGE=, TESTS=
+	@failed=0; \
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup -m 'not slow and not engine and not alone' $(PYTEST_ARGS) $(TESTS) $(PASS); \
+	$(BIN)/pytest -m 'alone and not slow and not engine' $(PYTEST_ARGS) $(TESTS) $(PASS); \
+	exit $$failed
+
+test-unit: $(STAMP)  ## the unit tests only (tests/unit, side by side): the inner loop, under 2 minutes
+	$(BIN)/pytest -n $(JOBS) -m 'not slow and not engine' $(PYTEST_ARGS) tests/unit
 
 test-all: $(STAMP) browser proxy prometheus faketime  ## everything, including the slow runs
 	$(BIN)/pytest -m ""

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import greenlet
 import locust  # noqa: F401  (gevent monkey-patching must come first)
 import pytest
 import trustme
+from gevent.monkey import get_original
 from locust import events as global_events
 from locust.argument_parser import parse_options
 from locust.env import Environment
@@ -31,7 +32,7 @@ from locust.event import Events
 from llm_locust.config.link_auth import free_port
 from llm_locust.runtime.plugin import install
 from llm_locust.runtime.users import ChatCompletionsUser
-from llm_locust.sim import run_sim
+from llm_locust.sim import SimProcess, run_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
@@ -67,6 +68,68 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool:
     signal.signal(signal.SIGALRM, on_timeout)
     signal.setitimer(signal.ITIMER_REAL, settings.timeout)
     return True
+
+
+native_sleep = get_original("time", "sleep")
+
+
+class _PolledFlag:
+    """An event for pytest-xdist's worker queue that never waits in gevent's hub (see `pytest_configure`)."""
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._set and (deadline is None or time.monotonic() < deadline):
+            native_sleep(0.002)
+        return self._set
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker (`make test`): its queue of tests to run is filled by execnet's receiver thread (a
+    real thread) while the main thread waits on it; Locust's monkey-patching (imported above, before the worker
+    built the queue) made that lock and event gevent's, and a gevent event waited on with nothing else in the hub
+    ends the worker ("LoopExit: This operation would block forever", locustio/locust#3202). The queue gets a native
+    lock and a polled flag instead: a 2 ms poll between tests, nothing during one."""
+    if not hasattr(config, "workerinput"):
+        return
+    for plugin in config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if type(plugin).__name__ == "WorkerInteractor" and queue is not None:
+            queue._lock = get_original("_thread", "RLock")()
+            queue._has_items_event = _PolledFlag()
+
+
+SHARED_SIMS = {"fixed_sim", "fast_sim", "_fixed_sim_process", "_fast_sim_process", "pki"}
+"""Fixtures that are cheap or already one per worker: a module using only these spreads over the xdist workers."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `pytest -n N --dist loadgroup` (`make test`): a module with a module- or class-scoped fixture of its own
+    (a run several tests read, a module's simulator) runs on one worker, so the fixture is built once, not once per
+    worker; every other test goes to whichever worker is free."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures is None:
+            continue
+        shared = any(
+            definitions[-1].scope in ("module", "class", "package")
+            for name, definitions in fixtures.name2fixturedefs.items()
+            if name not in SHARED_SIMS and definitions
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 class ChatUser(ChatCompletionsUser):
@@ -191,18 +254,34 @@ def read_summary(results_dir: Path) -> dict[str, Any]:
     return json.loads((results_dir / "summary.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def fixed_sim():
-    """Simulator with fixed timing: TTFT 200 ms, ITL 20 ms, 64 tokens."""
+@pytest.fixture(scope="session")
+def _fixed_sim_process() -> Iterator[SimProcess]:
+    """The fixed-timing simulator of this process (of this xdist worker: one each, never shared between workers)."""
     with run_sim("--ttft-ms", "200", "--itl-ms", "20", "--output-tokens", "64") as sim:
         yield sim
 
 
-@pytest.fixture(scope="module")
-def fast_sim():
-    """Simulator with short fixed timing for functional runs."""
+@pytest.fixture(scope="session")
+def _fast_sim_process() -> Iterator[SimProcess]:
+    """The short-timing simulator of this process (of this xdist worker: one each, never shared between workers)."""
     with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
         yield sim
+
+
+@pytest.fixture
+def fixed_sim(_fixed_sim_process: SimProcess) -> SimProcess:
+    """Simulator with fixed timing: TTFT 200 ms, ITL 20 ms, 64 tokens; its trace empty as the test starts (the
+    process is started once per worker and reset through POST /sim/reset)."""
+    _fixed_sim_process.reset()
+    return _fixed_sim_process
+
+
+@pytest.fixture
+def fast_sim(_fast_sim_process: SimProcess) -> SimProcess:
+    """Simulator with short fixed timing for functional runs; its trace empty as the test starts (the process is
+    started once per worker and reset through POST /sim/reset)."""
+    _fast_sim_process.reset()
+    return _fast_sim_process
 
 
 @pytest.fixture(scope="module")

@@ -57,6 +57,7 @@ def run(sim, api: str, tmp_path, *args: str, users: int = 4, seconds: float = 3)
     return env, read_summary(tmp_path), [r for r in sim.trace() if r["endpoint"] == api]
 
 
+@pytest.mark.alone  # p50s within a quarter of TTFT / half of ITL of the trace
 @pytest.mark.parametrize("api", ["responses", "messages"])
 def test_streamed_api_against_the_trace(sim, api, tmp_path):
     env, summary, trace = run(sim, api, tmp_path)
@@ -78,6 +79,7 @@ def test_streamed_api_against_the_trace(sim, api, tmp_path):
     assert post.num_requests == n and post.total_content_length == OUTPUT_TOKENS * n
 
 
+@pytest.mark.alone  # e2e p50 within a quarter of TTFT of the trace
 def test_embeddings_against_the_trace(sim, tmp_path):
     env, summary, trace = run(sim, "embeddings", tmp_path, "--embedding-batch", "3")
     m, t = summary["metrics"], summary["throughput"]

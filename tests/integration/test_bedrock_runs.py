@@ -60,6 +60,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+@pytest.mark.alone  # timings within 1 ms of the trace
 def test_converse_stream_signed_through_master_and_two_workers(tmp_path):
     """0 failures; the simulator verified exactly the client's requests and refused none; usage from `metadata`;
     TTFT and ITL against the truth of what the simulator wrote (its trace), request by request (its

@@ -32,9 +32,12 @@ from llm_locust.runtime.pacer import Pacer
 from llm_locust.sim import run_sim
 
 FAKETIME = shutil.which("faketime")
-pytestmark = pytest.mark.skipif(
-    FAKETIME is None, reason="faketime is not installed (Debian's package: `make faketime` as root installs it)"
-)
+pytestmark = [
+    pytest.mark.alone,  # send and arrival times within 1 ms
+    pytest.mark.skipif(
+        FAKETIME is None, reason="faketime is not installed (Debian's package: `make faketime` as root installs it)"
+    ),
+]
 TRACE_FILE = ROOT / "locustfiles" / "trace.py"
 SKEWS_S = (-3.0, -2.0)
 REQUESTS = 200

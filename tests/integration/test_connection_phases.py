@@ -8,12 +8,15 @@ import json
 from pathlib import Path
 
 import gevent
+import pytest
 from conftest import options, read_summary, run_local
 from harness.sse_server import HEADERS as HEAD
 from harness.sse_server import chunk, read_request, serve
 
 from llm_locust.results.request_lines import REQUESTS_FILE
 from llm_locust.sim import run_sim
+
+pytestmark = pytest.mark.alone  # connect, handshake and header times within 1-3 ms
 
 DELAY_MS = 40.0
 SIM_ARGS = ("--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "4")

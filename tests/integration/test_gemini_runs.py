@@ -11,6 +11,7 @@ from collections import Counter
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, read_summary, run_locust
 
 from llm_locust.sim import run_sim
@@ -79,6 +80,7 @@ def assert_agrees_with_the_trace(results: Path, trace: list[dict]) -> None:
         assert abs(ours - truth) <= (1.0 if "p50" in key else 3.0), (key, figures)  # on a loaded one
 
 
+@pytest.mark.alone  # TTFT and ITL within 1 ms of the trace
 def test_gemini_api_through_master_and_two_workers(tmp_path):
     """--provider gemini: the key from GEMINI_API_KEY in x-goog-api-key (checked by the simulator, which echoes every
     header in its errors), never in any output."""
@@ -94,6 +96,7 @@ def test_gemini_api_through_master_and_two_workers(tmp_path):
     assert not [text for text in outputs if KEY in text]
 
 
+@pytest.mark.alone  # TTFT and ITL within 1 ms of the trace
 def test_vertex_path_through_master_and_two_workers(tmp_path):
     """--provider vertex: Gemini at the project's and location's path (from Google's variables)."""
     with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--output-tokens", "64", "--model",

@@ -188,6 +188,7 @@ def test_report_charts_are_the_summary_numbers_and_capacity_is_read_per_length(g
         build_report([grid_run], tmp_path / "bad.html", png=False, grid_metric="nope")
 
 
+@pytest.mark.alone  # bucket TTFT within 25 % + 15 ms
 @pytest.mark.slow
 def test_uniform_run_buckets_agree_with_the_sweep_over_the_same_lengths(grid_run, tmp_path):
     """One run with prompts uniform over 256..2047 tokens at one user: each power-of-two bucket's mean TTFT is the

@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 from itertools import pairwise
 
+import pytest
 from conftest import ChatUser, free_port, options, read_summary, run_local
 
 from llm_locust.runtime.users import CompletionsUser
+
+pytestmark = pytest.mark.alone  # TTFT/ITL p50s within 5 ms, ITL within 2 ms of the trace
 
 
 def test_accuracy_against_fixed_timing(fixed_sim, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from time import perf_counter
 
 import gevent
+import pytest
 from harness.sse_server import HEADERS, chunk, read_request, serve
 from locust.contrib.fasthttp import FastHttpSession
 from locust.event import Events
@@ -18,6 +19,8 @@ from llm_locust.load.pacing import Plan
 from llm_locust.load.sequence import Assignment
 from llm_locust.runtime.pacer import Pacer, Periodic, left, make_way, wait_until
 from llm_locust.transport import patches
+
+pytestmark = pytest.mark.alone  # an open loop's send times, to the millisecond
 
 
 def _sender(sends: DueSends, due_s: float, log: list[tuple[str, float]]) -> gevent.Greenlet:

@@ -8,11 +8,14 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT, free_port
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from synthetic_workers import REPORT_S, Tally, master_command, start_processes
+
+pytestmark = pytest.mark.alone  # a master's capacity with 20 workers
 
 WORKERS = 20
 ROUNDS = 3

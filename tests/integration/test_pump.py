@@ -8,7 +8,10 @@ from conftest import options, read_summary, run_local
 from llm_locust.transport import pump
 from llm_locust.transport.kernel_time import KERNEL_TIMESTAMPS
 
-pytestmark = pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="the pump reads plain TCP on Linux only")
+pytestmark = [
+    pytest.mark.alone,  # one greenlet's reads timed against the simulator
+    pytest.mark.skipif(not KERNEL_TIMESTAMPS, reason="the pump reads plain TCP on Linux only"),
+]
 
 
 def test_pump_reads_many_streams_and_forgets_them_when_users_stop(fast_sim, tmp_path):

@@ -19,6 +19,8 @@ from conftest import LOCUSTFILE, read_summary, run_locust, wait_for
 from llm_locust.config.link_auth import free_port
 from llm_locust.sim import run_sim
 
+pytestmark = pytest.mark.alone  # ITL within 1 ms through the proxy
+
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 

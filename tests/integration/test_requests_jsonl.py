@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 from harness.report_figures import array, figures, trace
 from harness.sse_server import HEADERS, chunk, read_request, serve
@@ -13,6 +14,8 @@ from harness.sse_server import HEADERS, chunk, read_request, serve
 from llm_locust.report.build import build_report
 from llm_locust.results.request_lines import FIELDS, REQUESTS_FILE, EpochClock
 from llm_locust.sim import run_sim
+
+pytestmark = pytest.mark.alone  # first-token times within 1 ms of the simulator's
 
 
 def run_two_workers(sim, tmp_path, requests: int, *extra: str) -> list[dict]:

@@ -28,6 +28,8 @@ from llm_locust.runtime.saturation import (
 )
 from llm_locust.sim import run_sim
 
+pytestmark = pytest.mark.alone  # the process's CPU share and loop lag: another test's load is what it measures
+
 blocking_sleep = get_original("time", "sleep")  # time.sleep is gevent's under Locust: this one holds the loop
 
 

@@ -147,6 +147,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+@pytest.mark.alone  # p50s within 1 ms of the trace
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_a_scripted_chat_user_measures_as_the_built_in_one(tmp_path, pki, scheme):
     """Against the simulator's fixed timing, the scenario and the built-in user give the same TTFT and ITL: p50

@@ -15,6 +15,8 @@ from llm_locust.report.cli import main as report_main
 from llm_locust.sim import run_sim
 from llm_locust.sim.engine import BatchingEngine, BatchingParams, Sequence
 
+pytestmark = pytest.mark.alone  # capacity search: the knee found is the simulator's, not a loaded machine's
+
 SEARCH_FILE = ROOT / "locustfiles" / "search.py"
 SWEEP_FILE = ROOT / "locustfiles" / "sweep.py"
 

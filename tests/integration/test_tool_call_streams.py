@@ -41,6 +41,7 @@ def sim():
         yield sim
 
 
+@pytest.mark.alone  # p50s against the trace
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_client_measures_tool_call_streams_as_the_trace_wrote_them(sim, api, tmp_path):
     sim.reset()

@@ -167,6 +167,7 @@ def test_a_bad_trace_ends_the_run_with_one_line_and_exit_2(tmp_path):
 @pytest.mark.parametrize(
     ("arrival", "burstiness"), [("constant", 1.0), pytest.param("gamma", 4.0, marks=pytest.mark.slow)]
 )
+@pytest.mark.alone  # arrival gaps within 10 % of the rate
 def test_constant_and_gamma_arrivals_add_up_through_three_workers(tmp_path, arrival, burstiness):
     rate = 40.0
     with run_sim(*SIM_ARGS) as sim:
