@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from locust.event import Events
 from llm_locust.config.link_auth import free_port
 from llm_locust.runtime.plugin import install
 from llm_locust.runtime.users import ChatCompletionsUser
-from llm_locust.sim import SimProcess, run_sim
+from llm_locust.sim import run_sim
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
@@ -96,22 +96,30 @@ class _PolledFlag:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In a pytest-xdist worker (`make test`): its queue of tests to run is filled by execnet's receiver thread (a
-    real thread) while the main thread waits on it; Locust's monkey-patching (imported above, before the worker
-    built the queue) made that lock and event gevent's, and a gevent event waited on with nothing else in the hub
-    ends the worker ("LoopExit: This operation would block forever", locustio/locust#3202). The queue gets a native
-    lock and a polled flag instead: a 2 ms poll between tests, nothing during one."""
+    """In a pytest-xdist worker (`make test`): execnet and pytest-xdist make their locks and events when they need
+    them, through their execution model, from `threading`, which Locust's monkey-patching (imported above) made
+    gevent's. Waited on in the main thread while execnet's receiver thread (a real thread) sets it, a gevent event
+    with nothing else in the hub ends the worker ("LoopExit: This operation would block forever", locustio/locust#3202),
+    at its first wait for a test and at its exit. The worker's execution model gets native locks, threads and sleep,
+    and a polled flag for an event; the queue of tests to run, made before this hook, gets them too."""
     if not hasattr(config, "workerinput"):
         return
     for plugin in config.pluginmanager.get_plugins():
         queue = getattr(plugin, "torun", None)
         if type(plugin).__name__ == "WorkerInteractor" and queue is not None:
-            queue._lock = get_original("_thread", "RLock")()
+            model = plugin.channel.gateway.execmodel
+            model.Event = _PolledFlag
+            model.Lock = model.RLock = get_original("_thread", "RLock")
+            model.sleep = native_sleep
+            model.start = lambda func, args=(): get_original("_thread", "start_new_thread")(func, args)
+            model.get_ident = get_original("_thread", "get_ident")
+            queue._lock = model.RLock()
             queue._has_items_event = _PolledFlag()
 
 
-SHARED_SIMS = {"fixed_sim", "fast_sim", "_fixed_sim_process", "_fast_sim_process", "pki"}
-"""Fixtures that are cheap or already one per worker: a module using only these spreads over the xdist workers."""
+CHEAP_MODULE_FIXTURES = {"fixed_sim", "fast_sim", "pki"}
+"""Module fixtures that take a second or two: a module using only these spreads over the xdist workers (each worker
+starts its own)."""
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -126,7 +134,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         shared = any(
             definitions[-1].scope in ("module", "class", "package")
             for name, definitions in fixtures.name2fixturedefs.items()
-            if name not in SHARED_SIMS and definitions
+            if name not in CHEAP_MODULE_FIXTURES and definitions
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
@@ -254,34 +262,18 @@ def read_summary(results_dir: Path) -> dict[str, Any]:
     return json.loads((results_dir / "summary.json").read_text())
 
 
-@pytest.fixture(scope="session")
-def _fixed_sim_process() -> Iterator[SimProcess]:
-    """The fixed-timing simulator of this process (of this xdist worker: one each, never shared between workers)."""
+@pytest.fixture(scope="module")
+def fixed_sim():
+    """Simulator with fixed timing: TTFT 200 ms, ITL 20 ms, 64 tokens."""
     with run_sim("--ttft-ms", "200", "--itl-ms", "20", "--output-tokens", "64") as sim:
         yield sim
 
 
-@pytest.fixture(scope="session")
-def _fast_sim_process() -> Iterator[SimProcess]:
-    """The short-timing simulator of this process (of this xdist worker: one each, never shared between workers)."""
+@pytest.fixture(scope="module")
+def fast_sim():
+    """Simulator with short fixed timing for functional runs."""
     with run_sim("--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "16") as sim:
         yield sim
-
-
-@pytest.fixture
-def fixed_sim(_fixed_sim_process: SimProcess) -> SimProcess:
-    """Simulator with fixed timing: TTFT 200 ms, ITL 20 ms, 64 tokens; its trace empty as the test starts (the
-    process is started once per worker and reset through POST /sim/reset)."""
-    _fixed_sim_process.reset()
-    return _fixed_sim_process
-
-
-@pytest.fixture
-def fast_sim(_fast_sim_process: SimProcess) -> SimProcess:
-    """Simulator with short fixed timing for functional runs; its trace empty as the test starts (the process is
-    started once per worker and reset through POST /sim/reset)."""
-    _fast_sim_process.reset()
-    return _fast_sim_process
 
 
 @pytest.fixture(scope="module")

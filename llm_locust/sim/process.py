@@ -81,12 +81,13 @@ class SimProcess:
 
 
 @contextlib.contextmanager
-def run_sim(*args: str, timeout_s: float = 10) -> Iterator[SimProcess]:
+def run_sim(*args: str, timeout_s: float = 60) -> Iterator[SimProcess]:
     """Start `llm-locust sim --port 0 ... *args` in a subprocess and yield it once it listens.
 
     `args` are extra `llm-locust sim` options (e.g. "--ttft-ms", "50"). On exit the process gets
     SIGTERM, then SIGKILL after 5 s. Raises SimStartError (with the subprocess's output) if it
-    exits or is not listening within `timeout_s` seconds.
+    exits or is not listening within `timeout_s` seconds (generous: a simulator that cannot start exits at once, and
+    on a busy machine — a test suite's parallel workers — starting Python and its imports alone took over 10 s).
     """
     with tempfile.TemporaryDirectory(prefix="llm-locust-sim-") as tmp:
         ready_file = Path(tmp) / "port"

@@ -44,6 +44,8 @@ from conftest import ROOT, free_port, read_summary, wait_for
 from harness.dashboard import dashboard_queries
 from harness.web_ui import http
 
+pytestmark = pytest.mark.alone  # docker compose builds and runs the whole stack: both cores for minutes
+
 COMPOSE_FILES = ("docker-compose.yml",)
 UI_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.ui.yml")
 PROMETHEUS_COMPOSE_FILES = ("docker-compose.yml", "docker-compose.prometheus.yml")

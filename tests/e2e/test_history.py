@@ -29,6 +29,10 @@ from llm_locust.report.compare_result import NO_CHANGE, REGRESSION
 from llm_locust.report.history import LEFT_OUT, NO_BASELINE
 from llm_locust.sim import run_sim
 
+pytestmark = (
+    pytest.mark.alone
+)  # six real runs, the last 30 % slower: a busy machine's delays blur the regression it must find
+
 RUN_S = 5
 """Each run's length: 4 whole 1-s windows at least, compare needs 3."""
 SIM = ("--ttft-ms", "100", "--output-tokens", "32")

@@ -27,6 +27,8 @@ from harness.topology import SIM_PORT, master_args, sim_args, worker_args
 
 from llm_locust.config.link_auth import SECRET_ENV
 
+pytestmark = pytest.mark.alone  # exact counts through a master and workers in network namespaces
+
 SUBNET = "10.254.77"
 LINK_SECRET = secrets.token_urlsafe(32)
 """The master–worker link's secret of every process (the master listens on every interface, workers join it from

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from urllib.parse import quote
 
+import pytest
 from conftest import LOCUSTFILE as LOCUSTFILE_PATH
 from conftest import ROOT, master_port_args, read_summary, wait_for
 from harness.output import assert_no_secret, leaks
@@ -259,6 +260,7 @@ def test_planted_gemini_key_through_master_and_workers(tmp_path):
     assert_no_secret(results, output, GEMINI_KEY)
 
 
+@pytest.mark.alone  # token refreshes counted exactly through master and workers
 def test_planted_oauth_secrets_through_master_and_workers(tmp_path):
     """Databricks OAuth M2M through a master with 2 worker processes, each fetching and refreshing its own token (a
     1 s lifetime) from the simulator, which echoes every request header in its errors: the client secret, the other

@@ -8,12 +8,15 @@ import json
 import secrets
 import time
 
+import pytest
 from conftest import LOCUSTFILE, read_summary, wait_for
 from harness.output import leaks
 from harness.recording_server import RecordingServer
 from harness.web_ui import http, locust_web_ui, post, template_args, ui_state, wait_for_page
 
 from llm_locust.sim import run_sim
+
+pytestmark = pytest.mark.alone  # a web UI process started and driven within fixed waits
 
 KEY = "sk-cli-SECRET-0a9b8c7d"
 

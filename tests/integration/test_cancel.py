@@ -19,6 +19,8 @@ from llm_locust.report.run_data import load_run
 from llm_locust.report.server import server_rows
 from llm_locust.sim import SimProcess, run_sim
 
+pytestmark = pytest.mark.alone  # cancelled shares and server slots against the trace
+
 
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import gevent
+import pytest
 from conftest import (
     LOCUSTFILE,
     ROOT,
@@ -33,6 +34,7 @@ from llm_locust.metrics.histograms import delta_from_wire
 from llm_locust.runtime.runner_ops import WIRE_KEY
 
 
+@pytest.mark.alone  # exact counts: the workers' last reports reach the master in time
 def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
                    "--interval-s", "1")  # fmt: skip

@@ -13,6 +13,8 @@ from conftest import options, read_summary, run_local
 
 from llm_locust.sim import run_sim
 
+pytestmark = pytest.mark.alone  # fault counts against the trace, with faults 1 ms apart
+
 USERS = 40
 
 

@@ -161,6 +161,7 @@ def requests_to_draw_every_kind() -> int:
     raise AssertionError("some fault kind is never drawn")
 
 
+@pytest.mark.alone  # exact fault counts against the trace
 def test_fault_matrix_all_kinds_in_one_run(tmp_path):
     with run_sim(*sim_args(*MIXED)) as sim:
         env = run_users(sim, tmp_path, users=8, seconds=4)
@@ -183,6 +184,7 @@ def test_fault_matrix_one_kind(kind, tmp_path):
     assert sum(1 for r in trace if r["fault"] == kind) >= 3
 
 
+@pytest.mark.alone  # exact fault counts against the trace
 def test_fault_matrix_all_kinds_master_and_workers(tmp_path):
     """The same exactness through the worker -> master merge (failures, ttft_failed, Locust's errors),
     with every fault kind injected at least once (CI's robustness check through master and workers)."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import gevent
+import pytest
 from conftest import options, read_summary, run_local
 from harness.sse_server import HEADERS, chunk, read_request, serve
+
+pytestmark = pytest.mark.alone  # a 0.6 s first-token timeout in a 2 s run
 
 
 def role_then_keep_alives(sock, _address):

@@ -131,6 +131,7 @@ def test_max_requests_is_exact_across_workers(fast_sim, tmp_path):
     assert summary["run"]["stop_reason"] == "--max-requests 25 reached"
 
 
+@pytest.mark.alone  # the run ends within 30 s of its abort
 def test_abort_error_rate_ends_a_failing_run(tmp_path):
     started = time.monotonic()
     proc = run_locust(

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import LOCUSTFILE, read_summary, run_locust
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -68,6 +69,7 @@ def _ttft_p90_ms(results: Path) -> float:
     return read_summary(results)["metrics"]["ttft_ms"]["p90"]
 
 
+@pytest.mark.alone  # TTFT of an adapter switch within ms
 def test_adapter_switches_show_in_ttft_and_in_the_server_metrics(tmp_path: Path) -> None:
     args = ("--models", "base,a,b", "--max-loras", "1", "--lora-load-ms", "40", "--ttft-ms", "10", "--itl-ms", "1",
             "--output-tokens", "4")  # fmt: skip

@@ -78,6 +78,7 @@ def with_url(env: dict, url: str, folder: Path) -> dict:
     return {name: value.replace("{url}", url) for name, value in env.items()}
 
 
+@pytest.mark.alone  # token refreshes counted exactly in every worker
 @pytest.mark.parametrize("provider", ["azure", "databricks", "vertex"])
 def test_tokens_refreshed_in_every_worker_none_refused(provider, tmp_path, pki, monkeypatch):
     sim_args, args, env = cloud(provider, tmp_path, pki)

@@ -20,6 +20,8 @@ from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.results.request_lines import REQUESTS_FILE
 from llm_locust.sim import SimProcess, run_sim
 
+pytestmark = pytest.mark.alone  # exact counts through a master and two workers
+
 SCHEMA_FILE = ROOT / "docs" / "examples" / "person.schema.json"
 
 

@@ -134,6 +134,7 @@ def test_rejected_certificate_is_one_line_and_exit_code_2(tmp_path, pki, cert, c
     assert KEY not in output
 
 
+@pytest.mark.alone  # counts of a short run against the server's
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_no_byte_of_a_request_reaches_an_unverified_server(tmp_path, pki, clean_env, client):
     """A raw TLS listener with a certificate of an unknown CA: handshakes come, no application byte."""
@@ -220,6 +221,7 @@ def test_sim_tls_options_are_checked(tmp_path, args, message):
 
 
 # -- proxies ---------------------------------------------------------------------------------------------------
+@pytest.mark.alone  # counts of a short run through the proxy
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_https_through_a_connect_proxy_still_verifies(tmp_path, pki, good_sim, clean_env, caplog, client):
     """HTTPS_PROXY with credentials: a CONNECT tunnel (its Proxy-Authorization on the CONNECT), the

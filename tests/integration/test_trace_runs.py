@@ -64,6 +64,7 @@ def replayed(sim, lengths_in: list[int], due_s: list[float]) -> dict[str, float]
     return {"p50": float(np.percentile(error_ms, 50)), "p99": float(np.percentile(error_ms, 99)), "records": by_length}
 
 
+@pytest.mark.alone  # sends at their trace times
 def test_mooncake_trace_through_master_and_three_workers(tmp_path):
     rows = mooncake_trace(tmp_path / "trace.jsonl", 2000, mean_gap_ms=50)
     speedup = 10  # 20 requests/s traced -> 200/s offered, 10 s
@@ -126,6 +127,7 @@ def small_replay(tmp_path, fmt: str, text: str, rows: list[tuple[float, int, int
     assert read_summary(tmp_path / "results")["prefix_reuse"]["expected_reuse"] is None  # no hash ids
 
 
+@pytest.mark.alone  # first-token times against the trace
 def test_azure_trace(tmp_path):
     rng = random.Random(2)
     rows, t_s = [], 0.0
@@ -236,6 +238,7 @@ def test_workers_joining_and_leaving_mid_replay_lose_and_repeat_nothing(tmp_path
     print(f"join + leave: send-time error p50 {error['p50']:.2f} ms, p99 {error['p99']:.2f} ms")
 
 
+@pytest.mark.alone  # each turn sent after its predecessor's answer, on time
 def test_a_traces_sessions_follow_their_predecessors_through_two_workers(tmp_path):
     """AIPerf-style Mooncake rows with session_id and delay: 8 sessions of 3 turns, a first turn every 150 ms and
     later turns 200 ms after their predecessor's answer, plus 4 requests outside sessions. Each request reaches the

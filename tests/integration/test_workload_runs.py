@@ -171,6 +171,7 @@ def test_openai_sdk_client_records_the_same_metrics(fast_sim, tmp_path):
     assert env.stats.get("/v1/chat/completions", "POST").num_requests == ok
 
 
+@pytest.mark.alone  # errors counted by kind in a short run
 def test_openai_sdk_client_http_errors_are_counted_by_kind(fast_sim, tmp_path):
     opts = options("--host", fast_sim.url, "--client", "openai-sdk", "--model", "nope", "--results-dir", str(tmp_path))
     run_local(opts, users=1, seconds=0.5)
