@@ -33,8 +33,9 @@ from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.metrics.histograms import delta_from_wire
 from llm_locust.runtime.runner_ops import WIRE_KEY
 
+pytestmark = pytest.mark.alone  # exact counts through a master and workers, and a lost worker seen within seconds
 
-@pytest.mark.alone  # exact counts: the workers' last reports reach the master in time
+
 def test_master_merges_exactly_what_the_workers_measured(fast_sim, tmp_path):
     opts = options("--host", fast_sim.url, "--max-tokens", "16", "--ignore-eos", "--results-dir", str(tmp_path),
                    "--interval-s", "1")  # fmt: skip
