@@ -12,8 +12,8 @@ where the request came from. `install` guards them so that, before Locust sees t
   origins of a reverse proxy);
 - a POST /user that sets anything but a user class's tasks, weight and fixed count is refused: HTTP 400, one line
   naming the field (`config.web_access.user_edit_refusal`);
-- a form field that the form does not show — a `startup_only` option (`config.options`) or one of Locust's own — is
-  refused: HTTP 400, one line naming the field (`config.web_access.form_refusal`);
+- a form field that the form does not show — a `startup_only` option (declared on its settings field) or one of
+  Locust's own — is refused: HTTP 400, one line naming the field (`config.web_access.form_refusal`);
 - a host whose server is not one of --host's, --allow-host's or the locustfile's user classes' (as given when the
   process started) is refused in the form's own answer (`{"success": false, "message": ...}`, which Locust's page
   shows; `transport.replicas.host_refusal`);

@@ -33,14 +33,14 @@ FILE_URL_PORT_OPTIONS = {
     "results_dir", "requests_jsonl", "dataset", "image", "tools_file", "tokenizer", "trace", "ca_bundle",
     "metrics_url", "metrics_map", "prometheus_port", "prometheus_host", "allow_host", "web_origin",
 }  # fmt: skip
-"""The options that name a file, folder, URL or port (`config/options.py`), all of which must be declared start-up
-only; the test posts every declared one, so an option declared later is covered too."""
+"""The options that name a file, folder, URL or port (declared on their stage's settings), all of which must be
+declared start-up only; the test posts every declared one, so an option declared later is covered too."""
 LOCUST_FILE_OPTIONS = ("csv_prefix", "html_file", "json_file", "logfile", "web_host", "master_bind_port", "config")
 """Some of Locust's own options that /swarm would otherwise copy into the options."""
 
 
 def startup_only_options() -> list[str]:
-    """The options declared `startup_only` in `config/options.py`, read from their declarations."""
+    """The options declared `startup_only` on the stages' settings, read from the parser they are registered on."""
     parser = get_empty_argument_parser()
     add_arguments(parser)
     return [action.dest for action in parser._actions if getattr(action, "startup_only", False)]
