@@ -28,6 +28,7 @@ from locust import events as global_events
 from locust.argument_parser import parse_options
 from locust.env import Environment
 from locust.event import Events
+from locust.runners import STATE_STOPPED
 
 from llm_locust.config.link_auth import free_port
 from llm_locust.runtime.plugin import install
@@ -163,17 +164,21 @@ def run_local(
     user_classes: list | None = None,
     stop_timeout_s: float | None = None,
     spawn_rate: float | None = None,
+    until_stopped: bool = False,
 ) -> Environment:
     """Run a LocalRunner for `seconds`, then stop and quit it like the CLI does (`stop_timeout_s`:
     Locust's --stop-timeout, users finish their request in flight; `spawn_rate`: users started per second, default
-    all at once)."""
+    all at once; `until_stopped`: quit as soon as the test stopped itself, e.g. at --max-requests, `seconds` at
+    most)."""
     env = new_env(opts, user_classes)
     if stop_timeout_s is not None:
         env.stop_timeout = stop_timeout_s
     runner = env.create_local_runner()
     env.events.init.fire(environment=env, runner=runner, web_ui=None)
     runner.start(users, spawn_rate=spawn_rate or users)
-    gevent.sleep(seconds)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (until_stopped and runner.state == STATE_STOPPED):
+        gevent.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
     runner.quit()
     env.events.quitting.fire(environment=env, reverse=True)
     return env
