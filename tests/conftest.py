@@ -127,7 +127,10 @@ starts its own)."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `pytest -n N --dist loadgroup` (`make test`): a module with a module- or class-scoped fixture of its own
     (a run several tests read, a module's simulator) runs on one worker, so the fixture is built once, not once per
-    worker; every other test goes to whichever worker is free."""
+    worker; every other test goes to whichever worker is free. Without pytest-xdist (a venv made before it was a
+    dependency), nothing to group."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
         if fixtures is None:
