@@ -66,6 +66,11 @@ class LiveSnapshot:
     spans: tuple[StepSpan, ...]  # sweep steps so far
 
 
+LAST_REPORTS_WAIT_S = 3.0
+"""Master quitting: how long it waits for its workers' last reports (their users stopped, Locust's --stop-timeout
+added)."""
+
+
 class Lead:
     """llm-locust's state in the process that leads the run (see the module docstring). `users`: the process's own
     users part on a local runner; None on a master (its users run on the workers, whose reports it merges)."""
@@ -256,18 +261,23 @@ class Lead:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
 
     def _quit(self, locust_quit: Callable[[], None]) -> None:
-        """Master: Locust's quit (the run's end: --run-time, a limit) once the workers' last reports are in. Locust
-        stops the test without stopping the workers, then tells them to quit and gives their last reports 0.5 s —
-        short on a busy machine, and a report lost there loses its requests: here the workers are told at once and
-        their reports after their users stopped (with the requests the stop cut) waited for (`collect_last_reports`,
-        3 s at most) — once: the last worker's goodbye makes Locust quit again meanwhile."""
+        """Master: Locust's quit (the run's end: --run-time, a limit; the end of a web UI or a script) once the workers'
+        last reports are in. Locust stops the test without stopping the workers, then tells them to quit and gives
+        their last reports 0.5 s — short on a busy machine, and a report lost there loses its requests: here the workers
+        that ran users in the test and have not sent their report after their users stopped (with the requests the
+        stop cut) are told at once and waited for (`collect_last_reports`: 3 s, plus Locust's --stop-timeout for their
+        users to end their tasks) — once: the last worker's goodbye makes Locust quit again meanwhile."""
         if not self._quitting:
             self._quitting = True
-            runner = self._shared.environment.runner
+            environment = self._shared.environment
+            runner = environment.runner
             running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
-            if running:
-                runner.stop(send_stop_to_client=False)
-                collect_last_reports(runner, lambda: running <= self._last_reported)
+            ran = running | ({w.id for w in runner.clients.all} & set(self.requests_by_worker))
+            if not ran <= self._last_reported:
+                if running:
+                    runner.stop(send_stop_to_client=False)
+                wait_s = LAST_REPORTS_WAIT_S + (environment.stop_timeout or 0.0)
+                collect_last_reports(runner, lambda: ran <= self._last_reported, wait_s)
         locust_quit()
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
