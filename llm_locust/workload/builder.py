@@ -323,8 +323,9 @@ class Workload:
     ) -> dict[str, Any]:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`
         (a length sweep's) wins over the dataset entry's, which wins over --max-tokens; with --response-format, the
-        API's structured-output fields for the schema of `reference` (`structured.answer_reference`); --extra-body
-        last, an object of it merging into the body's object of that name."""
+        API's structured-output fields for the schema of `reference` (`structured.answer_reference`); --temperature
+        in the API's field beside its length (a dataset entry's own wins); --extra-body last, an object of it merging
+        into the body's object of that name."""
         settings = self.settings
         body = dict(fields)
         body.pop(REFERENCE, None)
@@ -337,6 +338,12 @@ class Workload:
             **self.api.fixed_fields,
             **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
         )
+        if settings.temperature is not None and self.api.max_tokens_field:  # an API that generates
+            outer, nested, _ = self.api.max_tokens_field.partition(".")  # beside its length: generationConfig
+            if nested:
+                body[outer] = {"temperature": settings.temperature, **body.get(outer, {})}
+            else:
+                body.setdefault("temperature", settings.temperature)  # a dataset entry's own wins
         if self.tool_sets:
             body["tools"] = self._session_tools()
         if settings.response_format and reference is not None and reference.schema is not None:

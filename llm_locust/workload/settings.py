@@ -15,7 +15,7 @@ import orjson
 
 from llm_locust.apis.shapes import RESPONSE_FORMATS
 from llm_locust.errors import ConfigError
-from llm_locust.option_values import as_list, at_least, build, option, optional_int, shown_as
+from llm_locust.option_values import as_list, at_least, build, option, optional_float, optional_int, shown_as
 from llm_locust.workload.datasets import FORMATS as DATASET_FORMATS
 from llm_locust.workload.datasets import REFERENCE, load_dataset
 from llm_locust.workload.input_images import file_data_url, parse_size
@@ -48,6 +48,14 @@ class WorkloadSettings:
     )
     max_tokens: LengthDist = field(
         metadata=option("max_tokens of each request: N or a distribution", "128") | shown_as(str)
+    )
+    temperature: float | None = field(
+        metadata=option(
+            "Sampling temperature of each request of the built-in users, in each API's own field (temperature; "
+            "Gemini generationConfig, Converse inferenceConfig); default: none sent, the server's own",
+            None,
+            check=at_least(0),
+        )
     )
     ignore_eos: bool = field(
         metadata=option(
@@ -239,6 +247,7 @@ class WorkloadSettings:
             options,
             extra_body=extra_body,
             seed=optional_int(options.seed, "--seed"),
+            temperature=optional_float(options, "temperature"),
             prompt_tokens=parse_length(options.prompt_tokens, "--prompt-tokens"),
             max_tokens=parse_length(options.max_tokens, "--max-tokens"),
             session_turns=session_turns,

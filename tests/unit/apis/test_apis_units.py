@@ -141,6 +141,26 @@ def workload(s: Settings, endpoint: str) -> Workload:
     return Workload(s.workload, endpoint, server_family=s.endpoint.server_family)
 
 
+def test_temperature_goes_in_each_api_s_own_field_and_a_dataset_s_or_extra_body_wins(tmp_path):
+    s = settings("--max-tokens", "9", "--temperature", "0.3")
+    for endpoint in ("chat", "completions", "responses", "messages"):
+        assert json.loads(workload(s, endpoint).next_request("m").body)["temperature"] == 0.3, endpoint
+    config = {"gemini": "generationConfig", "converse": "inferenceConfig"}
+    for endpoint, outer in config.items():
+        body = json.loads(workload(s, endpoint).next_request("m").body)
+        assert "temperature" not in body and body[outer]["temperature"] == 0.3 and len(body[outer]) == 2, endpoint
+    assert "temperature" not in json.loads(workload(s, "embeddings").next_request("m").body)
+    assert "temperature" not in json.loads(workload(settings(), "chat").next_request("m").body)  # the server's own
+    wins = settings("--temperature", "0.3", "--extra-body", '{"temperature": 1}')
+    assert json.loads(workload(wins, "chat").next_request("m").body)["temperature"] == 1
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps({"messages": [{"role": "user", "content": "Hi"}], "temperature": 0.9}) + "\n")
+    own = settings("--temperature", "0.3", "--dataset", str(dataset))
+    assert json.loads(workload(own, "chat").next_request("m").body)["temperature"] == 0.9
+    with pytest.raises(ConfigError, match=r"^--temperature must be >= 0, got -1.0$"):
+        settings("--temperature", "-1")
+
+
 def test_request_shapes():
     s = settings("--prompt-tokens", "16", "--max-tokens", "9", "--seed", "1", "--extra-body", '{"temperature": 0}')
     body = json.loads(workload(s, "responses").next_request("m").body)
