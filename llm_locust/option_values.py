@@ -164,13 +164,6 @@ def optional_float(options: Any, name: str) -> float | None:
         raise ConfigError(f"--{name.replace('_', '-')} must be a number, got {value!r}") from None
 
 
-def positive(options: Any, *names: str) -> None:
-    """Raise ConfigError naming the first of the `names` options that is not > 0."""
-    for name in names:
-        if not getattr(options, name) > 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(options, name)}")
-
-
 PUBLIC = "public"
 """The field-metadata key that says how a settings field is written to results (summary.json "settings"): absent,
 as it is; None, left out; else `(name, convert)`: as `convert(value)`, under `name` ("": the field's own name)."""

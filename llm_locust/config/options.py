@@ -60,31 +60,12 @@ def add_arguments(parser: Any) -> None:
 
 def add_declared(parser: Any, title: str, description: str, settings: type) -> None:
     """Register on `parser`, in a group `title`, every option declared on the fields of the stage's `settings`
-    dataclass (`option_values.option`), as its declaration says."""
-    group = _WebUIGroup(parser.add_argument_group(title, description))
+    dataclass (`option_values.option`), as its declaration says: Locust's web UI shows it unless it is start-up only
+    (`is_secret` ones masked). Locust marks only the options added with its parser's own `add_argument`; a group is
+    plain argparse, so the same attributes are set here."""
+    group = parser.add_argument_group(title, description)
     for f, declaration in declared(settings):
-        group.add_argument(
-            flag(f.name),
-            is_secret=declaration.secret,
-            startup_only=declaration.startup_only,
-            **declaration.argparse_kwargs(str(f.type)),
-        )
-
-
-class _WebUIGroup:
-    """An argument group whose options Locust's web UI shows (`is_secret` ones masked), except the `startup_only`
-    ones (see the module docstring).
-
-    Locust only marks options added with its parser's own `add_argument`; groups are plain
-    argparse, so the same attributes are set here.
-    """
-
-    def __init__(self, group: Any) -> None:
-        self._group = group
-
-    def add_argument(self, *args: Any, is_secret: bool = False, startup_only: bool = False, **kwargs: Any) -> Any:
-        action = self._group.add_argument(*args, **kwargs)
-        action.include_in_web_ui = not startup_only
-        action.is_secret = is_secret
-        action.startup_only = startup_only
-        return action
+        action = group.add_argument(flag(f.name), **declaration.argparse_kwargs(str(f.type)))
+        action.include_in_web_ui = not declaration.startup_only
+        action.is_secret = declaration.secret
+        action.startup_only = declaration.startup_only
