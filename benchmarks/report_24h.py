@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from llm_locust.metrics.histograms import new_histogram
+from llm_locust.metrics.hdr import new_histogram
 from llm_locust.report.build import build_report
 from llm_locust.results.files import iso_time, timeseries_columns, write_summary
 

@@ -212,7 +212,7 @@ class Payloads:
     def _make(self, windows: int) -> Payload:
         from locust.stats import RequestStats
 
-        from llm_locust.metrics.histograms import MetricsRecorder
+        from llm_locust.metrics.recorder import MetricsRecorder
         from llm_locust.metrics.run_metrics import RunMetrics
         from llm_locust.results.files import breakdowns, metric_stats, throughput
         from llm_locust.results.request_lines import RequestLines
@@ -272,7 +272,7 @@ def restamped(locust_stats: dict[str, Any], shift_s: int) -> dict[str, Any]:
 
 def window_starts(t_wall_s: float, interval_s: float) -> list[int]:
     """The starts of the time windows a report sent at `t_wall_s` spans (its requests finished in the last 3 s)."""
-    from llm_locust.metrics.histograms import window_start
+    from llm_locust.metrics.recorder import window_start
 
     first, last = window_start(t_wall_s - REPORT_S + 1e-6, interval_s), window_start(t_wall_s, interval_s)
     starts = [first]
@@ -323,7 +323,7 @@ def run_identities(
     from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPED
 
     from llm_locust.load.clock import OffsetEstimator
-    from llm_locust.metrics.histograms import Delta, GroupKey, WindowKey, delta_to_wire
+    from llm_locust.metrics.recorder import Delta, GroupKey, WindowKey, delta_to_wire
     from llm_locust.metrics.unfinished import Unfinished
     from llm_locust.runtime.clock_sync import PING_MESSAGE, PINGS, PONG_MESSAGE
     from llm_locust.runtime.runner_ops import (

@@ -22,15 +22,10 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.metrics import declarations
-from llm_locust.metrics.histograms import (
-    Counts,
-    Delta,
-    WindowMetrics,
-    counts_index,
-    cumulative_counts,
-    new_histogram,
-)
+from llm_locust.metrics.hdr import counts_index, cumulative_counts, new_histogram
+from llm_locust.metrics.recorder import Delta
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
+from llm_locust.metrics.window import Counts, WindowMetrics
 
 DIMENSIONS = ("replica", "model", "name")
 """The breakdown dimensions exported as labels (when the run has them): the replicas of --host, the models of
@@ -103,7 +98,7 @@ class Geometry:
 
     @classmethod
     def of(cls, metric: str, bounds: tuple[float, ...], scale: float) -> Geometry:
-        """The geometry of `metric`'s histograms (`histograms.new_histogram`) for `bounds`, each `scale` units of
+        """The geometry of `metric`'s histograms (`hdr.new_histogram`) for `bounds`, each `scale` units of
         the histogram (1e6: bounds in s over µs)."""
         template: HdrHistogram = new_histogram(metric)
         values = np.array([round(b * scale) for b in bounds], dtype=np.int64)

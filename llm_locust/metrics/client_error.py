@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llm_locust.metrics.histograms import WindowMetrics, quantiles
+from llm_locust.metrics.hdr import quantiles
+from llm_locust.metrics.window import WindowMetrics
 
 DEFAULT_MAX_CLIENT_ERROR_MS = 1.0
 """`--max-client-error-ms`'s default: the most the client may have added to ITL p99 before a run is client_limited."""

@@ -2,8 +2,8 @@
 
 A `LatencyMetric` says how to read the latency off a finished `record.RequestRecord` (the formula lives there, as a
 property), which requests it is recorded for, and which views cover it. From `LATENCIES` follow: the histograms of
-every `histograms.WindowMetrics` (and so the worker -> master wire and histograms.json), `WindowMetrics.add`, goodput
-(`histograms.MetricsRecorder`), summary.json's `metrics` (`<name>_ms`), `--slo` (`slo.parse_slo`),
+every `window.WindowMetrics` (and so the worker -> master wire and histograms.json), `WindowMetrics.add`, goodput
+(`recorder.MetricsRecorder`), summary.json's `metrics` (`<name>_ms`), `--slo` (`slo.parse_slo`),
 llm_timeseries.csv (`<name>_ms_p50` ..), the web UI's run table, live charts and tabs, the console table, and the
 report's tables and charts (charts that show a chosen few pick them by name: `pick`).
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_locust.metrics.declarations import names, pick
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key, per_s
+from llm_locust.metrics.window import WindowMetrics
 
 SEGMENTS = 4
 DRIFT_LATENCIES = names(pick("ttft", "tpot"))

@@ -105,7 +105,7 @@ def sorted_interval(values: Sequence[float], q: float, confidence: float = CONFI
 def quantile_interval(
     hist: HdrHistogram | None, q: float, confidence: float = CONFIDENCE, scale: float = 1.0
 ) -> Interval:
-    """The interval of quantile `q` of the values in `hist` (a merged histogram of `histograms.new_histogram`), each
+    """The interval of quantile `q` of the values in `hist` (a merged histogram of `hdr.new_histogram`), each
     end divided by `scale`: rank l's bucket's low end, rank u's bucket's high end, within the histogram's min and
     max. No values: (None, None)."""
     if hist is None or hist.get_total_count() == 0:
@@ -145,7 +145,7 @@ BatchValues = Mapping[str, Sequence[float]]
 def with_intervals(
     hist: HdrHistogram | None, stats: Mapping[str, Any], scale: float, batches: BatchValues | None = None
 ) -> dict[str, Any]:
-    """`stats` (`histograms.distribution` of `hist`, values divided by `scale`) with each percentile's 95 % interval
+    """`stats` (`hdr.distribution` of `hist`, values divided by `scale`) with each percentile's 95 % interval
     right after it (`ci_key`: [low, high], an open end None; None without values): `quantile_interval`, widened by the
     batch quantiles of that percentile in `batches` (`widen_by_batches`)."""
     cumulative = None if hist is None or hist.get_total_count() == 0 else _cumulative(hist)

@@ -3,7 +3,7 @@
 The input length of a request is the server's usage.prompt_tokens when it sent one, else the client's own count
 (`expected_prompt_tokens`: exact with --tokenizer, approximate without). Buckets are powers of two,
 [2^k, 2^(k+1) - 1] tokens, labelled "512-1023" (1 is "1-1"); a request whose length is unknown counts in none.
-The breakdown (`histograms.GroupKey`) keeps one histogram set per bucket, never every request.
+The breakdown (`recorder.GroupKey`) keeps one histogram set per bucket, never every request.
 """
 
 from __future__ import annotations

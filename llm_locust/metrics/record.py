@@ -137,7 +137,7 @@ class RequestRecord:
     t_uploaded: float | None = None  # the request's last byte handed to the kernel (its connection's sendall returned)
     t_headers: float | None = None  # arrival (kernel receive time) of the read that completed the response head
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
-    # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see histograms.GroupKey
+    # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see recorder.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
     model: str = ""  # the model the request named (--model, or drawn from --model-mix)
     # the server's id of the request: its `x-request-id` response header, else the response's own `id` (a chat or

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_locust.metrics.histograms import Delta, GroupKey, WindowMetrics, merge_into
+from llm_locust.metrics.recorder import Delta, GroupKey, merge_into
 from llm_locust.metrics.step_windows import StepWindows
+from llm_locust.metrics.window import WindowMetrics
 
 
 class RunMetrics:

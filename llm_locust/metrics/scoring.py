@@ -5,7 +5,7 @@ A `Reference` travels with the request (`workload.builder.RequestSpec.reference`
 (`RequestRecord.content_text`), which is scored (`score`) after the transport returned the closed record — never in
 the stream's read loop. A scenario's own scorer (`score=` on a call) gives a score the same way (`checked_score`).
 
-A score is in [0, 1] (a right/wrong check: 1 or 0). Per set of requests (`histograms.Counts`): `answers_scored`,
+A score is in [0, 1] (a right/wrong check: 1 or 0). Per set of requests (`window.Counts`): `answers_scored`,
 `answers_correct` (score 1) and `answer_score_sum`; accuracy = answer_score_sum / answers_scored — the share right
 when every score is 0 or 1 — with a Wilson 95 % interval (`accuracy_stats`); two runs' accuracies are compared with a
 two-proportion z-test (`proportion_test`). Pure: no Locust, no gevent.
@@ -225,7 +225,7 @@ def wilson_interval(successes: float, n: int, z: float = Z_95) -> tuple[float, f
 
 
 class ScoredCounts(Protocol):
-    """The counters of scored answers of a set of requests (`histograms.Counts` has them)."""
+    """The counters of scored answers of a set of requests (`window.Counts` has them)."""
 
     answers_scored: int
     answers_correct: int

@@ -21,7 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from llm_locust.metrics.histograms import WindowMetrics, merge_into
+from llm_locust.metrics.recorder import merge_into
+from llm_locust.metrics.window import WindowMetrics
 
 
 @dataclass

@@ -24,7 +24,6 @@ from hdrh.codec import HdrCookieException, HdrHistogramSettingsException, HdrLen
 from hdrh.histogram import HdrHistogram
 
 from llm_locust.errors import ConfigError
-from llm_locust.metrics.histograms import histogram_names
 from llm_locust.metrics.vocabulary import (
     HISTOGRAMS_FILE,
     SERVER_METRICS_FILE,
@@ -32,6 +31,7 @@ from llm_locust.metrics.vocabulary import (
     TELEMETRY_FILE,
     TIMESERIES_FILE,
 )
+from llm_locust.metrics.window import histogram_names
 from llm_locust.results.files import BASE_COLUMNS, EMBEDDING_COLUMNS, FAILURE_COLUMNS, latency_columns
 from llm_locust.results.request_lines import REQUESTS_FILE, read_lines
 from llm_locust.results.trace_offered import TRACE_OFFERED_COLUMNS, TRACE_OFFERED_FILE

@@ -22,7 +22,6 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.search import search_line
 from llm_locust.metrics.client_error import client_error_line
 from llm_locust.metrics.declarations import latencies, names
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import BatchValues, half_width, with_intervals
 from llm_locust.metrics.record import ErrorKind
 from llm_locust.metrics.run_metrics import RunMetrics
@@ -36,6 +35,7 @@ from llm_locust.metrics.vocabulary import (
     latency_key,
     per_s,
 )
+from llm_locust.metrics.window import WindowMetrics
 
 BASE_COLUMNS = (
     "time",

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.step_check import SCHEDULE_LAG_MS
 from llm_locust.metrics.unfinished import Unfinished
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import USER_ERROR_CAUSES, iso_time
 
 EXIT_WRITE_FAILED = 6

@@ -17,7 +17,6 @@ from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.settings import LoadSettings
 from llm_locust.metrics.client_error import ClientTiming, client_error
 from llm_locust.metrics.gates import verdict
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.length_buckets import PROMPT_LENGTHS_APPROXIMATE, PROMPT_LENGTHS_EXACT
 from llm_locust.metrics.run_metrics import RunMetrics
@@ -25,6 +24,7 @@ from llm_locust.metrics.scoring import accuracy_stats
 from llm_locust.metrics.settings import ObjectiveSettings
 from llm_locust.metrics.slo import evaluate
 from llm_locust.metrics.unfinished import Unfinished
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results import efficiency
 from llm_locust.results.files import (
     agent_sessions,

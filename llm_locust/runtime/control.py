@@ -41,7 +41,7 @@ from llm_locust.load.pacing import Plan
 from llm_locust.load.search import RateSearch
 from llm_locust.load.sequence import DueTimes, Sharing
 from llm_locust.load.step_end import ENDED_DURATION
-from llm_locust.metrics.histograms import WindowMetrics
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.runtime.pacer import Pacer
 from llm_locust.workload.traces import Trace
 

@@ -24,7 +24,7 @@ from llm_locust.export.live import LiveGauges
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.load.clock import Offset
 from llm_locust.load.step_end import ENDED_STOPPED
-from llm_locust.metrics.histograms import delta_from_wire, window_start
+from llm_locust.metrics.recorder import delta_from_wire, window_start
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.runtime.control import LoadController

@@ -22,7 +22,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.export.live import LiveGauges, LiveMetrics
 from llm_locust.export.prometheus import LiveCollector
 from llm_locust.export.settings import ExportSettings
-from llm_locust.metrics.histograms import Delta
+from llm_locust.metrics.recorder import Delta
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter

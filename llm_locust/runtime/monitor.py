@@ -19,8 +19,8 @@ from typing import Any
 
 from llm_locust.config.settings import Settings
 from llm_locust.metrics.drift import DriftTracker
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.vocabulary import PROCESSES_FILE
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.summary import ProcessHealth
 
 PROCESSES_COLUMNS = ("time", "epoch_s", "elapsed_s", "process", "cpu_percent", "rss_mb")

@@ -24,10 +24,10 @@ from locust.runners import WORKER_REPORT_INTERVAL
 from llm_locust import redact
 from llm_locust.apis import endpoints_of
 from llm_locust.load.clock import Offset, offset_warnings, offsets_summary
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.vocabulary import HISTOGRAMS_FILE, SUMMARY_FILE
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import (
     TimeseriesWriter,
     diagnose,

@@ -37,7 +37,7 @@ SATURATION_KEY = "llm_locust_saturation"
 """Key of the worker's CPU / event-loop lag sample (`LoopMonitor.take`) in its stats report."""
 QUEUE_DELAY_KEY = "llm_locust_queue_delay"
 """Key of the worker's own queue delay (open loop: its send error) over the test so far, in ms
-(`histograms.ProcessLatency.distribution_ms`), in its stats report once it sent a request with a due time."""
+(`recorder.ProcessLatency.distribution_ms`), in its stats report once it sent a request with a due time."""
 TOKENS_KEY = "llm_locust_tokens"
 """Key of the worker's OAuth token counts (`UsersPart.token_counts`: flow, refreshes, failed refreshes)."""
 REQUEST_LINES_KEY = "llm_locust_request_lines"

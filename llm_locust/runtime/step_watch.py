@@ -26,10 +26,10 @@ from llm_locust.load.step_end import (
     steady_from,
     throughput_estimate,
 )
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.intervals import quantile_interval_ms
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.slo import Slo
+from llm_locust.metrics.window import WindowMetrics
 
 logger = logging.getLogger("llm_locust")
 

@@ -28,9 +28,9 @@ from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.load.clock import RunClock
 from llm_locust.load.pacing import Plan
-from llm_locust.metrics.histograms import MetricsRecorder, ProcessLatency, delta_to_wire
 from llm_locust.metrics.length_buckets import add_prompt_group
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.recorder import MetricsRecorder, ProcessLatency, delta_to_wire
 from llm_locust.metrics.unfinished import Unfinished, unfinished_of
 from llm_locust.results.request_lines import RequestLines
 from llm_locust.runtime.gc_policy import RunCollector

@@ -5,7 +5,7 @@ Each user draws for each request whether to cancel it (probability P, from its o
 workload's, which --seed seeds). A cancelled request's stream is closed — its connection closed, so that the server
 sees the client leave — once N token events have arrived, or T ms after it was sent (a timer, so also before the
 first token or the response head). Its record is then marked `cancelled`: not a failure; its TTFT counts, its E2E and
-output tokens are kept apart (`metrics.histograms.WindowMetrics.add`).
+output tokens are kept apart (`metrics.window.WindowMetrics.add`).
 """
 
 from __future__ import annotations

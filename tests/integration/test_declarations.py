@@ -13,8 +13,8 @@ from conftest import options, quit_master, read_summary, run_local, start_master
 
 from llm_locust.metrics import declarations
 from llm_locust.metrics.declarations import LatencyMetric
-from llm_locust.metrics.histograms import Counts, WindowMetrics, histogram_names
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.window import Counts, WindowMetrics, histogram_names
 from llm_locust.report.build import build_report
 from llm_locust.runtime.plugin import run_state
 from llm_locust.runtime.route import RECORD_KEY

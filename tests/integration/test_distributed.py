@@ -30,7 +30,7 @@ from harness.topology import master_args, worker_args
 from locust.env import Environment
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
-from llm_locust.metrics.histograms import delta_from_wire
+from llm_locust.metrics.recorder import delta_from_wire
 from llm_locust.runtime.runner_ops import WIRE_KEY
 
 pytestmark = pytest.mark.alone  # exact counts through a master and workers, and a lost worker seen within seconds

@@ -10,9 +10,9 @@ from harness.kept_text import kept_stream
 from harness.tokenizer import build_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import RequestRecord, TokenSource
 from llm_locust.metrics.stream_text import KEEP_EVENTS
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.report.build import build_report
 from llm_locust.results.files import token_accounting, token_warnings
 from llm_locust.sim import run_sim

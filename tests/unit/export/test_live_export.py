@@ -11,8 +11,8 @@ from llm_locust.errors import ConfigError
 from llm_locust.export.live import LiveGauges, LiveMetrics
 from llm_locust.export.prometheus import LiveCollector, prometheus_name
 from llm_locust.export.settings import ExportSettings
-from llm_locust.metrics.histograms import MetricsRecorder, delta_from_wire, delta_to_wire
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.recorder import MetricsRecorder, delta_from_wire, delta_to_wire
 from llm_locust.metrics.run_metrics import RunMetrics
 
 

@@ -16,8 +16,9 @@ from llm_locust.metrics.client_error import (
     client_error_line,
 )
 from llm_locust.metrics.gates import EXIT_CLIENT_LIMITED, EXIT_GATE_FAILED, EXIT_INTERRUPTED, exit_code, verdict
-from llm_locust.metrics.histograms import WindowMetrics, quantiles
+from llm_locust.metrics.hdr import quantiles
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import metric_stats, throughput
 
 

@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.protocol import apply_event, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.sse import SSEDecoder
+from llm_locust.metrics.window import WindowMetrics
 
 LINE_ENDINGS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 FIELD_TEXT = st.binary(max_size=40).filter(lambda b: b"\n" not in b and b"\r" not in b)

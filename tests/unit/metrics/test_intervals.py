@@ -10,7 +10,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from llm_locust.metrics.histograms import new_histogram, record_values
+from llm_locust.metrics.hdr import new_histogram, record_values
 from llm_locust.metrics.intervals import (
     Interval,
     batch_counts_enough,

@@ -4,14 +4,10 @@ import random
 from collections import Counter
 
 from llm_locust.load.arrivals import Step, StepSpan
-from llm_locust.metrics.histograms import (
-    MetricsRecorder,
-    WindowMetrics,
-    delta_from_wire,
-    delta_to_wire,
-)
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.recorder import MetricsRecorder, delta_from_wire, delta_to_wire
 from llm_locust.metrics.run_metrics import RunMetrics
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import USER_ERROR_CAUSES, breakdowns, diagnose, metric_stats
 
 

@@ -13,7 +13,6 @@ from conftest import options
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.gates import EXIT_GATE_FAILED, verdict
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.scoring import (
     Reference,
@@ -30,6 +29,7 @@ from llm_locust.metrics.scoring import (
     score,
     wilson_interval,
 )
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import throughput
 
 

@@ -4,20 +4,20 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from llm_locust.metrics.histograms import (
+from llm_locust.metrics.hdr import (
     _SUB_BUCKET_HALF_COUNT_MAGNITUDE,
     SparseHistogram,
-    WindowMetrics,
     add_histogram,
     counts_index,
     cumulative_counts,
     decode_histograms,
-    delta_from_wire,
     new_histogram,
     record_values,
 )
+from llm_locust.metrics.recorder import delta_from_wire
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.vocabulary import COUNT_METRICS
+from llm_locust.metrics.window import WindowMetrics
 
 
 def filled(metric: str, rng: np.random.Generator, kind: int) -> HdrHistogram:

@@ -6,9 +6,9 @@ import orjson
 import pytest
 
 from llm_locust.metrics import messages_stream, responses_stream
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.protocol import EventStream, apply_event, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import metric_stats
 
 ARGS = '{"location": "Paris, France", "unit": "celsius"}'

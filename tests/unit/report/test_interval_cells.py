@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from llm_locust.metrics.histograms import WindowMetrics, record_values
+from llm_locust.metrics.hdr import record_values
 from llm_locust.metrics.intervals import half_width
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.report.tables import cells_with_intervals, interval_cell
 from llm_locust.results.files import metric_stats, summary_table
 

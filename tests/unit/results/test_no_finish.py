@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from llm_locust.metrics.histograms import WindowMetrics
 from llm_locust.metrics.unfinished import Unfinished
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import USER_ERROR_CAUSES
 from llm_locust.results.outcome import exit_code, no_finish
 

@@ -8,9 +8,10 @@ import math
 import numpy as np
 
 from llm_locust.load.arrivals import Step, StepSpan
-from llm_locust.metrics.histograms import WindowMetrics, record_values
+from llm_locust.metrics.hdr import record_values
 from llm_locust.metrics.intervals import Batches, quantile_interval_ms
 from llm_locust.metrics.vocabulary import PERCENTILES, ci_key, pct_key
+from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results.files import metric_distributions, metric_stats
 from llm_locust.results.summary import batch_scopes
 
