@@ -214,8 +214,8 @@ class Payloads:
 
         from llm_locust.metrics.recorder import MetricsRecorder
         from llm_locust.metrics.run_metrics import RunMetrics
-        from llm_locust.results.files import breakdowns, metric_stats, throughput
         from llm_locust.results.request_lines import RequestLines
+        from llm_locust.results.sections import breakdowns, metric_stats, throughput
 
         recorder = MetricsRecorder(self.interval_s)
         lines = RequestLines(1.0, None, 0)

@@ -26,12 +26,12 @@ from llm_locust.metrics.slo import evaluate
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.metrics.window import WindowMetrics
 from llm_locust.results import efficiency
-from llm_locust.results.files import (
+from llm_locust.results.files import iso_time
+from llm_locust.results.sections import (
     agent_sessions,
     backoff,
     breakdowns,
     connections,
-    iso_time,
     metric_stats,
     prefix_reuse,
     step_summary,
@@ -81,7 +81,7 @@ class RunFacts:
     locust_csv_prefix: str | None
     stop_reason: str | None
     spans: tuple[StepSpan, ...]
-    diagnosis: tuple[str, str] | None  # (cause, one line) when nothing succeeded (`files.diagnose`) or finished
+    diagnosis: tuple[str, str] | None  # (cause, one line) when nothing succeeded (`outcome.diagnose`) or finished
     # (`outcome.no_finish`); final only
     behind_schedule: str | None
     other_warnings: tuple[str, ...]  # client saturation, then the scraper's
@@ -205,7 +205,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
 
 
 def _step(view: RunFacts, span: StepSpan, run: RunMetrics) -> dict[str, Any]:
-    """One `steps[]` entry: `files.step_summary` and the energy and cost of its measurement window."""
+    """One `steps[]` entry: `sections.step_summary` and the energy and cost of its measurement window."""
     index = span.step.index
     window = run.step_windows.measured(index)
     steady = run.step_windows.to_summary(index, span.start_s)

@@ -28,16 +28,11 @@ from llm_locust.metrics.intervals import Batches
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.vocabulary import HISTOGRAMS_FILE, SUMMARY_FILE
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import (
-    TimeseriesWriter,
-    diagnose,
-    metric_distributions,
-    summary_table,
-    write_histograms,
-    write_summary,
-)
-from llm_locust.results.outcome import behind_schedule, exit_code, lost_workers, no_finish
+from llm_locust.results.console import summary_table
+from llm_locust.results.files import TimeseriesWriter, write_histograms, write_summary
+from llm_locust.results.outcome import behind_schedule, diagnose, exit_code, lost_workers, no_finish
 from llm_locust.results.request_lines import RequestLines, RequestsFile
+from llm_locust.results.sections import metric_distributions
 from llm_locust.results.summary import RunFacts, batch_scopes, build_summary
 from llm_locust.results.trace_offered import offered_rows, write_offered
 from llm_locust.runtime.monitor import RunMonitor
@@ -106,7 +101,7 @@ class ResultsWriter:
         self.interrupted = False
         self.interrupted_by: str | None = None  # the signal, when known
         self._interrupted_at_s: float | None = None
-        self.cause: str | None = None  # why nothing succeeded (`files.diagnose`, `outcome.no_finish`), once final
+        self.cause: str | None = None  # why nothing succeeded (`outcome.diagnose`, `outcome.no_finish`), once final
         self._last_snapshot_s = time.monotonic()
         self._users_by_window: dict[int, int] = {}
         self.guard = WriteGuard(sources.environment, results_dir, self._stop_unwritten)  # a failed write stops the load
@@ -321,7 +316,7 @@ class ResultsWriter:
         """The summary.json document (`results.summary.build_summary`) of `run` as this writer sees it now.
 
         `final=False`: a snapshot taken while the test runs; the final one also sets `cause`: why no request succeeded
-        (`files.diagnose`: from the failures) or none finished (`outcome.no_finish`: from the requests the end cut).
+        (`outcome.diagnose`: from the failures) or none finished (`outcome.no_finish`: from the requests the end cut).
         """
         diagnosis = None
         control = self.sources.control

@@ -7,7 +7,7 @@ duration is up, its answer is known with `--precision`, or its server is over-sa
 shape pauses the load (every process idle) until the trial's requests have finished
 and been reported — no request in flight, and on a master every worker has reported since (`DRAIN_MIN_S`) — or
 `drain_max_s` passed; then it judges the trial from the very step object summary.json will hold for it
-(`results.files.step_summary`) and asks the `load.search.RateSearch` for the next rate. After the last trial the
+(`results.sections.step_summary`) and asks the `load.search.RateSearch` for the next rate. After the last trial the
 shape returns None and Locust ends the test.
 """
 
@@ -23,7 +23,7 @@ from llm_locust.load.arrivals import Step
 from llm_locust.load.limits import drain_over
 from llm_locust.load.search import Trial
 from llm_locust.metrics.step_check import check_step
-from llm_locust.results.files import step_summary
+from llm_locust.results.sections import step_summary
 from llm_locust.runtime.control import DRAIN_MIN_S, LoadController
 from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.plugin import run_state

@@ -21,7 +21,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.report.run_data import load_run
 from llm_locust.report.tables import step_rows
-from llm_locust.results.files import summary_table
+from llm_locust.results.console import summary_table
 from llm_locust.runtime.users import ApiUser
 from llm_locust.workload.providers import check_api, completion_path
 

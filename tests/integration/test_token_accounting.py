@@ -14,7 +14,7 @@ from llm_locust.metrics.record import RequestRecord, TokenSource
 from llm_locust.metrics.stream_text import KEEP_EVENTS
 from llm_locust.metrics.window import WindowMetrics
 from llm_locust.report.build import build_report
-from llm_locust.results.files import token_accounting, token_warnings
+from llm_locust.results.sections import token_accounting, token_warnings
 from llm_locust.sim import run_sim
 from llm_locust.sim.words import WORDS
 

@@ -19,7 +19,7 @@ from llm_locust.metrics.gates import EXIT_CLIENT_LIMITED, EXIT_GATE_FAILED, EXIT
 from llm_locust.metrics.hdr import quantiles
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import metric_stats, throughput
+from llm_locust.results.sections import metric_stats, throughput
 
 
 def stream(rng: random.Random, t_send: float, upload_s: float, read_delay_s) -> tuple[RequestRecord, RequestRecord]:

@@ -14,7 +14,7 @@ from llm_locust.metrics.gates import EXIT_GATE_FAILED, verdict
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.slo import parse_slos
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import metric_stats, throughput
+from llm_locust.results.sections import metric_stats, throughput
 
 T0 = 1_700_000_000  # run start, epoch s (a multiple of the 10 s interval)
 

@@ -8,7 +8,8 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.recorder import MetricsRecorder, delta_from_wire, delta_to_wire
 from llm_locust.metrics.run_metrics import RunMetrics
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import USER_ERROR_CAUSES, breakdowns, diagnose, metric_stats
+from llm_locust.results.outcome import USER_ERROR_CAUSES, diagnose
+from llm_locust.results.sections import breakdowns, metric_stats
 
 
 def make_record(rng, ok=True):

@@ -30,7 +30,7 @@ from llm_locust.metrics.scoring import (
     wilson_interval,
 )
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import throughput
+from llm_locust.results.sections import throughput
 
 
 @pytest.mark.parametrize(

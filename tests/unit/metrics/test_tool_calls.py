@@ -9,7 +9,7 @@ from llm_locust.metrics import messages_stream, responses_stream
 from llm_locust.metrics.protocol import EventStream, apply_event, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import metric_stats
+from llm_locust.results.sections import metric_stats
 
 ARGS = '{"location": "Paris, France", "unit": "celsius"}'
 PIECES = ['{"loc', 'ation": "Par', 'is, France", "un', 'it": "celsius"}']

@@ -1,5 +1,5 @@
 """Percentiles shown with their 95 % intervals (docs/metrics.md "Intervals"): the report's table cells
-(report/tables.py) and the console table (results/files.summary_table), as `value ± h`, h the larger distance to an
+(report/tables.py) and the console table (results/console.summary_table), as `value ± h`, h the larger distance to an
 end; `± ?` for an open end; older runs without intervals show the value alone."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from llm_locust.metrics.hdr import record_values
 from llm_locust.metrics.intervals import half_width
 from llm_locust.metrics.window import WindowMetrics
 from llm_locust.report.tables import cells_with_intervals, interval_cell
-from llm_locust.results.files import metric_stats, summary_table
+from llm_locust.results.console import summary_table
+from llm_locust.results.sections import metric_stats
 
 
 def test_a_cell_holds_the_interval_on_both_sides() -> None:

@@ -12,8 +12,8 @@ from pytest import approx
 
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
+from llm_locust.results.console import efficiency_lines
 from llm_locust.results.efficiency import cost, energy, energy_j
-from llm_locust.results.files import efficiency_lines
 
 T0 = 1_700_000_000.0
 

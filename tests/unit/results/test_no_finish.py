@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from llm_locust.metrics.unfinished import Unfinished
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import USER_ERROR_CAUSES
-from llm_locust.results.outcome import exit_code, no_finish
+from llm_locust.results.outcome import USER_ERROR_CAUSES, exit_code, no_finish
 
 
 def window(ok: int = 0, failed: int = 0, cancelled: int = 0) -> WindowMetrics:
@@ -43,7 +42,7 @@ def test_no_finish_names_the_furthest_stage_with_its_fix():
 def test_no_finish_only_when_nothing_finished_and_something_was_cut():
     cut = Unfinished(no_headers=2, no_headers_longest_s=5.0)
     assert no_finish(window(ok=1), cut) is None
-    assert no_finish(window(failed=1), cut) is None  # the failures say why (`files.diagnose`)
+    assert no_finish(window(failed=1), cut) is None  # the failures say why (`outcome.diagnose`)
     assert no_finish(window(cancelled=3), cut) is None  # closed on purpose: they finished
     assert no_finish(window(), Unfinished()) is None  # nothing was sent at all
 

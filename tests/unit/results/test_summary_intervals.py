@@ -1,4 +1,4 @@
-"""summary.json's intervals (results/files.metric_stats, results/summary.batch_scopes): one beside each percentile,
+"""summary.json's intervals (results/sections.metric_stats, results/summary.batch_scopes): one beside each percentile,
 read from the histogram, widened by the time windows' batches of the run or of the step that holds them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from llm_locust.metrics.hdr import record_values
 from llm_locust.metrics.intervals import Batches, quantile_interval_ms
 from llm_locust.metrics.vocabulary import PERCENTILES, ci_key, pct_key
 from llm_locust.metrics.window import WindowMetrics
-from llm_locust.results.files import metric_distributions, metric_stats
+from llm_locust.results.sections import metric_distributions, metric_stats
 from llm_locust.results.summary import batch_scopes
 
 
