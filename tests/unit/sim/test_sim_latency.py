@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from llm_locust.sim import cli
+from llm_locust.sim import arguments
 from llm_locust.sim.engine import FixedTiming, Sequence
 from llm_locust.sim.latency import Latency, parse_latency
 
@@ -45,11 +45,11 @@ def test_the_sim_command_line_takes_a_distribution_or_refuses_it_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     parser = argparse.ArgumentParser(prog="llm-locust")
-    cli.add_parser(parser.add_subparsers())
+    arguments.add_arguments(parser.add_subparsers())
     args = parser.parse_args(["sim", "--ttft-ms", "uniform:20,80", "--ttft-seed", "3"])
-    config = cli.config_from_args(args)
+    config = arguments.config_from_args(args)
     assert (config.ttft_ms, config.ttft_seed) == (Latency("uniform", 20.0, 80.0), 3)
-    assert cli.config_from_args(parser.parse_args(["sim", "--ttft-ms", "50"])).ttft_ms == Latency("fixed", 50.0)
+    assert arguments.config_from_args(parser.parse_args(["sim", "--ttft-ms", "50"])).ttft_ms == Latency("fixed", 50.0)
     with pytest.raises(SystemExit):
         parser.parse_args(["sim", "--ttft-ms", "uniform:80,20"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
@@ -81,3 +81,21 @@ def test_the_fixed_model_draws_one_ttft_per_request_in_order_from_its_seed() -> 
     rng = random.Random("7/ttft")
     assert ttfts(7) == [latency.draw_ms(rng) / 1e3 for _ in range(5)]
     assert ttfts(7) != ttfts(8) and len(set(ttfts(7))) == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        ((), None),
+        (("--replicas", "0"), "--replicas must be at least 1, got 0"),
+        (("--accuracy", "1.5"), "--accuracy must be a probability in [0, 1], got 1.5"),
+        (("--max-loras", "-1"), "--max-loras and --lora-load-ms must be >= 0, got -1 and 0.0"),
+        (("--warmup-drift-s", "-2"), "--warmup-drift-s must be >= 0, got -2.0"),
+    ],
+)
+def test_a_config_names_its_first_problem(args, problem):
+    """The simulator's option checks are one pure function: the first problem as one line naming its option."""
+    parser = argparse.ArgumentParser()
+    arguments.add_arguments(parser.add_subparsers())
+    found = arguments.config_problem(arguments.config_from_args(parser.parse_args(["sim", *args])))
+    assert found == problem
