@@ -11,7 +11,7 @@ from conftest import ROOT
 def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders (`.users`
     also of the types a scenario's call returns, documented in docs/scenarios.md)."""
-    from llm_locust.runtime.llm_client import Answer, CheckedAnswer, ToolCallAnswer, Usage
+    from llm_locust.runtime.answer import Answer, CheckedAnswer, ToolCallAnswer, Usage
     from llm_locust.runtime.plugin import install
     from llm_locust.runtime.shape import SweepShape
     from llm_locust.runtime.users import (
