@@ -70,14 +70,17 @@ TESTS ?= $(if $(STAGE),$(or $(sort $(wildcard tests/*/$(STAGE) tests/*/$(STAGE)*
 # pytest's exit code 5 is "no test selected": a pass with none of its kind in TESTS is not a failure
 PASS   = || { code=$$?; [ $$code = 5 ] || failed=$$code; }
 
-test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped); STAGE=, TESTS=
-	@failed=0; \
-	$(BIN)/pytest -n $(JOBS) --dist loadgroup -m 'not slow and not engine and not alone' $(PYTEST_ARGS) $(TESTS) $(PASS); \
-	$(BIN)/pytest -m 'alone and not slow and not engine' $(PYTEST_ARGS) $(TESTS) $(PASS); \
+# the two passes over $(1): side by side, then the `alone` tests one at a time
+TWO_PASSES = failed=0; \
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup -m 'not slow and not engine and not alone' $(PYTEST_ARGS) $(1) $(PASS); \
+	$(BIN)/pytest -m 'alone and not slow and not engine' $(PYTEST_ARGS) $(1) $(PASS); \
 	exit $$failed
 
-test-unit: $(STAMP)  ## the unit tests only (tests/unit, side by side): the inner loop, under 2 minutes
-	$(BIN)/pytest -n $(JOBS) -m 'not slow and not engine' $(PYTEST_ARGS) tests/unit
+test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped); STAGE=, TESTS=
+	@$(call TWO_PASSES,$(TESTS))
+
+test-unit: $(STAMP)  ## the unit tests only (tests/unit, side by side, then their `alone` ones): the inner loop, under 2 minutes
+	@$(call TWO_PASSES,tests/unit)
 
 test-all: $(STAMP) browser proxy prometheus faketime  ## everything, including the slow runs
 	$(BIN)/pytest -m ""

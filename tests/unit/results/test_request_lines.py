@@ -93,6 +93,7 @@ def test_epoch_clock_joins_time_time():
     assert abs(now.epoch_s(time.perf_counter()) - time.time()) < 0.01
 
 
+@pytest.mark.alone  # a line's time within 10 ms of the wall clock read just after
 def test_lines_are_on_the_run_clock_as_its_offset_stands_when_each_is_made():
     """A worker's lines: its own clock minus the offset measured from its master (`load.clock.RunClock`), the offset
     of the moment each line is made (none yet: its own clock)."""
