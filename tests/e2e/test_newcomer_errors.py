@@ -90,6 +90,7 @@ def assert_stopped_early(results_dir: Path, seconds: float) -> None:
     assert failed <= 5, f"{failed} requests sent to a server that could only refuse them"
 
 
+@pytest.mark.alone  # the run ends within 10 s
 @pytest.mark.parametrize("model", [(), ("--model", "llm-locust-sim")], ids=["model-from-server", "model-given"])
 def test_https_url_for_a_plain_http_server(plain_sim, tmp_path, model):
     host = plain_sim.url.replace("http://", "https://")
@@ -102,6 +103,7 @@ def test_https_url_for_a_plain_http_server(plain_sim, tmp_path, model):
         assert_stopped_early(tmp_path, seconds)
 
 
+@pytest.mark.alone  # the run ends within 10 s
 @pytest.mark.parametrize("model", [(), ("--model", "llm-locust-sim")], ids=["model-from-server", "model-given"])
 def test_http_url_for_an_https_server(tls_sim, tmp_path, model):
     host = tls_sim.url.replace("https://", "http://")
@@ -122,6 +124,7 @@ def test_host_ending_in_v1_is_the_base_url_said_once(plain_sim, tmp_path):
     assert read_summary(tmp_path)["throughput"]["requests_ok"] > 0
 
 
+@pytest.mark.alone  # the run ends within 10 s
 def test_wrong_model_stops_early_with_one_line(plain_sim, tmp_path):
     code, output, seconds = run(plain_sim.url, tmp_path, "--model", "no-such-model")
     assert code == 2, output[-3000:]
@@ -131,6 +134,7 @@ def test_wrong_model_stops_early_with_one_line(plain_sim, tmp_path):
     assert_stopped_early(tmp_path, seconds)
 
 
+@pytest.mark.alone  # the run ends within 10 s
 @pytest.mark.parametrize("key", [None, "sk-wrong-key"], ids=["missing", "wrong"])
 def test_missing_or_wrong_key_stops_early_with_one_line(plain_sim, tmp_path, key):
     code, output, seconds = run(plain_sim.url, tmp_path, "--model", "llm-locust-sim", key=key)

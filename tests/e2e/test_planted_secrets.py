@@ -304,6 +304,7 @@ AWS_TOKEN = f"{secrets.token_hex(12)}'&<>\"%/+={secrets.token_hex(12)}"
 """A planted AWS session token (no whitespace, as the up-front check asks), with `'&<>"%` inside."""
 
 
+@pytest.mark.alone  # every worker's requests within a short run
 def test_planted_aws_secrets_through_master_and_workers(tmp_path):
     """--provider bedrock, ConverseStream SigV4-signed with a secret key and session token from each process's
     environment; a master with 2 worker processes, DEBUG logs (botocore's canonical request holds the token), and a

@@ -147,6 +147,7 @@ def test_comparison_of_two_runs_overlays_both_and_tables_them_side_by_side(two_r
     assert f"{heavy_tps:,.4g}" in comparison
 
 
+@pytest.mark.alone  # Locust's tables of a short run
 def test_plain_locust_run_gives_the_charts_its_csvs_allow(tmp_path):
     locustfile = tmp_path / "plain.py"
     locustfile.write_text(
@@ -249,6 +250,7 @@ def test_cli_writes_report_and_pngs(two_runs, tmp_path):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 
+@pytest.mark.alone  # exact counts per name against the trace
 def test_a_scenarios_names_are_a_breakdown_table_of_the_report(tmp_path):
     """locustfiles/scenarios/support_chat.py run by the CLI (its named requests: "refund", "refund follow-up",
     "outage"), then `llm-locust report`: the "by name" table has one row per name, its counts summary.json's
@@ -377,6 +379,7 @@ def sweep_run(tmp_path_factory) -> Path:
     return results
 
 
+@pytest.mark.alone  # each step of a short sweep steady
 def test_sweep_report_one_point_per_step_and_capacity_pick(sweep_run, tmp_path):
     summary = read_summary(sweep_run)
     steps = summary["steps"]

@@ -9,6 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
 from conftest import LOCUSTFILE, read_summary, run_locust, wait_for
 from harness.web_ui import http, locust_web_ui
 
@@ -66,6 +67,7 @@ def test_an_unwritable_results_folder_is_refused_before_any_request(fast_sim, tm
     assert len(fast_sim.trace()) == sent  # master and workers sent nothing
 
 
+@pytest.mark.alone  # a web UI up within 20 s
 def test_each_web_ui_test_writes_a_folder_of_its_own_and_leaves_the_earlier_ones_as_they_were(fast_sim, tmp_path):
     """A web UI started on a folder holding a run (a restarted master) comes up; its first test writes into run-2, its
     second into run-3, each with its own Locust tables; no file of an earlier run or test changes."""

@@ -135,6 +135,7 @@ def test_sweep_steps_and_schedule_warning_live(fast_sim, tmp_path):
     assert "Traceback" not in output, output[-3000:]
 
 
+@pytest.mark.alone  # the CPU samples of one process
 def test_one_busy_cpu_sample_is_no_warning_and_in_flight_of_a_local_runner(fixed_sim, tmp_path, monkeypatch):
     """In process: a local runner with Locust's web UI; Locust's own CPU flag (set by its monitor after one sample
     above 90 %) is no saturation warning in the view — saturation is judged over sustained CPU with loop lag
@@ -197,6 +198,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+@pytest.mark.alone  # a web UI up within 20 s
 def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
     locustfile = tmp_path / "auth_locustfile.py"
     locustfile.write_text(AUTH_LOCUSTFILE)

@@ -138,6 +138,7 @@ def test_agent_sessions_through_master_and_two_workers(tmp_path: Path):
     assert "Agent sessions" in page and "model share" in page and "by agent_step" in page
 
 
+@pytest.mark.alone  # tool calls of a 3 s run
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_each_apis_tool_calls_go_back_and_malformed_ones_fail(api: str, tmp_path: Path):
     with run_sim(*sim_args(malformed=0.3)) as sim:

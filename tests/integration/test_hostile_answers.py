@@ -39,6 +39,7 @@ def run_against(handler, tmp_path, seconds: float = 1.5):
     return env, read_summary(tmp_path)
 
 
+@pytest.mark.alone  # a count of bad streams in a short run
 @pytest.mark.parametrize("completion_tokens", [2**63 - 1, 10**15, MAX_USAGE_TOKENS + 1])
 def test_implausible_usage_is_a_bad_stream_and_the_summary_is_written(tmp_path, completion_tokens):
     env, summary = run_against(usage_of(completion_tokens), tmp_path)

@@ -91,6 +91,7 @@ def check_interrupted(summary: dict, signum: signal.Signals, code: int, output: 
     assert f"exit code {EXIT_INTERRUPTED}" in output
 
 
+@pytest.mark.alone  # a run stopped by a signal ends within its bound
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, signum):
     proc = start_locust(fast_sim.url, tmp_path)
@@ -101,6 +102,7 @@ def test_signal_to_a_local_run_leaves_incomplete_results(fast_sim, tmp_path, sig
     check_interrupted(summary, signum, proc.returncode, output)
 
 
+@pytest.mark.alone  # processes stopped by signals end within their bound
 @pytest.mark.parametrize("ctrl_c", [False, True], ids=["sigterm-master", "ctrl-c-process-group"])
 def test_stopping_locust_processes(fast_sim, tmp_path, ctrl_c):
     """SIGTERM to the master of `locust --processes 2`, or Ctrl-C in its terminal (SIGINT to all)."""

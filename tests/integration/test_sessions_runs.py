@@ -20,6 +20,7 @@ TURN_TOKENS = BLOCK_TOKENS // 2  # a user message and an answer fill one block t
 TURNS = 4
 
 
+@pytest.mark.alone  # exact turn counts against the trace
 def test_sessions_send_the_answers_back_reuse_their_history_and_stay_whole(tmp_path):
     """Turn k's prompt is k user messages and k - 1 answers of 256 words: its history fills k - 1 whole blocks, and
     it hits all of them only if every answer came back exactly as generated (a block is named by its text). The
@@ -67,6 +68,7 @@ def test_sessions_send_the_answers_back_reuse_their_history_and_stay_whole(tmp_p
     assert "by turn" in page and "3-4" in page
 
 
+@pytest.mark.alone  # turns of a short run
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_both_clients_send_the_answer_back(tmp_path, client):
     """The fast client and the openai SDK both keep the answer's text for the next turn: turn 2 carries turn 1's

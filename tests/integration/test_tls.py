@@ -70,6 +70,7 @@ def local_run(tmp_path: Path, host: str, *extra: str, seconds: float = 1.5) -> d
 
 
 # -- verified ---------------------------------------------------------------------------------------------------
+@pytest.mark.alone  # requests of a short run
 @pytest.mark.parametrize(
     ("trust", "client"),
     [("--ca-bundle", "fast"), ("--ca-bundle", "openai-sdk"), ("SSL_CERT_FILE", "fast"), ("SSL_CERT_FILE", "openai-sdk"),
@@ -110,6 +111,7 @@ UNKNOWN_ISSUER = "unable to get local issuer certificate (unknown issuer"
         ("expired", "fast", ["--model", "llm-locust-sim"], "certificate has expired (outside its validity dates"),
     ],
 )  # fmt: skip
+@pytest.mark.alone  # the run ends within 25 s
 def test_rejected_certificate_is_one_line_and_exit_code_2(tmp_path, pki, cert, client, extra, reason):
     """Through the `locust` CLI (local, or a master with 2 worker processes), the CA trusted with
     --ca-bundle: the run ends early (within seconds of its 30 s), and the simulator received no request."""
@@ -255,6 +257,7 @@ def test_a_refused_tunnel_is_a_connect_failure(tmp_path, pki, good_sim, clean_en
     assert env.runner.exceptions == {}
 
 
+@pytest.mark.alone  # requests of a short run
 @pytest.mark.parametrize("client", ["fast", "openai-sdk"])
 def test_http_through_a_forward_proxy(tmp_path, fast_sim, clean_env, client):
     with RecordingProxy() as proxy:

@@ -156,6 +156,7 @@ def test_reasoning_tokens_and_time_to_first_visible_token(tmp_path):
     assert 40 <= m["ttfo_ms"]["p50"] - m["ttft_ms"]["p50"] <= 200, (m["ttft_ms"], m["ttfo_ms"])
 
 
+@pytest.mark.alone  # TTFT/ITL of the SDK client against the fast one
 def test_openai_sdk_client_records_the_same_metrics(fast_sim, tmp_path):
     fast_sim.reset()
     opts = options("--host", fast_sim.url, "--client", "openai-sdk", "--prompt-tokens", "12", "--max-tokens", "16",
