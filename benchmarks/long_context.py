@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from client_capacity import ROOT, cpu_seconds, header, percentile, plain_row, process_tree
 
+from llm_locust.metrics.gates import EXIT_CLIENT_LIMITED, EXIT_GATE_FAILED
 from llm_locust.sim import run_sim
 
 
@@ -63,7 +64,7 @@ def run_length(prompt_tokens: int, args: argparse.Namespace) -> dict:
             client_cpu = tree_cpu_s(proc.pid) or client_cpu
             time.sleep(0.5)
         stderr = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.returncode not in (0, 3):
+        if proc.returncode not in (0, EXIT_GATE_FAILED, EXIT_CLIENT_LIMITED):  # a verdict, not a crash
             raise SystemExit(f"llm-locust exited with {proc.returncode}:\n{stderr[-2000:]}")
         sim_cpu = tree_cpu_s(sim.pid) - sim_cpu0
         trace = {record["id"]: record for record in sim.trace()}
