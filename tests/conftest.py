@@ -38,9 +38,6 @@ from llm_locust.sim import run_sim
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
 
-# a shared machine's other processes delay the client by tens of ms (the client's error budget, docs/metrics.md): the
-# tests of other things are not judged by it; tests/integration/test_client_error_runs.py gives its own limit
-os.environ.setdefault("LOCUST_MAX_CLIENT_ERROR_MS", "1000")
 install(global_events)  # our options on Locust's parser (parse_options fires the global event)
 
 

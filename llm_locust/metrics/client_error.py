@@ -41,8 +41,6 @@ from typing import Any
 from llm_locust.metrics.hdr import quantiles
 from llm_locust.metrics.window import WindowMetrics
 
-DEFAULT_MAX_CLIENT_ERROR_MS = 1.0
-"""`--max-client-error-ms`'s default: the most the client may have added to ITL p99 before a run is client_limited."""
 CONVERSION_MS = 0.01
 """The most a kernel receive time can be off once turned into perf_counter's clock (half of `BRACKET_S`), ms."""
 HISTOGRAM_SHARE = 0.001
@@ -81,13 +79,14 @@ def _bound_ms(hist: Any, p: float, slack_ms: float, share_pct: float, both_ways:
     return round(slack_ms + shift_ms + conversions * CONVERSION_MS + HISTOGRAM_SHARE * mid / 1e3, 3)
 
 
-def client_error(window: WindowMetrics, timing: ClientTiming, max_ms: float) -> dict[str, Any]:
+def client_error(window: WindowMetrics, timing: ClientTiming, max_ms: float | None) -> dict[str, Any]:
     """The client's error budget of `window`'s successful requests (a run's), as summary.json's `client_error`.
 
     Returns `{"ttft_ms", "itl_ms", "e2e_ms"}` — each `{"p50", "p99"}`: how many ms the client can have added to (or,
     for ITL, taken from) that percentile, None where not measured (no such latency; the openai SDK's send side, or
     no loop-lag sample without kernel times) —, `kernel_timestamps`, `zero_gaps` (ITL gaps at 0: token events read
-    together), `max_ms` (`--max-client-error-ms`), `limited` (the ITL p99 bound is above `max_ms`) and `remedy`
+    together), `max_ms` (`--max-client-error-ms`; None: the budget is stated, not judged), `limited` (the ITL p99
+    bound is above `max_ms`) and `remedy`
     (one line when limited — `REMEDY` when the client was busy, else `REMEDY_MACHINE` —, else None).
     """
     hist = window.hist
@@ -123,7 +122,7 @@ def client_error(window: WindowMetrics, timing: ClientTiming, max_ms: float) -> 
                 for read_ms, read_pct in ways
             )
     itl_p99 = bounds["itl_ms"]["p99"]
-    limited = itl_p99 is not None and itl_p99 > max_ms
+    limited = max_ms is not None and itl_p99 is not None and itl_p99 > max_ms
     return {
         **bounds,
         "kernel_timestamps": timing.kernel_timestamps,
@@ -152,11 +151,12 @@ def client_error_text(client: Mapping[str, Any]) -> str:
         p50, p99 = client[key]["p50"], client[key]["p99"]
         return "not measured" if p50 is None or p99 is None else f"{p50:.3f} / {p99:.3f} ms"
 
-    state = "CLIENT LIMITED: " + client["remedy"] if client["limited"] else "within"
-    return (
-        f"TTFT {pair('ttft_ms')}, ITL {pair('itl_ms')}, E2E {pair('e2e_ms')} — {state} --max-client-error-ms "
-        f"{client['max_ms']:g} on ITL p99"
-    )
+    if client["max_ms"] is None:
+        state = "not judged (no --max-client-error-ms)"
+    else:
+        judged = "CLIENT LIMITED: " + client["remedy"] if client["limited"] else "within"
+        state = f"{judged} --max-client-error-ms {client['max_ms']:g} on ITL p99"
+    return f"TTFT {pair('ttft_ms')}, ITL {pair('itl_ms')}, E2E {pair('e2e_ms')} — {state}"
 
 
 def client_error_line(client: Mapping[str, Any]) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_locust.metrics.client_error import DEFAULT_MAX_CLIENT_ERROR_MS
 from llm_locust.metrics.slo import Slo, parse_slos
 from llm_locust.metrics.step_check import DEFAULT_MAX_ERROR_RATE
 from llm_locust.option_values import above, as_list, at_least, between, build, option, optional_float, shown_as
@@ -57,11 +56,11 @@ class ObjectiveSettings:
             check=between(0, 1, "a fraction", "e.g. 0.9"),
         )
     )
-    max_client_error_ms: float = field(
+    max_client_error_ms: float | None = field(
         metadata=option(
-            "The most the client may have moved ITL p99 (its error budget, summary.json client_error), ms; above "
-            f"it the run is client_limited and fails (exit code 5) (default {DEFAULT_MAX_CLIENT_ERROR_MS:g})",
-            DEFAULT_MAX_CLIENT_ERROR_MS,
+            "The most the client may have moved ITL p99 (its error budget, summary.json client_error), ms, e.g. 1; "
+            "above it the run is client_limited and fails (exit code 5). Default: the budget is stated, not judged",
+            None,
             env_var="LOCUST_MAX_CLIENT_ERROR_MS",
             check=above(0, "ms, e.g. 1"),
         )
@@ -81,7 +80,6 @@ class ObjectiveSettings:
     def from_options(cls, options: Any) -> ObjectiveSettings:
         """Validated from `options`; ConfigError naming a gate or drift option out of its range, or a bad SLO."""
         max_error_rate = optional_float(options, "max_error_rate")  # the web UI's form may send it empty
-        max_client_error_ms = optional_float(options, "max_client_error_ms")
         return build(
             cls,
             options,
@@ -89,5 +87,5 @@ class ObjectiveSettings:
             max_error_rate=DEFAULT_MAX_ERROR_RATE if max_error_rate is None else max_error_rate,
             max_drift_pct=optional_float(options, "max_drift_pct"),
             min_accuracy=optional_float(options, "min_accuracy"),
-            max_client_error_ms=DEFAULT_MAX_CLIENT_ERROR_MS if max_client_error_ms is None else max_client_error_ms,
+            max_client_error_ms=optional_float(options, "max_client_error_ms"),
         )

@@ -125,19 +125,12 @@ def clean_copy(destination: Path) -> Path:
     return destination
 
 
-UNJUDGED_CLIENT = "max-client-error-ms = 1000\n"
-"""A config line that leaves the client's error budget unjudged (as conftest.py does for the other tests): the
-containers share the machine's cores with the simulator and the tests' other processes."""
-
-
 class Stack:
     """One compose project (its own name, so nothing is shared with another run) in a clean copy."""
 
     def __init__(self, compose: list[str], name: str, files: tuple[str, ...], env: dict[str, str]):
         self.workdir = Path(tempfile.mkdtemp(prefix=f"llm-locust-{name}-"))  # mode 700: the tree's user only
         self.tree = clean_copy(self.workdir / "llm-locust")
-        with (self.tree / "deploy" / "llm-locust.conf").open("a") as conf:  # as conftest.py: not judged here
-            conf.write(UNJUDGED_CLIENT)
         self.project = f"llmlocusttest{os.getpid()}{name}"  # letters and digits: the same name for both composes
         self.command = [*compose, "-p", self.project, *(arg for f in files for arg in ("-f", f))]
         settings = set(re.findall(r"^#? ?([A-Z_][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.M))
@@ -232,7 +225,7 @@ def test_headless_run_three_workers_results_yours_no_key_anywhere(stack):
 def test_failing_gate_exits_3_results_belong_to_another_invoking_user(stack):
     run = stack("gate", WORKERS="1", USERS="2", SPAWN_RATE="2", RUN_TIME="4s", RUN_NAME="gate",
                 LLM_LOCUST_CONF="./gate.conf")  # fmt: skip
-    (run.tree / "gate.conf").write_text("slo = ttft_p99_ms=1\n" + UNJUDGED_CLIENT)  # the simulator's TTFT: ~20-80 ms
+    (run.tree / "gate.conf").write_text("slo = ttft_p99_ms=1\n")  # the simulator's TTFT: ~20-80 ms
     owner = (os.getuid(), os.getgid())
     if os.getuid() == 0 and DOCKER_SOCKET.exists() and "DOCKER_HOST" not in os.environ:
         owner = (OTHER_UID, OTHER_GID)  # a user without an account here, who may use Docker

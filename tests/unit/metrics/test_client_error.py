@@ -14,6 +14,7 @@ from llm_locust.metrics.client_error import (
     ClientTiming,
     client_error,
     client_error_line,
+    limited_reason,
 )
 from llm_locust.metrics.gates import EXIT_CLIENT_LIMITED, EXIT_GATE_FAILED, EXIT_INTERRUPTED, exit_code, verdict
 from llm_locust.metrics.hdr import quantiles
@@ -154,3 +155,15 @@ def test_exit_code_order():
     assert exit_code(False, True, True) == EXIT_INTERRUPTED
     assert exit_code(False, False, True) == EXIT_CLIENT_LIMITED
     assert exit_code(False, False, False) == EXIT_GATE_FAILED
+
+
+def test_without_a_limit_the_budget_is_stated_not_judged():
+    """No --max-client-error-ms: the same bounds, but the run is never client_limited (a bound can exceed 1 ms on a
+    healthy run) and the line says it was not judged."""
+    measured, _truth, delays = run(0, *OVERLOADED)
+    judged, stated = client_error(measured, timing(delays), max_ms=1.0), client_error(measured, timing(delays), None)
+    assert judged["limited"] and not stated["limited"] and stated["remedy"] is None and stated["max_ms"] is None
+    for key in ("ttft_ms", "itl_ms", "e2e_ms"):
+        assert stated[key] == judged[key]
+    assert "not judged (no --max-client-error-ms)" in client_error_line(stated)
+    assert limited_reason(stated) is None
