@@ -50,6 +50,7 @@ class StepWindows:
         self.warmup_requests: Counter[int] = Counter()  # per step: requests sent before its measured window
         self.series: dict[int, dict[int, SeriesCounts]] = {}
         self.steady_from: dict[int, float | None] = {}  # settled steps: their steady start (None: never steady)
+        self.unjudged: set[int] = set()  # settled steps too short to tell (fewer whole windows than the test needs)
         self._pending: dict[int, dict[int, WindowMetrics]] = {}
 
     def add(self, step: int, start: int, sent: int, measured: bool, window: WindowMetrics) -> None:
@@ -76,12 +77,15 @@ class StepWindows:
         else:
             self.warmup_requests[step] += window.requests_finished
 
-    def settle(self, step: int, steady_s: float | None) -> None:
-        """`step` is measured from `steady_s` (a window start, epoch s) on; None: it never was steady (measured from
-        its floor). Once per step; its pending requests go where they belong."""
+    def settle(self, step: int, steady_s: float | None, judged: bool = True) -> None:
+        """`step` is measured from `steady_s` (a window start, epoch s) on; None: it never was steady, or (`judged`
+        False) it was too short to tell (measured from its floor either way). Once per step; its pending requests go
+        where they belong."""
         if step in self.steady_from:
             return
         self.steady_from[step] = steady_s
+        if steady_s is None and not judged:
+            self.unjudged.add(step)
         for sent, window in sorted(self._pending.pop(step, {}).items()):
             self._place(step, sent, steady_s, window)
             window.release()
@@ -108,13 +112,13 @@ class StepWindows:
         return {step: window for step, window in steps.items() if window is not None}
 
     def to_summary(self, step: int, start_s: float) -> dict[str, Any]:
-        """summary.json's `steady_state` of a step that started at `start_s`: reached or not, and when (seconds into
-        the step); `settled` false while the test is still out."""
+        """summary.json's `steady_state` of a step that started at `start_s`: reached or not (None: the step was too
+        short to tell), and when (seconds into the step); `settled` false while the test is still out."""
         if step not in self.steady_from:
             return {"settled": False, "reached": None, "after_s": None}
         steady_s = self.steady_from[step]
         return {
             "settled": True,
-            "reached": steady_s is not None,
+            "reached": True if steady_s is not None else None if step in self.unjudged else False,
             "after_s": None if steady_s is None else round(max(0.0, steady_s - start_s), 3),
         }

@@ -19,6 +19,7 @@ from llm_locust.load.step_end import (
     ENDED_DURATION,
     ENDED_OVERSATURATED,
     ENDED_PRECISION,
+    STEADY_WINDOWS,
     Estimate,
     Point,
     oversaturated,
@@ -62,14 +63,20 @@ def settle(
         index = span.step.index
         if run.step_windows.settled(index):
             continue
-        steady_s = steady_from(series(run, span, interval_s, now_s - lag_s), interval_s, span.floor_s)
+        points = series(run, span, interval_s, now_s - lag_s)
+        steady_s = steady_from(points, interval_s, span.floor_s)
         if steady_s is not None:
             span.measure_from_s = max(span.measure_from_s, steady_s)
             run.step_windows.settle(index, span.measure_from_s)
             logger.info("step %d steady after %.3g s", index, span.measure_from_s - span.start_s)
         elif final or (span.end_s is not None and now_s - lag_s >= span.end_s):
-            run.step_windows.settle(index, None)
-            logger.info("step %d never steady: measured from its --warmup-s floor", index)
+            judged = len(points) >= STEADY_WINDOWS  # fewer whole windows after the floor: too short to tell
+            run.step_windows.settle(index, None, judged)
+            logger.info(
+                "step %d %s: measured from its --warmup-s floor",
+                index,
+                "never steady" if judged else f"too short to tell steady state (< {STEADY_WINDOWS} windows)",
+            )
 
 
 def percentile_estimates(window: WindowMetrics | None, slos: tuple[Slo, ...]) -> list[Estimate]:

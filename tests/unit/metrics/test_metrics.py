@@ -188,3 +188,5 @@ def test_step_measured_from_its_steady_start() -> None:
     assert sum(c.requests for c in series.values()) == 5 and series[1000].ttft_ms is not None
     run.step_windows.settle(1, None)
     assert run.step_windows.to_summary(1, 999.5)["reached"] is False
+    run.step_windows.settle(2, None, judged=False)  # too short to hold the test's windows: not "never steady"
+    assert run.step_windows.to_summary(2, 999.5) == {"settled": True, "reached": None, "after_s": None}
