@@ -7,11 +7,12 @@
   another letter). With `--degrade-above-batch N`, a request admitted into a running batch of more than N sequences
   (itself included: `engine.Sequence.batch`) is right with probability `--degraded-accuracy` instead. The draw is
   made when the first token is produced, i.e. after its admission.
-- **A structured output** (a request asking for JSON in its API's field: chat `response_format`, Responses
-  `text.format`, text completions' `structured_outputs` / `json_schema`) is answered with a JSON value valid for the
-  schema (`instance`: object with its properties, string, number, integer, boolean, null, array, enum, const; a
-  `json_object` request gets `{"answer": <words>}`), made invalid with probability `--invalid-json-rate` (its last
-  character left out when it ends with `}`, `]` or `"`, else a stray `,` after it). The draw is made on arrival.
+- **A structured output** (a request asking for JSON in its API's field, as its API reads it: `Api.output_format`,
+  e.g. chat's `response_format`, Responses' `text.format`, text completions' `structured_outputs` / `json_schema`)
+  is answered with a JSON value valid for the schema (`instance`: object with its properties, string, number,
+  integer, boolean, null, array, enum, const; a `json_object` request gets `{"answer": <words>}`), made invalid with
+  probability `--invalid-json-rate` (its last character left out when it ends with `}`, `]` or `"`, else a stray `,`
+  after it). The draw is made on arrival.
 
 One seeded draw per decision, each from its own generator (`--answer-seed`): the first n requests of a kind get the
 first n draws, whatever their order, so a test recounts the sim's decisions from the seed alone. The answer's pieces
@@ -33,9 +34,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
-from llm_locust.sim.apis.wire import CompletionSpec, bad_request, output_length
+from llm_locust.sim.apis.wire import CompletionSpec, OutputFormat, bad_request, output_length
 from llm_locust.sim.words import WORDS
 
 _NUMBER_QUESTION = re.compile(r"What is (\d+) ([-+*]) (\d+)\? Answer with the number only\.")
@@ -65,42 +64,6 @@ def truth(prompt: str) -> tuple[str, tuple[str, ...]] | None:
         return None
     right = _LETTERS[options.index(value)]
     return right, tuple(letter for letter in _LETTERS if letter != right)
-
-
-def requested_format(data: dict[str, Any], endpoint: str) -> tuple[str, Any] | None:
-    """The structured output request `data` of `endpoint` asks for, as ("json_schema", schema) or ("json_object",
-    None); None when it asks for none. Chat: `response_format` (`json_schema.schema`; TGI's `{"type": "json",
-    "value": schema}`); Responses: `text.format`; text completions: vLLM's `structured_outputs` (`json`,
-    `json_object`), `response_format`, or SGLang's / llama.cpp's `json_schema` (a JSON string or an object)."""
-    if endpoint == "responses":
-        text = data.get("text")
-        form = text.get("format") if isinstance(text, dict) else None
-        if isinstance(form, dict) and form.get("type") == "json_schema":
-            return "json_schema", form.get("schema")
-        return ("json_object", None) if isinstance(form, dict) and form.get("type") == "json_object" else None
-    if endpoint not in ("chat", "completions"):
-        return None
-    form = data.get("response_format")
-    if isinstance(form, dict):
-        kind = form.get("type")
-        if kind == "json_schema":
-            inner = form.get("json_schema")
-            return "json_schema", inner.get("schema") if isinstance(inner, dict) else None
-        if kind == "json":
-            return "json_schema", form.get("value")
-        if kind == "json_object":
-            return "json_object", None
-    if endpoint == "completions":
-        outputs = data.get("structured_outputs")
-        if isinstance(outputs, dict) and "json" in outputs:
-            schema = outputs["json"]
-            return "json_schema", orjson.loads(schema) if isinstance(schema, str) else schema
-        if isinstance(outputs, dict) and outputs.get("json_object"):
-            return "json_object", None
-        schema = data.get("json_schema")
-        if schema is not None:
-            return "json_schema", orjson.loads(schema) if isinstance(schema, str) else schema
-    return None
 
 
 def instance(schema: Any, draw: random.Random, depth: int = 0) -> Any:
@@ -218,11 +181,12 @@ class Answerer:
         degraded = 0 < self.degrade_above_batch < batch
         return self._right_draws.random() < (self.degraded_accuracy if degraded else self.accuracy)
 
-    def plan(self, spec: CompletionSpec, data: dict[str, Any]) -> CompletionSpec:
-        """`spec` (of request `data`) answering a structured output or a recognised question (`spec.answer`, its
-        output tokens the answer's), or `spec` itself."""
+    def plan(self, spec: CompletionSpec, data: dict[str, Any], output_format: OutputFormat | None) -> CompletionSpec:
+        """`spec` (of request `data`) answering a structured output — read with its API's `output_format` (None:
+        its API has none) — or a recognised question (`spec.answer`, its output tokens the answer's), or `spec`
+        itself."""
         try:
-            asked = requested_format(data, spec.endpoint)
+            asked = output_format(data) if output_format is not None else None
             if asked is not None:
                 kind, schema = asked
                 value = instance(schema, self.values) if kind == "json_schema" else {"answer": _words(self.values)}

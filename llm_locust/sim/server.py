@@ -213,7 +213,7 @@ class SimApp:
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         if spec.tool_call is None and api.answer_encoder is not None:
-            spec = self.answerer.plan(spec, data)
+            spec = self.answerer.plan(spec, data, api.output_format)
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
         record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)

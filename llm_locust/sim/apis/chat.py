@@ -14,12 +14,14 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.completions import OPEN_CHOICE_TAIL, ChunkEncoder
-from llm_locust.sim.apis.tools import tool_fields
+from llm_locust.sim.apis.completions import OPEN_CHOICE_TAIL, ChunkEncoder, response_format
+from llm_locust.sim.apis.tools import ToolForm, openai_choice, tool_fields
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
+    History,
     ScriptedPieces,
+    bad_request,
     completion_spec,
     messages_prompt,
     optional_int,
@@ -33,8 +35,42 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     max_tokens = optional_int(data, "max_tokens")
     if max_tokens is None:
         max_tokens = optional_int(data, "max_completion_tokens")
-    fields = tool_fields(data, "chat")
+    fields = tool_fields(data, TOOLS)
     return completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+
+
+def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
+    """A chat tool's name and parameters: `{"type": "function", "function": {name, parameters}}` (`type` may be left
+    out); None for a tool of another type."""
+    if item.get("type", "function") != "function":
+        return None
+    function = item.get("function")
+    if not isinstance(function, dict):
+        raise bad_request("each chat tool needs a 'function' object")
+    return function.get("name"), function.get("parameters")
+
+
+def _history(data: dict[str, Any]) -> History:
+    """The calls of the assistant messages' `tool_calls` and the results of the `role: "tool"` messages
+    (`tool_call_id`), and the number of messages."""
+    messages = data.get("messages") or []
+    calls = tuple(
+        call["id"]
+        for message in messages
+        if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list)
+        for call in message["tool_calls"]
+        if isinstance(call, dict) and isinstance(call.get("id"), str)
+    )
+    results = tuple(
+        message["tool_call_id"]
+        for message in messages
+        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str)
+    )
+    return History(calls, results, len(messages))
+
+
+TOOLS = ToolForm(_function, lambda choice: openai_choice(choice, lambda named: named.get("function")), _history)
+"""Chat's tools, its `tool_choice` (a named one: `{"type": "function", "function": {"name"}}`) and its history."""
 
 
 class ChatEncoder(ChunkEncoder):
@@ -110,4 +146,4 @@ class ChatAnswerEncoder(ScriptedPieces, ChatEncoder):
 
 
 API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder, ChatToolEncoder,
-          answer_encoder=ChatAnswerEncoder)  # fmt: skip
+          answer_encoder=ChatAnswerEncoder, output_format=response_format)  # fmt: skip

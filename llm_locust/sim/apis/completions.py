@@ -41,6 +41,40 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     return completion_spec(data, "completions", prompt_words(prompt), text, max_tokens, natural_tokens)
 
 
+def response_format(data: dict[str, Any]) -> tuple[str, Any] | None:
+    """The structured output OpenAI's `response_format` asks for (chat's and text completions'): `json_schema`
+    (`json_schema.schema`), TGI's `{"type": "json", "value": schema}` or `json_object`; None for none."""
+    form = data.get("response_format")
+    if isinstance(form, dict):
+        kind = form.get("type")
+        if kind == "json_schema":
+            inner = form.get("json_schema")
+            return "json_schema", inner.get("schema") if isinstance(inner, dict) else None
+        if kind == "json":
+            return "json_schema", form.get("value")
+        if kind == "json_object":
+            return "json_object", None
+    return None
+
+
+def requested_format(data: dict[str, Any]) -> tuple[str, Any] | None:
+    """The structured output a text completion request asks for: `response_format`, vLLM's `structured_outputs`
+    (`json`, `json_object`), or SGLang's / llama.cpp's `json_schema` (a JSON string or an object); None for none."""
+    asked = response_format(data)
+    if asked is not None:
+        return asked
+    outputs = data.get("structured_outputs")
+    if isinstance(outputs, dict) and "json" in outputs:
+        schema = outputs["json"]
+        return "json_schema", orjson.loads(schema) if isinstance(schema, str) else schema
+    if isinstance(outputs, dict) and outputs.get("json_object"):
+        return "json_object", None
+    schema = data.get("json_schema")
+    if schema is not None:
+        return "json_schema", orjson.loads(schema) if isinstance(schema, str) else schema
+    return None
+
+
 class ChunkEncoder:
     """The `data: {...}` chunks of one text completion; token events are built from pre-encoded pieces.
 
@@ -143,4 +177,5 @@ class ChunkAnswerEncoder(ScriptedPieces, ChunkEncoder):
     __slots__ = ()
 
 
-API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder, answer_encoder=ChunkAnswerEncoder)
+API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder, answer_encoder=ChunkAnswerEncoder,
+          output_format=requested_format)  # fmt: skip

@@ -17,11 +17,12 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.tools import tool_fields
+from llm_locust.sim.apis.tools import ToolForm, tool_fields, typed_ids
 from llm_locust.sim.apis.wire import (
     Api,
     ApiError,
     CompletionSpec,
+    History,
     ScriptedPieces,
     completion_spec,
     messages_prompt,
@@ -42,8 +43,35 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if "max_tokens" not in data:
         raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
     max_tokens = optional_int(data, "max_tokens")
-    fields = tool_fields(data, "messages")
+    fields = tool_fields(data, TOOLS)
     return completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+
+
+def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
+    """A client tool's name and `input_schema`; None for a server tool (it has a `type` instead)."""
+    return (item.get("name"), item.get("input_schema")) if "input_schema" in item else None
+
+
+_CHOICES = {"auto": "auto", "none": "none", "any": "required", "tool": "named"}
+
+
+def _choice(choice: Any) -> tuple[str | None, Any]:
+    """A Messages `tool_choice`: `{"type": "auto" | "none" | "any" (required) | "tool" (named, its "name")}`."""
+    if not isinstance(choice, dict):
+        return None, None
+    return _CHOICES.get(choice.get("type")), choice.get("name")  # type: ignore[arg-type]
+
+
+def _history(data: dict[str, Any]) -> History:
+    """The `tool_use` blocks' `id` and the `tool_result` blocks' `tool_use_id`, and the number of messages."""
+    messages = data.get("messages") or []
+    blocks = [block for message in messages if isinstance(message.get("content"), list) for block in message["content"]]
+    return History(tuple(typed_ids(blocks, "tool_use", "id")), tuple(typed_ids(blocks, "tool_result", "tool_use_id")),
+                   len(messages))  # fmt: skip
+
+
+TOOLS = ToolForm(_function, _choice, _history)
+"""The Messages API's client tools, its `tool_choice` and its history."""
 
 
 class MessagesEncoder:

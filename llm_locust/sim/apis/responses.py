@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from llm_locust.sim.apis.tools import tool_fields
+from llm_locust.sim.apis.tools import ToolForm, openai_choice, tool_fields, typed_ids
 from llm_locust.sim.apis.wire import (
     Api,
     CompletionSpec,
+    History,
     ScriptedPieces,
     bad_request,
     completion_spec,
@@ -47,8 +48,37 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
         messages = _messages(item)
         prompt_tokens, prompt_text = prompt_of(messages)
     max_tokens = optional_int(data, "max_output_tokens")
-    fields = tool_fields(data, "responses")
+    fields = tool_fields(data, TOOLS)
     return completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+
+
+def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
+    """A Responses tool's name and parameters: `{"type": "function", name, parameters}`; None for a built-in tool."""
+    return (item.get("name"), item.get("parameters")) if item.get("type") == "function" else None
+
+
+def _history(data: dict[str, Any]) -> History:
+    """The `function_call` input items' and the `function_call_output` items' `call_id`, and the number of input
+    items (a string input is 1)."""
+    items = data.get("input")
+    if not isinstance(items, list):
+        return History(messages=1)
+    calls = tuple(typed_ids(items, "function_call", "call_id"))
+    return History(calls, tuple(typed_ids(items, "function_call_output", "call_id")), len(items))
+
+
+TOOLS = ToolForm(_function, lambda choice: openai_choice(choice, lambda named: named), _history)
+"""The Responses API's tools, its `tool_choice` (a named one: `{"type": "function", "name"}`) and its history."""
+
+
+def requested_format(data: dict[str, Any]) -> tuple[str, Any] | None:
+    """The structured output a Responses request asks for in `text.format` (`json_schema`: its `schema`, or
+    `json_object`); None for none."""
+    text = data.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    if isinstance(form, dict) and form.get("type") == "json_schema":
+        return "json_schema", form.get("schema")
+    return ("json_object", None) if isinstance(form, dict) and form.get("type") == "json_object" else None
 
 
 def _messages(value: Any) -> list[Any]:
@@ -221,4 +251,4 @@ class ResponsesAnswerEncoder(ScriptedPieces, ResponsesEncoder):
 
 
 API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder, ResponsesToolEncoder,
-          answer_encoder=ResponsesAnswerEncoder)  # fmt: skip
+          answer_encoder=ResponsesAnswerEncoder, output_format=requested_format)  # fmt: skip

@@ -21,10 +21,11 @@ import json
 import random
 import re
 import uuid
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from llm_locust.sim.apis.wire import CompletionSpec, Endpoint, History, Tool, ToolCall, ToolChoice, bad_request
+from llm_locust.sim.apis.wire import CompletionSpec, History, Tool, ToolCall, ToolChoice, bad_request
 from llm_locust.sim.words import WORDS
 
 MAX_PROPERTIES = 4
@@ -32,11 +33,24 @@ MAX_PROPERTIES = 4
 _PIECE = re.compile(r"\s*\S+")
 
 
-def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
-    """The function tools of request `data` in `endpoint`'s format (chat: `{"type": "function", "function": {name,
-    parameters}}`; Responses: `{"type": "function", name, parameters}`; Messages: `{name, input_schema}`); tools of
-    other types (built-in tools) are left out. ApiError (400) if `tools` is not a list of objects or a function
-    tool has no name."""
+@dataclass(frozen=True, slots=True)
+class ToolForm:
+    """How one API's requests offer function tools, choose among them and carry earlier calls back: its module
+    declares it and passes it to `tool_fields` (chat's, Responses', Messages')."""
+
+    function: Callable[[dict[str, Any]], tuple[Any, Any] | None]
+    """A `tools` item's name and its parameters' JSON schema (both as given); None for a tool of another type (a
+    built-in tool), left out; ApiError (400) for a function tool it cannot read."""
+    choice: Callable[[Any], tuple[str | None, Any]]
+    """A `tool_choice` value's kind — "auto", "none", "required" or "named" (one tool, the name given); None: not one
+    the API accepts — and the name it gives."""
+    history: Callable[[dict[str, Any]], History]
+    """The `History` of a request (already validated as the API's request)."""
+
+
+def offered_tools(data: dict[str, Any], form: ToolForm) -> tuple[Tool, ...]:
+    """The function tools of request `data` in `form` (its `function`: tools of other types are left out). ApiError
+    (400) if `tools` is not a list of objects or a function tool has no name."""
     items = data.get("tools")
     if items is None:
         return ()
@@ -44,21 +58,10 @@ def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
         raise bad_request("'tools' must be a list of objects")
     tools = []
     for item in items:
-        if endpoint == "chat":
-            if item.get("type", "function") != "function":
-                continue
-            function = item.get("function")
-            if not isinstance(function, dict):
-                raise bad_request("each chat tool needs a 'function' object")
-            name, schema = function.get("name"), function.get("parameters")
-        elif endpoint == "responses":
-            if item.get("type") != "function":
-                continue
-            name, schema = item.get("name"), item.get("parameters")
-        else:  # messages: a client tool has an input_schema, a server tool a type
-            if "input_schema" not in item:
-                continue
-            name, schema = item.get("name"), item.get("input_schema")
+        function = form.function(item)
+        if function is None:
+            continue
+        name, schema = function
         if not isinstance(name, str) or not name:
             raise bad_request("each function tool needs a non-empty 'name'")
         properties = schema.get("properties") if isinstance(schema, dict) else None
@@ -66,37 +69,25 @@ def offered_tools(data: dict[str, Any], endpoint: Endpoint) -> tuple[Tool, ...]:
     return tuple(tools)
 
 
-def tool_fields(data: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
-    """The `CompletionSpec` fields of request `data` about tools: the history it carries and, when it offers `tools`,
-    the tools a call may name and its tool choice (ApiError for bad tools or a bad tool choice)."""
-    history = carried_history(data, endpoint)
+def tool_fields(data: dict[str, Any], form: ToolForm) -> dict[str, Any]:
+    """The `CompletionSpec` fields of request `data` about tools, read in its API's `form`: the history it carries
+    and, when it offers `tools`, the tools a call may name and its tool choice (ApiError for bad tools or a bad tool
+    choice)."""
+    history = form.history(data)
     if "tools" not in data:
         return {"history": history}
-    choice, tools = tool_choice(data, endpoint, offered_tools(data, endpoint))
+    choice, tools = tool_choice(data, form, offered_tools(data, form))
     return {"tools": tools, "tool_choice": choice, "history": history}
 
 
-def tool_choice(
-    data: dict[str, Any], endpoint: Endpoint, tools: tuple[Tool, ...]
-) -> tuple[ToolChoice, tuple[Tool, ...]]:
-    """Request `data`'s `tool_choice` in `endpoint`'s format and the `tools` a call may then name: "auto" (absent,
-    or `auto`), "none" (`none`), "required" (chat and Responses `required`, Messages `{"type": "any"}`) with every
-    tool, or "required" with the one tool named (chat `{"type": "function", "function": {"name"}}`, Responses
-    `{"type": "function", "name"}`, Messages `{"type": "tool", "name"}`). ApiError (400) for any other value or a
-    name that is not among `tools`."""
+def tool_choice(data: dict[str, Any], form: ToolForm, tools: tuple[Tool, ...]) -> tuple[ToolChoice, tuple[Tool, ...]]:
+    """Request `data`'s `tool_choice` read in `form` and the `tools` a call may then name: "auto" (absent, or its
+    auto), "none", "required" with every tool, or "required" with the one tool named. ApiError (400) for any other
+    value or a name that is not among `tools`."""
     choice = data.get("tool_choice")
     if choice is None:
         return "auto", tools
-    kind, name = None, None
-    if endpoint == "messages":
-        if isinstance(choice, dict):
-            kind = {"auto": "auto", "none": "none", "any": "required", "tool": "named"}.get(choice.get("type"))
-            name = choice.get("name")
-    elif isinstance(choice, str):
-        kind = choice if choice in ("auto", "none", "required") else None
-    elif isinstance(choice, dict) and choice.get("type") == "function":
-        function = choice.get("function") if endpoint == "chat" else choice
-        kind, name = "named", function.get("name") if isinstance(function, dict) else None
+    kind, name = form.choice(choice)
     if kind is None or (kind == "named" and not isinstance(name, str)):
         raise bad_request(f"'tool_choice' {json.dumps(choice)} is not one this API accepts")
     if kind != "named":
@@ -107,35 +98,18 @@ def tool_choice(
     return "required", named
 
 
-def carried_history(data: dict[str, Any], endpoint: Endpoint) -> History:
-    """The `History` of request `data` (already validated as `endpoint`'s request)."""
-    if endpoint == "responses":
-        items = data.get("input")
-        if not isinstance(items, list):
-            return History(messages=1)
-        calls = tuple(_ids(items, "function_call", "call_id"))
-        return History(calls, tuple(_ids(items, "function_call_output", "call_id")), len(items))
-    messages = data.get("messages") or []
-    if endpoint == "chat":
-        calls = tuple(
-            call["id"]
-            for message in messages
-            if message.get("role") == "assistant" and isinstance(message.get("tool_calls"), list)
-            for call in message["tool_calls"]
-            if isinstance(call, dict) and isinstance(call.get("id"), str)
-        )
-        results = tuple(
-            message["tool_call_id"]
-            for message in messages
-            if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str)
-        )
-        return History(calls, results, len(messages))
-    blocks = [block for message in messages if isinstance(message.get("content"), list) for block in message["content"]]
-    return History(tuple(_ids(blocks, "tool_use", "id")), tuple(_ids(blocks, "tool_result", "tool_use_id")),
-                   len(messages))  # fmt: skip
+def openai_choice(choice: Any, function: Callable[[dict[str, Any]], Any]) -> tuple[str | None, Any]:
+    """An OpenAI `tool_choice` (chat's, Responses'): "auto", "none", "required", or a named function — a
+    `{"type": "function"}` object whose `function` (chat: its `function` object; Responses: itself) holds the name."""
+    if isinstance(choice, str):
+        return (choice if choice in ("auto", "none", "required") else None), None
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        named = function(choice)
+        return "named", named.get("name") if isinstance(named, dict) else None
+    return None, None
 
 
-def _ids(items: list[Any], kind: str, key: str) -> list[str]:
+def typed_ids(items: list[Any], kind: str, key: str) -> list[str]:
     """The string `key` of every object of `items` whose `type` is `kind`."""
     return [item[key] for item in items
             if isinstance(item, dict) and item.get("type") == kind and isinstance(item.get(key), str)]  # fmt: skip

@@ -23,6 +23,9 @@ from llm_locust.sim.words import WORDS
 
 Endpoint = Literal["chat", "completions", "responses", "messages", "gemini", "converse", "embeddings"]
 ToolChoice = Literal["auto", "none", "required"]
+OutputFormat = Callable[[dict[str, Any]], tuple[str, Any] | None]
+"""How an API's request asks for a structured output: ("json_schema", schema), ("json_object", None), or None when
+it asks for none (`Api.output_format`, read by `llm_locust.sim.answers`)."""
 
 
 class ApiError(Exception):
@@ -180,7 +183,7 @@ class Api:
     is the model's place (`apis.route`); `content_type`: its streamed responses'; `request_id_header`: the response
     header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`).
     An API that can answer a question or a structured output (`llm_locust.sim.answers`) has `answer_encoder` (the spec
-    carrying the answer)."""
+    carrying the answer) and `output_format`, how its request asks for a structured output."""
 
     endpoint: Endpoint
     path: str
@@ -192,6 +195,7 @@ class Api:
     content_type: str = "text/event-stream"
     request_id_header: str = ""
     answer_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
+    output_format: OutputFormat | None = None
 
 
 def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
