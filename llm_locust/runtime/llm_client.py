@@ -7,7 +7,8 @@ built-in users' requests — it is their route too.
 Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`), the anthropic SDK
 (`messages`) and Google's genai SDK (`models.generate_content_stream`: Gemini, its body fields as the REST API spells
 them), so that an application's call moves into a task by changing its receiver: body fields are keyword
-arguments, sent as given (`model` defaults to the run's); `name=` is the Locust stats row (default: the API's path) and
+arguments (`model` defaults to the run's), made into the body as a built-in user's is (`workload.body.request_body`:
+`--extra-body` merged deep, the API's streaming fields); `name=` is the Locust stats row (default: the API's path) and
 a `name` breakdown; `headers=` go with this request only (their values redacted like `--header` values);
 `catch_response=True` returns the answer as a context manager with `success()` / `failure(reason)` (Locust's idiom: a
 failure is an error of kind `check`); `score=` scores the answer — a callable given the `Answer` (a bool, or a number
@@ -46,6 +47,7 @@ from llm_locust.runtime.route import report
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
+from llm_locust.workload.body import request_body
 from llm_locust.workload.builder import RequestSpec
 from llm_locust.workload.providers import check_api, completion_path, model_path
 
@@ -116,7 +118,8 @@ class _Endpoint:
         **fields: Any,
     ) -> Any:
         """Send one request of this API with the body `fields` (keyword arguments, as the SDK takes them; `model`
-        defaults to the run's; the API's streaming fields are added) and read its answer to the end.
+        defaults to the run's; `--extra-body` merged deep and the API's streaming fields added: `body.request_body`)
+        and read its answer to the end.
 
         `name`: its Locust stats row and its label in the `name` breakdown (default: the API's path, no breakdown);
         `headers`: sent with this request only; `catch_response`: return a `CheckedAnswer` to judge in a `with`
@@ -323,8 +326,9 @@ class LLMClient:
             ticket = self._ticket = self.take_ticket(new_session=True)
         else:  # a later call of the same task: goes at once, in the arrival's step
             ticket = ticket._replace(t_sched=None, index=None)
-        body = {"model": self.model, **self._state.settings.workload.extra_body, **fields, **sent.fixed_fields}
-        model = str(body["model"] if sent.model_field else body.pop("model"))  # else the path names it
+        own = dict(fields)
+        model = str(own.pop("model", None) or self.model)  # in the body, or only in the path (Gemini, Converse)
+        body = request_body(sent, own, model, self._state.settings.workload.extra_body)
         inputs = body.get("input")
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)

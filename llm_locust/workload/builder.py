@@ -12,8 +12,9 @@ entry or `--max-tokens`; the length fields from the API and the server family (`
 attached to the messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`:
 one tool set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The
 user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
-streamed API's `stream`; chat and text completions also `stream_options.include_usage`); `--extra-body` wins on
-conflicts. A request of an API that counts inputs (embeddings) carries `--embedding-batch` prompt texts instead.
+streamed API's `stream`; chat and text completions also `stream_options.include_usage`) and `--extra-body`, merged
+deep, as into every request's body (`body.request_body`, a scenario's call's too). A request of an API that counts
+inputs (embeddings) carries `--embedding-batch` prompt texts instead.
 With `--model-mix` each request names a model drawn by weight from the user's RNG (`model_mix`) and counts in the
 `model` breakdown.
 """
@@ -33,6 +34,7 @@ from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.scoring import Reference
 from llm_locust.workload.agent import AgentSession, answer_content
+from llm_locust.workload.body import request_body
 from llm_locust.workload.datasets import REFERENCE, Conversation, load_dataset
 from llm_locust.workload.input_images import file_data_url, generated_pool, image_part
 from llm_locust.workload.lengths import StepLengths
@@ -277,7 +279,7 @@ class Workload:
             expected = None if tokens is None or expected is None else expected + tokens
         shaped: dict[str, Any] = {"texts": texts}
         self.api.shape(shaped)
-        body = {"model": model, **shaped, **self.api.fixed_fields, **self.settings.extra_body}
+        body = request_body(self.api, shaped, model, self.settings.extra_body)
         return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts), model=model)
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
@@ -324,20 +326,15 @@ class Workload:
         """The full request body for `fields` (prompt or messages, maybe more), in this endpoint's shape; `max_tokens`
         (a length sweep's) wins over the dataset entry's, which wins over --max-tokens; with --response-format, the
         API's structured-output fields for the schema of `reference` (`structured.answer_reference`); --temperature
-        in the API's field beside its length (a dataset entry's own wins); --extra-body last, an object of it merging
-        into the body's object of that name."""
+        in the API's field beside its length (a dataset entry's own wins); then the model, --extra-body and the API's
+        fixed fields, as every request's (`body.request_body`)."""
         settings = self.settings
         body = dict(fields)
         body.pop(REFERENCE, None)
         max_tokens = max_tokens or body.pop("max_tokens", None) or settings.max_tokens.sample(self.rng)
         body.pop("max_tokens", None)
         self.api.shape(body)
-        if self.api.model_field:  # else the path names it (`providers.model_path`)
-            body[self.api.model_field] = model
-        body.update(
-            **self.api.fixed_fields,
-            **length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos),
-        )
+        body.update(length_fields(self.server_family, self.endpoint, max_tokens, settings.ignore_eos))
         if settings.temperature is not None and self.api.max_tokens_field:  # an API that generates
             outer, nested, _ = self.api.max_tokens_field.partition(".")  # beside its length: generationConfig
             if nested:
@@ -348,10 +345,7 @@ class Workload:
             body["tools"] = self._session_tools()
         if settings.response_format and reference is not None and reference.schema is not None:
             body.update(self.api.response_format(settings.response_format, reference.schema, self.server_family))  # type: ignore[misc]
-        for name, value in settings.extra_body.items():  # an object merges into the body's (generationConfig)
-            given = body.get(name)
-            body[name] = {**given, **value} if isinstance(given, dict) and isinstance(value, dict) else value
-        return body
+        return request_body(self.api, body, model, settings.extra_body)
 
     def _session_tools(self) -> list[dict[str, Any]]:
         """The current session's tools in this API's shape: one of the tool sets, drawn when the session began."""
