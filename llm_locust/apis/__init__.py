@@ -1,229 +1,60 @@
-"""The APIs llm-locust measures: one `Api` per endpoint, registered in `APIS` under the endpoint name that every
-record carries (`RequestRecord.endpoint`) and every User class names (`runtime.users`).
-
-An `Api` says everything that differs between APIs: its path per provider, how a prompt becomes its body (`shape`,
-`shapes.py`) and its length fields, the option combinations it refuses, whether it streams — its SSE event parser
-and event text (`--tokenizer`) — or else its JSON body reader, and what the summary counts (`Counting`: output
-tokens, or inputs) with the words the console, live view and report show for it. The workload (`builder`,
-`providers`), the transport (`client`), the users, summary.json (`run.endpoints`, `run.counts`), the live view and
-the report read it; nothing else branches on an endpoint's name.
-
-Built in: `chat` and `completions` (OpenAI chunks, `protocol.apply_event`), `responses` (OpenAI Responses API
-events, `responses_stream`), `messages` (Anthropic Messages events, `messages_stream`) and `gemini` (Gemini's
-`streamGenerateContent` events, `gemini_stream`: the Gemini API and Vertex AI, its model named in its path) stream
-over SSE; `converse`
-(Amazon Bedrock ConverseStream, `converse_stream`) streams AWS event-stream messages (`framing.EVENTSTREAM`), its
-model named in its path; `embeddings` (one JSON response, `metrics.embeddings`) does not. Another API is one
-`register(Api(...))` (see ARCHITECTURE.md "How to add an API"). Imports only `metrics` below it.
+"""The APIs llm-locust measures, one module of this package each (chat completions' is `chat`). A module holds all
+the client needs of its API — its path per provider, how a prompt becomes its body, its tool and structured-output
+forms, its stream decoder (or body reader), how an answer's text, reasoning and tool calls are read, where a scenario
+calls it on `self.llm` and its built-in User classes' names — in the `Api` it declares as `API`; this package
+registers each module's `API` in `APIS` (`registry`) as it is imported, so a new API is a new module and no list names
+it. Another API can also be registered from anywhere, e.g. a locustfile: `register(Api(...))` (ARCHITECTURE.md "How
+to add an API"). Imports only `metrics` below it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
+from importlib import import_module
+from pkgutil import iter_modules
 
-from llm_locust.apis import shapes
-from llm_locust.errors import ConfigError
-from llm_locust.metrics import converse_stream, gemini_stream, messages_stream, responses_stream
-from llm_locust.metrics.embeddings import read_embeddings
-from llm_locust.metrics.framing import EVENTSTREAM, SSE, Framing
-from llm_locust.metrics.protocol import EventApplier, apply_event
-from llm_locust.metrics.record import RequestRecord
-from llm_locust.metrics.stream_text import AnswerParts, EventText, openai_parts, openai_text
-
-BodyReader = Callable[[bytes, RequestRecord, int], None]
-"""A non-streamed API's reader of its whole JSON response body (content, the record, the inputs sent): fills the
-record, or fails it (`ErrorKind.BAD_STREAM`) when the body is not what the API answers."""
-
-
-@dataclass(frozen=True)
-class Rate:
-    """A throughput the displays show: its summary.json `throughput` key (and llm_timeseries.csv column), its unit
-    in the console table and the report ("output tok/s"), its row label in the web UI's LLM tab."""
-
-    key: str
-    unit: str
-    label: str
-
-
-@dataclass(frozen=True)
-class Counting:
-    """What a run's throughput counts, as summary.json's `run.counts` names it, and how the displays show it: its
-    rates, and the latencies shown as (declared name, label) — None: every latency of the time series."""
-
-    name: str
-    rates: tuple[Rate, ...]
-    latencies: tuple[tuple[str, str], ...] | None
-
-
-OUTPUTS = Counting("output_tokens", (Rate("output_tokens_per_s", "output tok/s", "Output tokens/s"),), None)
-"""A generating API: output tokens per second, every latency."""
-INPUTS = Counting(
-    "inputs",
-    (Rate("inputs_per_s", "inputs/s", "Inputs/s"), Rate("input_tokens_per_s", "input tok/s", "Input tokens/s")),
-    (("e2e", "Latency"),),
+from llm_locust.apis.registry import (
+    APIS,
+    COUNTINGS,
+    INPUTS,
+    OUTPUTS,
+    Api,
+    BodyReader,
+    Counting,
+    Rate,
+    api,
+    endpoints_of,
+    openai_paths,
+    register,
+    run_counting,
+    summary_counting,
 )
-"""An API that answers each input at once (embeddings): inputs and their tokens per second; its latency is E2E."""
-COUNTINGS = {counting.name: counting for counting in (OUTPUTS, INPUTS)}
 
 
-def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(mapping))
+def _built_in() -> tuple[Api, ...]:
+    """The `API` of each module of this package that declares one, by module name."""
+    found = (getattr(import_module(f"{__name__}.{module.name}"), "API", None) for module in iter_modules(__path__))
+    return tuple(entry for entry in found if isinstance(entry, Api))
 
 
-@dataclass(frozen=True)
-class Api:
-    """One API: what differs in building its requests, sending them and reading their responses.
-
-    `paths`: provider (`--provider`) → the path (and query) to POST to, `{deployment}` and `{api_version}` filled in
-    URL-quoted (`openai_paths` makes the usual ones), `{project}` and `{location}` (Vertex AI), `{model}` per request
-    with the request's model; a provider missing here does not serve the API (`check_api` refuses it). `shape` makes
-    the body's prompt fields (`shapes.py`); the model goes in the body's `model_field` ("": only in the path);
-    `fixed_fields` go into every body (after the model); the output length goes in `max_tokens_field` (per server
-    family: `family_max_tokens_fields`; a dotted name is a nested field, "generationConfig.maxOutputTokens",
-    "inferenceConfig.maxTokens"; "" for an API without one); `forces_length` False: no field forces the output length,
-    `--ignore-eos` is refused. Streamed: `parser` (one event of its `framing` → record: an SSE event's data, an
-    event-stream message), `event_text` and `answer_parts` (the answer's own text and reasoning, for a scenario's
-    answer); else `read_body`. `counting`: what its summary counts (`OUTPUTS`, or `INPUTS`: a request carries
-    `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
-    with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
-    `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
-    `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none);
-    `response_format`: its structured-output fields (`--response-format`, `shapes.ResponseFormat`; None: it takes none).
-    """
-
-    endpoint: str
-    title: str  # how a refusal names it: "chat completions", "the Messages API"
-    paths: Mapping[str, str]
-    shape: Callable[[dict[str, Any]], None]
-    fixed_fields: Mapping[str, Any] = field(default_factory=dict)
-    max_tokens_field: str = "max_tokens"
-    family_max_tokens_fields: Mapping[str, str] = field(default_factory=dict)
-    forces_length: bool = True
-    parser: EventApplier | Callable[..., bool] | None = None
-    framing: Framing = SSE
-    model_field: str = "model"
-    event_text: EventText | None = None
-    answer_parts: AnswerParts | None = None
-    read_body: BodyReader | None = None
-    counting: Counting = OUTPUTS
-    sdk_method: str = ""
-    sdk_arguments: tuple[str, ...] = ()
-    images: bool = False
-    tools: shapes.ToolForms | None = None
-    response_format: shapes.ResponseFormat | None = None
-
-    def __post_init__(self) -> None:
-        if (self.parser is None) == (self.read_body is None):
-            raise ValueError(f"API {self.endpoint!r}: give either a stream parser or a body reader")
-        for name in ("paths", "fixed_fields", "family_max_tokens_fields"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
-
-    @property
-    def streams(self) -> bool:
-        """Its responses are streams (SSE or event-stream, its `framing`, read by `parser`); else one JSON body (read by
-        `read_body`)."""
-        return self.parser is not None
-
-    @property
-    def counts_outputs(self) -> bool:
-        """The summary counts its output tokens (else the inputs it answered)."""
-        return self.counting is OUTPUTS
-
-
-def openai_paths(path: str, azure: str = "", databricks: bool = True) -> dict[str, str]:
-    """The paths of an OpenAI-style API at `path` (e.g. "/v1/chat/completions"): the same for `openai-compatible` and
-    `openai`; under an Azure deployment at `azure` (e.g. "chat/completions"; "": Azure does not serve it); a
-    Databricks serving endpoint's invocations unless `databricks` is False."""
-    paths = {"openai-compatible": path, "openai": path}
-    if azure:
-        paths["azure"] = f"/openai/deployments/{{deployment}}/{azure}?api-version={{api_version}}"
-    if databricks:
-        paths["databricks"] = "/serving-endpoints/{deployment}/invocations"
-    return paths
-
-
-APIS: dict[str, Api] = {}
-"""Every API a user can send to, by endpoint name."""
-
-
-def register(new: Api) -> Api:
-    """Add `new` to `APIS` (ValueError if its endpoint name is taken); return it."""
-    if new.endpoint in APIS:
-        raise ValueError(f"an API is already registered as {new.endpoint!r}")
-    APIS[new.endpoint] = new
-    return new
-
-
-def api(endpoint: str) -> Api:
-    """The API registered as `endpoint`; ConfigError naming the registered ones."""
-    found = APIS.get(endpoint)
-    if found is None:
-        raise ConfigError(f"no API is registered as {endpoint!r}: one of {', '.join(sorted(APIS))}")
-    return found
-
-
-def endpoints_of(user_classes: Iterable[Any]) -> tuple[str, ...]:
-    """The endpoints the User classes send to (sorted; classes without one left out)."""
-    return tuple(sorted({getattr(user, "endpoint", "") for user in user_classes} - {""}))
-
-
-def run_counting(endpoints: Iterable[str]) -> Counting:
-    """What a run of users of `endpoints` counts: theirs when they all count the same, else output tokens."""
-    countings = {api(endpoint).counting for endpoint in endpoints}
-    return countings.pop() if len(countings) == 1 else OUTPUTS
-
-
-def summary_counting(summary: Mapping[str, Any]) -> Counting:
-    """What the run of a summary.json document counts (`run.counts`; older documents without it: output tokens)."""
-    return COUNTINGS.get((summary.get("run") or {}).get("counts", ""), OUTPUTS)
-
-
-GEMINI_PATHS = {
-    "gemini": "/v1beta/models/{model}:streamGenerateContent?alt=sse",
-    "vertex": "/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
-    ":streamGenerateContent?alt=sse",
-}
-"""Where Gemini's streamed generation is: the Gemini API's (`generativelanguage.googleapis.com`) and Vertex AI's
-(`{location}-aiplatform.googleapis.com`, or `aiplatform.googleapis.com` for the `global` location)."""
-VERTEX_CHAT_PATH = "/v1/projects/{project}/locations/{location}/endpoints/openapi/chat/completions"
-"""Vertex AI's OpenAI-compatible chat completions (REST: projects.locations.endpoints.chat.completions, the endpoint
-`openapi`), at `{location}-aiplatform.googleapis.com` (`aiplatform.googleapis.com` for the `global` location)."""
-_CHUNK_USAGE = {"stream": True, "stream_options": {"include_usage": True}}
-BUILT_IN = (
-    Api("chat", "chat completions",
-        {**openai_paths("/v1/chat/completions", azure="chat/completions"), "vertex": VERTEX_CHAT_PATH,
-         "bedrock": "/openai/v1/chat/completions"},
-        shapes.chat,
-        _CHUNK_USAGE, family_max_tokens_fields={"openai": "max_completion_tokens"}, parser=apply_event,
-        event_text=openai_text, answer_parts=openai_parts, sdk_method="chat.completions",
-        sdk_arguments=("model", "messages", "stream"),
-        images=True, tools=shapes.CHAT_TOOLS, response_format=shapes.chat_format),
-    Api("completions", "text completions", openai_paths("/v1/completions", azure="completions"), shapes.completions,
-        _CHUNK_USAGE, parser=apply_event, event_text=openai_text, answer_parts=openai_parts,
-        sdk_method="completions", sdk_arguments=("model", "prompt", "stream"),
-        response_format=shapes.completions_format),
-    Api("responses", "the Responses API", openai_paths("/v1/responses"), shapes.responses, {"stream": True},
-        max_tokens_field="max_output_tokens", parser=responses_stream.apply_event,
-        event_text=responses_stream.event_text, answer_parts=responses_stream.event_parts,
-        tools=shapes.RESPONSES_TOOLS, response_format=shapes.responses_format),
-    Api("messages", "the Messages API", {**openai_paths("/v1/messages", databricks=False), "anthropic": "/v1/messages"},
-        shapes.messages, {"stream": True}, forces_length=False, parser=messages_stream.apply_event,
-        event_text=messages_stream.event_text, answer_parts=messages_stream.event_parts,
-        tools=shapes.MESSAGES_TOOLS),
-    Api("gemini", "Gemini's streamGenerateContent", GEMINI_PATHS, shapes.gemini,
-        max_tokens_field="generationConfig.maxOutputTokens", forces_length=False, parser=gemini_stream.apply_event,
-        model_field="", event_text=gemini_stream.event_text, answer_parts=gemini_stream.event_parts,
-        tools=shapes.GEMINI_TOOLS),
-    Api("converse", "Bedrock ConverseStream", {"bedrock": "/model/{model}/converse-stream"}, shapes.converse,
-        max_tokens_field="inferenceConfig.maxTokens", forces_length=False, parser=converse_stream.apply_message,
-        framing=EVENTSTREAM, model_field="", event_text=converse_stream.event_text,
-        answer_parts=converse_stream.event_parts),
-    Api("embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shapes.embeddings,
-        max_tokens_field="", read_body=read_embeddings, counting=INPUTS),
-)  # fmt: skip
+BUILT_IN = _built_in()
 """The APIs llm-locust knows out of the box (each registered below)."""
 for built_in in BUILT_IN:
     register(built_in)
+
+__all__ = [
+    "APIS",
+    "BUILT_IN",
+    "COUNTINGS",
+    "INPUTS",
+    "OUTPUTS",
+    "Api",
+    "BodyReader",
+    "Counting",
+    "Rate",
+    "api",
+    "endpoints_of",
+    "openai_paths",
+    "register",
+    "run_counting",
+    "summary_counting",
+]

@@ -103,8 +103,8 @@ class TokenChunks:
 
 
 EventApplier = Callable[[RequestRecord, bytes, float, "TokenChunks | None"], bool]
-"""An API's meaning of one SSE data payload: `apply_event` here (chat and text completions), or the Responses and
-Messages APIs' (`responses_stream`, `messages_stream`); True when the stream is over for the client."""
+"""An API's meaning of one SSE data payload: `apply_event` here (chat and text completions), or another API's, in its
+module of `apis/`; True when the stream is over for the client."""
 
 
 class EventStream:

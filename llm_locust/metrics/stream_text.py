@@ -6,11 +6,10 @@ The stream's reader (`framing.Framing.reader`, the one that times the events) ha
 message's payload, and — for the usual chat chunk the reader recognises without decoding it
 (`protocol.TokenChunks`) — only its content string literal, quotes included. The payloads are decoded to text after
 the stream, in batches (`KEEP_EVENTS`; a run of content literals in one JSON parse). The text is what the API's
-parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`): for OpenAI chunks
-(`openai_text`) chat `delta.content`, `delta.reasoning_content` / `delta.reasoning`, tool calls' function names and
-arguments, and text-completion `text`; the deltas of the Responses and Messages APIs' token-bearing events
-(`responses_stream.event_text`, `messages_stream.event_text`); the parts of Gemini's responses
-(`gemini_stream.event_text`); ConverseStream's deltas (`converse_stream.event_text`). Pure; never raises.
+parser counts as generated, read by the API's `EventText` (`apis.Api.event_text`, in the API's module): for OpenAI
+chunks (`openai_text`, shared by chat and text completions) chat `delta.content`, `delta.reasoning_content` /
+`delta.reasoning`, tool calls' function names and arguments, and text-completion `text`; for the other APIs the
+text of their token-bearing events. Pure; never raises.
 """
 
 from __future__ import annotations

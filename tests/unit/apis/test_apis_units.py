@@ -9,9 +9,10 @@ import pytest
 from conftest import options
 from harness.kept_text import kept_stream
 
+from llm_locust.apis import messages as messages_api
+from llm_locust.apis import responses as responses_api
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
-from llm_locust.metrics import messages_stream, responses_stream
 from llm_locust.metrics.protocol import EventStream, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.workload.builder import Workload
@@ -40,7 +41,7 @@ USAGE = {"input_tokens": 11, "output_tokens": 3, "output_tokens_details": {"reas
 
 
 def test_responses_reasoning_then_text_then_completed():
-    record = feed(responses_stream.apply_event, [
+    record = feed(responses_api.apply_event, [
         (typed("response.created", response=RESPONSE), 0.05),
         (typed("response.output_item.added", item={"type": "reasoning"}), 0.06),
         (typed("response.reasoning_summary_text.delta", delta=""), 0.07),  # empty: not a token
@@ -59,13 +60,13 @@ def test_responses_reasoning_then_text_then_completed():
 
 def test_responses_incomplete_by_length_is_a_success_other_reasons_fail():
     by_length = {**RESPONSE, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
-    record = feed(responses_stream.apply_event, [
+    record = feed(responses_api.apply_event, [
         (typed("response.output_text.delta", delta="a"), 0.1),
         (typed("response.incomplete", response={**by_length, "usage": USAGE}), 0.2),
     ])  # fmt: skip
     assert record.ok and record.finish_reason == "length" and record.output_tokens == 3
     filtered = {**RESPONSE, "status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
-    record = feed(responses_stream.apply_event, [
+    record = feed(responses_api.apply_event, [
         (typed("response.output_text.delta", delta="a"), 0.1),
         (typed("response.incomplete", response=filtered), 0.2),
     ])  # fmt: skip
@@ -74,30 +75,28 @@ def test_responses_incomplete_by_length_is_a_success_other_reasons_fail():
 
 def test_responses_failed_and_error_events_are_named_failures():
     failed = {**RESPONSE, "status": "failed", "error": {"code": "server_error", "message": "engine died"}}
-    record = feed(responses_stream.apply_event, [
+    record = feed(responses_api.apply_event, [
         (typed("response.output_text.delta", delta="a"), 0.1),
         (typed("response.failed", response=failed), 0.2),
     ])  # fmt: skip
     assert record.error_kind == ErrorKind.RESPONSE_FAILED and "engine died" in record.error_message
     assert record.t_first == 0.1  # its TTFT is kept apart (ttft_failed)
-    record = feed(
-        responses_stream.apply_event, [(typed("error", code="rate_limit_exceeded", message="slow down"), 0.1)]
-    )
+    record = feed(responses_api.apply_event, [(typed("error", code="rate_limit_exceeded", message="slow down"), 0.1)])
     assert record.error_kind == ErrorKind.STREAM_ERROR and "rate_limit_exceeded" in record.error_message
 
 
 def test_responses_stream_without_its_last_event_is_incomplete():
-    record = feed(responses_stream.apply_event, [(typed("response.output_text.delta", delta="a"), 0.1)])
+    record = feed(responses_api.apply_event, [(typed("response.output_text.delta", delta="a"), 0.1)])
     assert record.error_kind == ErrorKind.INCOMPLETE
-    record = feed(responses_stream.apply_event, [(b'event: response.output_text.delta\ndata: {"delta\n\n', 0.1)])
+    record = feed(responses_api.apply_event, [(b'event: response.output_text.delta\ndata: {"delta\n\n', 0.1)])
     assert record.error_kind == ErrorKind.BAD_STREAM
-    record = feed(responses_stream.apply_event, [(typed("response.completed", response=[1]), 0.1)])
+    record = feed(responses_api.apply_event, [(typed("response.completed", response=[1]), 0.1)])
     assert record.error_kind == ErrorKind.BAD_STREAM  # a field of an unexpected type: never an exception
 
 
 def test_messages_thinking_text_tool_and_usage():
     start = {"id": "msg_1", "usage": {"input_tokens": 20, "cache_read_input_tokens": 5, "output_tokens": 1}}
-    record = feed(messages_stream.apply_event, [
+    record = feed(messages_api.apply_event, [
         (typed("message_start", message=start), 0.05),
         (typed("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""}), 0.06),
         (typed("ping"), 0.07),
@@ -117,7 +116,7 @@ def test_messages_thinking_text_tool_and_usage():
 @pytest.mark.parametrize(("error_type", "kind"), [("overloaded_error", ErrorKind.OVERLOADED),
                                                   ("api_error", ErrorKind.STREAM_ERROR)])  # fmt: skip
 def test_messages_error_event(error_type, kind):
-    record = feed(messages_stream.apply_event, [
+    record = feed(messages_api.apply_event, [
         (typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "a"}), 0.1),
         (typed("error", error={"type": error_type, "message": "Overloaded"}), 0.2),
     ])  # fmt: skip
@@ -125,7 +124,7 @@ def test_messages_error_event(error_type, kind):
 
 
 def test_messages_stream_cut_before_message_stop_is_incomplete():
-    record = feed(messages_stream.apply_event, [
+    record = feed(messages_api.apply_event, [
         (typed("content_block_delta", index=0, delta={"type": "text_delta", "text": "a"}), 0.1),
         (typed("message_delta", delta={"stop_reason": None}, usage={"output_tokens": 1}), 0.2),
     ])  # fmt: skip

@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import options
 
-from llm_locust.apis import shapes
+from llm_locust.apis import gemini
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.record import ToolCall
@@ -58,9 +58,9 @@ def test_a_dataset_s_system_and_assistant_messages(tmp_path, monkeypatch):
 
 def test_tools_and_an_agent_step_in_gemini_s_form():
     schema = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}
-    assert shapes.GEMINI_TOOLS.schemas([schema]) == [{"functionDeclarations": [schema]}]
+    assert gemini.API.tools.schemas([schema]) == [{"functionDeclarations": [schema]}]
     calls = [ToolCall("fc-1", "get_weather", '{"city": "Paris"}'), ToolCall("", "now", "")]
-    answer, results = shapes.GEMINI_TOOLS.step("Let me check.", calls, ["sunny", "noon"])
+    answer, results = gemini.API.tools.step("Let me check.", calls, ["sunny", "noon"])
     assert answer == {"role": "model", "parts": [
         {"text": "Let me check."}, {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}, "id": "fc-1"}},
         {"functionCall": {"name": "now", "args": {}}}]}  # fmt: skip
@@ -68,7 +68,7 @@ def test_tools_and_an_agent_step_in_gemini_s_form():
         {"functionResponse": {"name": "get_weather", "response": {"result": "sunny"}, "id": "fc-1"}},
         {"functionResponse": {"name": "now", "response": {"result": "noon"}}}]}  # fmt: skip
     body = {"messages": [{"role": "user", "content": "Weather?"}, answer, results]}
-    shapes.gemini(body)  # a history's entries already in Gemini's form stay as they are
+    gemini.shape(body)  # a history's entries already in Gemini's form stay as they are
     assert body["contents"][1:] == [answer, results]
 
 

@@ -1,4 +1,4 @@
-"""The AWS event-stream decoder (`metrics.eventstream`) and Bedrock's ConverseStream events (`converse_stream`):
+"""The AWS event-stream decoder (`metrics.eventstream`) and Bedrock's ConverseStream events (`apis.converse`):
 messages split at every byte, many per chunk, checksums and lengths checked, each message timed by the chunk that
 completed it; the simulator's frames are valid for botocore's own parser too."""
 
@@ -10,7 +10,7 @@ import pytest
 from botocore.eventstream import EventStreamBuffer
 from harness.kept_text import kept_stream
 
-from llm_locust.metrics.converse_stream import apply_message
+from llm_locust.apis.converse import apply_message
 from llm_locust.metrics.eventstream import PRELUDE_BYTES, EventStreamDecoder, EventStreamError
 from llm_locust.metrics.framing import EVENTSTREAM
 from llm_locust.metrics.protocol import finish

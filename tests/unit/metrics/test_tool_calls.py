@@ -5,7 +5,8 @@ chunks, OpenAI Responses events, Anthropic Messages events): `RequestRecord.tool
 import orjson
 import pytest
 
-from llm_locust.metrics import messages_stream, responses_stream
+from llm_locust.apis import messages as messages_api
+from llm_locust.apis import responses as responses_api
 from llm_locust.metrics.protocol import EventStream, apply_event, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 from llm_locust.metrics.window import WindowMetrics
@@ -125,7 +126,7 @@ def responses_events(calls, done_arguments=None):
 
 def test_responses_function_call_arguments_with_the_items_call_id_and_name():
     events = responses_events([("call_a", "get_weather", PIECES), ("call_b", "get_time", ['{"tz": "UTC"}'])])
-    r = run("responses", responses_stream.apply_event, events, named=True)
+    r = run("responses", responses_api.apply_event, events, named=True)
     assert r.ok and r.usage_completion_tokens == 20
     assert r.tool_calls == (ToolCall("call_a", "get_weather", ARGS), ToolCall("call_b", "get_time", '{"tz": "UTC"}'))
     done_index = len(events) - 3  # the second call's arguments.done (then output_item.done, completed)
@@ -134,13 +135,13 @@ def test_responses_function_call_arguments_with_the_items_call_id_and_name():
 
 def test_responses_malformed_arguments_fail_as_tool_call_json():
     events = responses_events([("call_a", "get_weather", ['{"location": ', '"Par'])])
-    r = run("responses", responses_stream.apply_event, events)
+    r = run("responses", responses_api.apply_event, events)
     assert r.error_kind is ErrorKind.TOOL_CALL_JSON and r.tool_calls[0].arguments == '{"location": "Par'
 
 
 def test_responses_done_arguments_are_the_calls_arguments():
     events = responses_events([("c", "f", ['{"a"'])], done_arguments='{"a": 1}')
-    r = run("responses", responses_stream.apply_event, events)
+    r = run("responses", responses_api.apply_event, events)
     assert r.ok and r.tool_calls == (ToolCall("c", "f", '{"a": 1}'),)
 
 
@@ -169,7 +170,7 @@ def messages_events(calls, text="Let me check."):
 
 def test_messages_tool_use_blocks_and_input_json_deltas():
     events = messages_events([("toolu_01", "get_weather", PIECES), ("toolu_02", "get_time", ['{"tz": "UTC"}'])])
-    r = run("messages", messages_stream.apply_event, events, named=True)
+    r = run("messages", messages_api.apply_event, events, named=True)
     assert r.ok and r.finish_reason == "tool_use"
     time_call = ToolCall("toolu_02", "get_time", '{"tz": "UTC"}')
     assert r.tool_calls == (ToolCall("toolu_01", "get_weather", ARGS), time_call)
@@ -179,19 +180,19 @@ def test_messages_tool_use_blocks_and_input_json_deltas():
 
 
 def test_messages_tool_use_without_input_is_a_call_without_arguments():
-    r = run("messages", messages_stream.apply_event, messages_events([("toolu_01", "list_files", [])]))
+    r = run("messages", messages_api.apply_event, messages_events([("toolu_01", "list_files", [])]))
     assert r.ok and r.tool_calls == (ToolCall("toolu_01", "list_files", ""),)
 
 
 def test_messages_tool_use_given_whole_in_its_start():
     events = messages_events([("toolu_01", "get_weather", [])])
     events[4]["content_block"]["input"] = {"location": "Paris"}  # no input_json_delta follows
-    r = run("messages", messages_stream.apply_event, events)
+    r = run("messages", messages_api.apply_event, events)
     assert r.ok and r.tool_calls == (ToolCall("toolu_01", "get_weather", '{"location":"Paris"}'),)
 
 
 def test_messages_malformed_input_fails_as_tool_call_json():
-    r = run("messages", messages_stream.apply_event, messages_events([("toolu_01", "f", ['{"a": 1}}'])]))
+    r = run("messages", messages_api.apply_event, messages_events([("toolu_01", "f", ['{"a": 1}}'])]))
     assert r.error_kind is ErrorKind.TOOL_CALL_JSON
 
 

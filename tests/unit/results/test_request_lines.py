@@ -10,9 +10,11 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from llm_locust.apis import messages as messages_api
+from llm_locust.apis import responses as responses_api
 from llm_locust.errors import ConfigError
 from llm_locust.load.clock import Offset, RunClock
-from llm_locust.metrics import messages_stream, protocol, responses_stream
+from llm_locust.metrics import protocol
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.scoring import Reference
 from llm_locust.results.request_lines import (
@@ -160,10 +162,10 @@ def test_the_response_id_of_each_api_unless_a_header_gave_one():
     protocol.apply_event(headed, b'{"id":"chatcmpl-1","choices":[{"delta":{"content":"a"}}]}', 1.0)
     assert headed.server_request_id == "from-header"
     responses = RequestRecord(endpoint="responses", t_send=0.0)
-    responses_stream.apply_event(responses, b'{"type":"response.created","response":{"id":"resp_9"}}', 1.0)
+    responses_api.apply_event(responses, b'{"type":"response.created","response":{"id":"resp_9"}}', 1.0)
     assert responses.server_request_id == "resp_9"
     messages = RequestRecord(endpoint="messages", t_send=0.0)
-    messages_stream.apply_event(messages, b'{"type":"message_start","message":{"id":"msg_3","usage":{}}}', 1.0)
+    messages_api.apply_event(messages, b'{"type":"message_start","message":{"id":"msg_3","usage":{}}}', 1.0)
     assert messages.server_request_id == "msg_3"
     odd = RequestRecord(endpoint="chat", t_send=0.0)
     protocol.apply_event(odd, b'{"id":42,"choices":[{"delta":{"content":"a"}}]}', 1.0)

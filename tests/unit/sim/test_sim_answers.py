@@ -14,7 +14,9 @@ from typing import Any
 import jsonschema
 import pytest
 
-from llm_locust.apis.shapes import chat_format, completions_format, responses_format
+from llm_locust.apis.chat import response_format as chat_format
+from llm_locust.apis.completions import response_format as completions_format
+from llm_locust.apis.responses import response_format as responses_format
 from llm_locust.metrics.scoring import score
 from llm_locust.sim import SimProcess, run_sim
 from llm_locust.sim.answers import Answerer, broken, instance, truth

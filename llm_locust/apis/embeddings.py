@@ -1,11 +1,14 @@
-"""What an embeddings response body means for a `RequestRecord` (pure, no I/O): the body reader of the embeddings API
-(`apis.Api.read_body`), which is not streamed — one JSON object, read whole.
+"""Embeddings (`POST /v1/embeddings`): `--embedding-batch` texts as the `input` list; not streamed — one JSON object,
+read whole by its body reader (`apis.Api.read_body`, pure); what a run of it counts is inputs (`INPUTS`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
+from llm_locust.apis.registry import INPUTS, Api, openai_paths
 from llm_locust.metrics.protocol import check_usage, error_text
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
@@ -29,3 +32,14 @@ def read_embeddings(content: bytes, record: RequestRecord, inputs: int) -> None:
     if type(prompt_tokens) is int and prompt_tokens >= 0:
         record.prompt_tokens = prompt_tokens
         check_usage(record)
+
+
+def shape(body: dict[str, Any]) -> None:
+    """Embeddings: the texts as the `input` list."""
+    body["input"] = body.pop("texts")
+
+
+API = Api(
+    "embeddings", "embeddings", openai_paths("/v1/embeddings", azure="embeddings"), shape, max_tokens_field="",
+    read_body=read_embeddings, counting=INPUTS, user="EmbeddingsUser",
+)  # fmt: skip

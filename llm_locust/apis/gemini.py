@@ -1,5 +1,8 @@
-"""What a Gemini stream event (`POST .../models/{model}:streamGenerateContent?alt=sse`: the Gemini API, Vertex AI)
-means for a `RequestRecord`.
+"""Gemini's streamed generation (`POST .../models/{model}:streamGenerateContent?alt=sse`: the Gemini API, Vertex
+AI), its model named in its path: the messages as `contents` with the system messages' texts as
+`systemInstruction`; tools as one tool of `functionDeclarations`, an agent step as `functionCall` and
+`functionResponse` parts; no field forces the output length; on the scenario client as Google's genai SDK names it
+(`self.llm.models.generate_content_stream`); and what each stream event means for a `RequestRecord`.
 
 Pure, like `protocol`: one JSON decode per event, never raises. Each SSE event's data is one whole
 `GenerateContentResponse`, with no `type` and no `[DONE]`: the stream ends with the body.
@@ -21,8 +24,13 @@ Pure, like `protocol`: one JSON decode per event, never raises. Each SSE event's
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import orjson
 
+from llm_locust.apis.registry import Api
+from llm_locust.apis.shapes import ToolForms, prompt_as_messages, texts
 from llm_locust.metrics.protocol import (
     TokenChunks,
     apply_token,
@@ -33,7 +41,7 @@ from llm_locust.metrics.protocol import (
     start_tool_call,
     token_event,
 )
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 
 _OVERLOADED = frozenset(("UNAVAILABLE", "RESOURCE_EXHAUSTED"))
 """An in-stream error's `status` meaning the service is overloaded."""
@@ -147,3 +155,61 @@ def _usage(record: RequestRecord, usage: dict | None) -> None:
         record.usage_completion_tokens = candidates + (thoughts or 0)
     if thoughts is not None:
         record.reasoning_tokens = thoughts
+
+
+PATHS = {
+    "gemini": "/v1beta/models/{model}:streamGenerateContent?alt=sse",
+    "vertex": "/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
+    ":streamGenerateContent?alt=sse",
+}
+"""Where Gemini's streamed generation is: the Gemini API's (`generativelanguage.googleapis.com`) and Vertex AI's
+(`{location}-aiplatform.googleapis.com`, or `aiplatform.googleapis.com` for the `global` location)."""
+
+
+def shape(body: dict[str, Any]) -> None:
+    """Gemini (`streamGenerateContent`): the messages as `contents` — role `user`, or `model` for the assistant's,
+    each text as a `{"text"}` part; an entry already in Gemini's form (with `parts`: an agent step's) kept as it is —
+    and the system messages' texts as `systemInstruction`."""
+    prompt_as_messages(body)
+    contents, system = [], []
+    for message in body.pop("messages"):
+        role = message.get("role")
+        if "parts" in message:
+            contents.append(message)
+        elif role == "system":
+            system += texts(message.get("content"))
+        else:
+            parts = [{"text": text} for text in texts(message.get("content"))]
+            contents.append({"role": "model" if role == "assistant" else "user", "parts": parts})
+    body["contents"] = contents
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n".join(system)}]}
+
+
+def _tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Gemini's `tools`: one tool of `functionDeclarations` (name, description, parameters' schema)."""
+    return [{"functionDeclarations": [dict(tool) for tool in tools]}]
+
+
+def _step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Gemini: a `model` content of a text part (if any) and a `functionCall` part per call (its arguments as the
+    `args` object, its `id` if the server gave one), then a `user` content of a `functionResponse` part per result
+    (the call's name and id, the result text as `response.result`)."""
+    parts: list[dict[str, Any]] = [{"text": content}] if content else []
+    parts += [{"functionCall": {"name": c.name, "args": orjson.loads(c.arguments or "{}"), **_call_id(c)}}
+              for c in calls]  # fmt: skip
+    answers = [{"functionResponse": {"name": c.name, "response": {"result": r}, **_call_id(c)}}
+               for c, r in zip(calls, results, strict=True)]  # fmt: skip
+    return [{"role": "model", "parts": parts}, {"role": "user", "parts": answers}]
+
+
+def _call_id(call: ToolCall) -> dict[str, str]:
+    """A Gemini function call's or response's `id` field: the call's id, if the server gave one."""
+    return {"id": call.id} if call.id else {}
+
+
+API = Api(
+    "gemini", "Gemini's streamGenerateContent", PATHS, shape, max_tokens_field="generationConfig.maxOutputTokens",
+    forces_length=False, parser=apply_event, model_field="", event_text=event_text, answer_parts=event_parts,
+    tools=ToolForms(_tools, _step), mount="models.generate_content_stream", user="GeminiUser",
+)  # fmt: skip

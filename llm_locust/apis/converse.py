@@ -1,4 +1,6 @@
-"""What an Amazon Bedrock ConverseStream event (`POST /model/{modelId}/converse-stream`) means for a `RequestRecord`.
+"""Amazon Bedrock ConverseStream (`POST /model/{modelId}/converse-stream`, `--provider bedrock`), its model named in
+its path: user/assistant messages of text blocks and `system` text blocks; no field forces the output length; AWS
+event-stream messages (`framing.EVENTSTREAM`); and what each event means for a `RequestRecord`.
 
 Pure, like `protocol`: one JSON decode per event, never raises. The events come in AWS event-stream messages
 (`metrics.eventstream`), named by their `:event-type` header, each payload a JSON object:
@@ -19,7 +21,12 @@ Pure, like `protocol`: one JSON decode per event, never raises. The events come 
 
 from __future__ import annotations
 
+from typing import Any
+
+from llm_locust.apis.registry import Api
+from llm_locust.apis.shapes import prompt_as_messages, texts
 from llm_locust.metrics.eventstream import EventMessage
+from llm_locust.metrics.framing import EVENTSTREAM
 from llm_locust.metrics.protocol import (
     add_tool_arguments,
     apply_token,
@@ -115,3 +122,25 @@ def event_parts(event: dict) -> tuple[str | None, str | None]:
     reasoning = delta.get("reasoningContent")
     thinking = reasoning.get("text") if type(reasoning) is dict else None
     return (text if type(text) is str else None), (thinking if type(thinking) is str else None)
+
+
+def shape(body: dict[str, Any]) -> None:
+    """Bedrock ConverseStream: user/assistant messages whose content is a list of `{"text"}` blocks; the system
+    messages' texts go to the `system` field as text blocks."""
+    prompt_as_messages(body)
+    listed = body["messages"]
+    system = [{"text": text} for m in listed if m.get("role") == "system" for text in texts(m.get("content"))]
+    body["messages"] = [
+        {"role": m["role"], "content": [{"text": text} for text in texts(m.get("content"))]}
+        for m in listed
+        if m.get("role") != "system"
+    ]
+    if system:
+        body["system"] = system
+
+
+API = Api(
+    "converse", "Bedrock ConverseStream", {"bedrock": "/model/{model}/converse-stream"}, shape,
+    max_tokens_field="inferenceConfig.maxTokens", forces_length=False, parser=apply_message, framing=EVENTSTREAM,
+    model_field="", event_text=event_text, answer_parts=event_parts, user="ConverseUser",
+)  # fmt: skip

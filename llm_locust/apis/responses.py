@@ -1,4 +1,7 @@
-"""What an OpenAI Responses API stream event (`POST /v1/responses`, `stream: true`) means for a `RequestRecord`.
+"""The OpenAI Responses API (`POST /v1/responses`, `stream: true`): the prompt text, or the messages, as `input`;
+tools as function tools with the schema's fields at the top, an agent step as `function_call` and
+`function_call_output` input items; a structured output as `text.format`; and what each stream event means for a
+`RequestRecord`.
 
 Pure, like `protocol`: one JSON decode per event, never raises. Each event's JSON carries its `type` (the same as
 the SSE `event:` line, which is not needed):
@@ -22,6 +25,11 @@ the SSE `event:` line, which is not needed):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llm_locust.apis.registry import Api, openai_paths
+from llm_locust.apis.shapes import SCHEMA_NAME, ToolForms
 from llm_locust.metrics.protocol import (
     TokenChunks,
     add_tool_arguments,
@@ -34,7 +42,7 @@ from llm_locust.metrics.protocol import (
     start_tool_call,
     token_event,
 )
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 
 _CONTENT = frozenset(("response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta"))
 _ARGUMENTS_DELTA = "response.function_call_arguments.delta"
@@ -130,3 +138,40 @@ def _usage(record: RequestRecord, usage: dict | None) -> None:
     details = usage.get("output_tokens_details")
     if details and type(details.get("reasoning_tokens")) is int:
         record.reasoning_tokens = details["reasoning_tokens"]
+
+
+def shape(body: dict[str, Any]) -> None:
+    """Responses API: the prompt text, or the messages, as `input`."""
+    body["input"] = body.pop("prompt") if "prompt" in body else body.pop("messages")
+
+
+def _tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses API's `tools`: function tools with the schema's fields at the top."""
+    return [{"type": "function", **tool} for tool in tools]
+
+
+def _step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Responses: the answer's text as an assistant message (if any), a `function_call` input item per call, a
+    `function_call_output` item per result (by `call_id`)."""
+    items: list[dict[str, Any]] = [{"role": "assistant", "content": content}] if content else []
+    items += [{"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+    items += [
+        {"type": "function_call_output", "call_id": c.id, "output": r} for c, r in zip(calls, results, strict=True)
+    ]
+    return items
+
+
+def response_format(kind: str, schema: Mapping[str, Any], family: str) -> dict[str, Any]:
+    """The Responses API's `text.format`: `{"type": "json_schema", name, schema, strict}` or `{"type":
+    "json_object"}`."""
+    if kind == "json_object":
+        return {"text": {"format": {"type": "json_object"}}}
+    return {"text": {"format": {"type": "json_schema", "name": SCHEMA_NAME, "schema": schema, "strict": True}}}
+
+
+API = Api(
+    "responses", "the Responses API", openai_paths("/v1/responses"), shape, {"stream": True},
+    max_tokens_field="max_output_tokens", parser=apply_event, event_text=event_text, answer_parts=event_parts,
+    tools=ToolForms(_tools, _step), response_format=response_format, user="ResponsesUser",
+    agent_user="ResponsesAgentUser",
+)  # fmt: skip

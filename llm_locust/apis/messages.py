@@ -1,4 +1,6 @@
-"""What an Anthropic Messages stream event (`POST /v1/messages`, `stream: true`) means for a `RequestRecord`.
+"""The Anthropic Messages API (`POST /v1/messages`, `stream: true`): user/assistant messages with the system
+messages' texts in its `system` field; tools with their parameters as `input_schema`, an agent step as `tool_use` and
+`tool_result` blocks; no field forces the output length; and what each stream event means for a `RequestRecord`.
 
 Pure, like `protocol`: one JSON decode per event, never raises. Each event's JSON carries its `type` (the same as
 the SSE `event:` line):
@@ -19,8 +21,13 @@ the SSE `event:` line):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import orjson
 
+from llm_locust.apis.registry import Api, openai_paths
+from llm_locust.apis.shapes import ToolForms, prompt_as_messages
 from llm_locust.metrics.protocol import (
     TokenChunks,
     add_tool_arguments,
@@ -32,7 +39,7 @@ from llm_locust.metrics.protocol import (
     start_tool_call,
     token_event,
 )
-from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord, ToolCall
 
 _PROMPT_USAGE = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 _DELTA_TEXT = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
@@ -119,3 +126,35 @@ def _usage(record: RequestRecord, usage: dict | None, output: bool = True) -> No
     output_tokens = usage.get("output_tokens")
     if output and type(output_tokens) is int and output_tokens >= 0:
         record.usage_completion_tokens = output_tokens
+
+
+def shape(body: dict[str, Any]) -> None:
+    """Anthropic Messages: user/assistant messages; the system messages' texts go to the `system` field."""
+    prompt_as_messages(body)
+    listed = body["messages"]
+    system = [m["content"] for m in listed if m.get("role") == "system" and isinstance(m.get("content"), str)]
+    body["messages"] = [m for m in listed if m.get("role") != "system"]
+    if system:
+        body["system"] = "\n".join(system)
+
+
+def _tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic Messages' `tools`: name, description and the parameters' schema as `input_schema`."""
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in tools]
+
+
+def _step(content: str, calls: Sequence[ToolCall], results: Sequence[str]) -> list[dict[str, Any]]:
+    """Anthropic Messages: an assistant message of a text block (if any) and a `tool_use` block per call (its
+    arguments as the `input` object), then a user message of a `tool_result` block per result (`tool_use_id`)."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": orjson.loads(c.arguments or "{}")}
+               for c in calls]  # fmt: skip
+    answers = [{"type": "tool_result", "tool_use_id": c.id, "content": r} for c, r in zip(calls, results, strict=True)]
+    return [{"role": "assistant", "content": blocks}, {"role": "user", "content": answers}]
+
+
+API = Api(
+    "messages", "the Messages API", {**openai_paths("/v1/messages", databricks=False), "anthropic": "/v1/messages"},
+    shape, {"stream": True}, forces_length=False, parser=apply_event, event_text=event_text,
+    answer_parts=event_parts, tools=ToolForms(_tools, _step), user="MessagesUser", agent_user="MessagesAgentUser",
+)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Gemini's streamGenerateContent events (`metrics.gemini_stream`): tokens, thoughts, function calls, usage, the
+"""Gemini's streamGenerateContent events (`apis.gemini`): tokens, thoughts, function calls, usage, the
 stream's end without `[DONE]`, failures — fed as SSE bytes split at every byte, and never raising."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from harness.kept_text import kept_stream
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_locust.metrics import gemini_stream
+from llm_locust.apis import gemini as gemini_api
 from llm_locust.metrics.protocol import EventStream, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord, TokenSource
 
@@ -33,7 +33,7 @@ def run(events: list[tuple[bytes, float]], split: int | None = None) -> RequestR
     """A record fed `events` (bytes, arrival s) through an `EventStream`, each split at byte `split` (None: whole),
     then the body's end at 9 s."""
     record = RequestRecord(endpoint="gemini", t_send=0.0)
-    stream = EventStream(record, gemini_stream.apply_event)
+    stream = EventStream(record, gemini_api.apply_event)
     for data, t in events:
         pieces = [data] if split is None else [data[:split], data[split:]]
         if any([stream.feed(piece, t) for piece in pieces if piece]):
@@ -135,14 +135,14 @@ def test_never_raises_on_any_json(payloads):
     record = RequestRecord(endpoint="gemini", t_send=0.0)
     for t, payload in enumerate(payloads):
         data = json.dumps(payload).encode()
-        if gemini_stream.apply_event(record, data, float(t)):
+        if gemini_api.apply_event(record, data, float(t)):
             break
     finish(record, 99.0)
     for payload in payloads:
         decoded = orjson.loads(json.dumps(payload)) if abs_ints_fit(payload) else None  # as StreamText decodes it
         if isinstance(decoded, dict):
-            assert isinstance(gemini_stream.event_text(decoded), str | None)
-            assert all(isinstance(part, str | None) for part in gemini_stream.event_parts(decoded))
+            assert isinstance(gemini_api.event_text(decoded), str | None)
+            assert all(isinstance(part, str | None) for part in gemini_api.event_parts(decoded))
 
 
 def abs_ints_fit(value: object) -> bool:
