@@ -24,12 +24,12 @@ from llm_locust.option_values import PUBLIC, as_list
 from llm_locust.results.settings import OutputSettings
 from llm_locust.scrape.settings import ScrapeSettings
 from llm_locust.transport.endpoint_settings import EndpointSettings, header_texts
+from llm_locust.transport.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS
 from llm_locust.transport.proxy import proxy_urls
 from llm_locust.transport.replicas import split_hosts
 from llm_locust.transport.settings import CancelSettings, TimeoutSettings
 from llm_locust.transport.sigv4 import AWS_SECRET_ENV
 from llm_locust.transport.tokens import credential_secrets
-from llm_locust.workload.providers import API_KEY_ENV, KEY_ENV_FIRST, PROVIDERS
 from llm_locust.workload.settings import WorkloadSettings
 
 

@@ -36,13 +36,13 @@ from llm_locust.runtime.plugin import user_context
 from llm_locust.transport import sigv4
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.client import FastTransport
+from llm_locust.transport.providers import auth_headers, provider_headers
 from llm_locust.transport.proxy import env_proxy
 from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Transport
 from llm_locust.transport.tls import context_factory, tls_problem
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, provider_headers
 from llm_locust.workload.tokens import token_counter
 
 

@@ -14,9 +14,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list, build, option, shown_as
 from llm_locust.transport import sigv4
 from llm_locust.transport.ca_file import check_ca_file
-from llm_locust.transport.replicas import BALANCES, allowed_hosts, shown_url, split_hosts
-from llm_locust.transport.tokens import AUTH_CHOICES, token_flow
-from llm_locust.workload.providers import (
+from llm_locust.transport.providers import (
     API_KEY_ENV,
     FAMILIES,
     KEY_ENV_FIRST,
@@ -26,6 +24,8 @@ from llm_locust.workload.providers import (
     parse_header,
     server_family,
 )
+from llm_locust.transport.replicas import BALANCES, allowed_hosts, shown_url, split_hosts
+from llm_locust.transport.tokens import AUTH_CHOICES, token_flow
 
 DEFAULT_PROVIDER = "openai-compatible"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"

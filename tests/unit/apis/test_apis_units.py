@@ -15,8 +15,9 @@ from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.protocol import EventStream, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.transport.providers import auth_headers, provider_headers
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, check_api, completion_path, provider_headers
+from llm_locust.workload.providers import check_api, completion_path
 
 
 def typed(kind: str, **data: object) -> bytes:

@@ -13,8 +13,9 @@ from llm_locust.apis import gemini
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.record import ToolCall
+from llm_locust.transport.providers import auth_headers
 from llm_locust.workload.builder import Workload
-from llm_locust.workload.providers import auth_headers, check_api, completion_path, model_path
+from llm_locust.workload.providers import check_api, completion_path, model_path
 
 PROVIDER = ("--provider", "gemini", "--model", "gemini-2.5-flash")
 

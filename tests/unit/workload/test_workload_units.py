@@ -12,18 +12,14 @@ import pytest
 from harness.tokenizer import build_tokenizer
 
 from llm_locust.errors import ConfigError
+from llm_locust.transport.providers import check_length_control, parse_header
 from llm_locust.workload.datasets import load_dataset
 from llm_locust.workload.input_images import generated_pool, parse_size, png_bytes
 from llm_locust.workload.lengths import parse_length
 from llm_locust.workload.prefix_blocks import BlockTexts
 from llm_locust.workload.prefix_pool import PrefixPool
 from llm_locust.workload.prompts import PromptMaker, WordPool
-from llm_locust.workload.providers import (
-    check_length_control,
-    completion_path,
-    length_fields,
-    parse_header,
-)
+from llm_locust.workload.providers import completion_path, length_fields
 from llm_locust.workload.tokens import WordCounter, token_counter
 
 
