@@ -4,15 +4,16 @@ built-in users' requests — it is their route too.
     answer = self.llm.chat.completions.create(messages=[{"role": "user", "content": "Hi"}], name="greet")
     answer.text, answer.ttft_s, answer.record
 
-Shaped like the openai SDK (`chat.completions`, `completions`, `responses`, `embeddings`), the anthropic SDK
-(`messages`) and Google's genai SDK (`models.generate_content_stream`: Gemini, its body fields as the REST API spells
-them), so that an application's call moves into a task by changing its receiver: body fields are keyword
-arguments (`model` defaults to the run's), made into the body as a built-in user's is (`workload.body.request_body`:
-`--extra-body` merged deep, the API's streaming fields); `name=` is the Locust stats row (default: the API's path) and
-a `name` breakdown; `headers=` go with this request only (their values redacted like `--header` values);
-`catch_response=True` returns the answer as a context manager with `success()` / `failure(reason)` (Locust's idiom: a
-failure is an error of kind `check`); `score=` scores the answer — a callable given the `Answer` (a bool, or a number
-in [0, 1]) or a `scoring.Reference` — into the run's accuracy (a score is a measurement: a wrong answer is no failure).
+Shaped like the APIs' SDKs — each API's call at the name its SDK gives it (`Api.mount`): the openai SDK's
+(`chat.completions.create`, `completions`, `responses`, `embeddings`), the anthropic SDK's (`messages.create`), Google's
+genai SDK's (`models.generate_content_stream`, its body fields as the REST API spells them) —, so that an application's
+call moves into a task by changing its receiver: body fields are keyword arguments (`model` defaults to the run's), made
+into the body as a built-in user's is (`workload.body.request_body`: `--extra-body` merged deep, the API's streaming
+fields); `name=` is the Locust stats row (default: the API's path) and a `name` breakdown; `headers=` go with this
+request only (their values redacted like `--header` values); `catch_response=True` returns the answer as a context
+manager with `success()` / `failure(reason)` (Locust's idiom: a failure is an error of kind `check`); `score=` scores
+the answer — a callable given the `Answer` (a bool, or a number in [0, 1]) or a `scoring.Reference` — into the run's
+accuracy (a score is a measurement: a wrong answer is no failure).
 Streamed APIs stream (`stream=False` is refused: the measurements are the stream's). The answer's types:
 `runtime.answer`.
 
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from llm_locust.apis import Api, api
+from llm_locust.apis import APIS, Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import RequestRecord
@@ -101,14 +102,16 @@ class UserContext(Protocol):
     def back_off(self, pause_s: float, record: RequestRecord) -> None: ...
 
 
-class _Endpoint:
-    """The calls of one API: `create(**fields)`, as the SDKs name it."""
+class _Call:
+    """One API's call on `self.llm`, at its `Api.mount` (`self.llm.chat.completions.create(...)`)."""
+
+    __slots__ = ("_client", "_endpoint")
 
     def __init__(self, client: LLMClient, endpoint: str) -> None:
         self._client = client
         self._endpoint = endpoint
 
-    def create(
+    def __call__(
         self,
         *,
         name: str | None = None,
@@ -118,8 +121,8 @@ class _Endpoint:
         **fields: Any,
     ) -> Any:
         """Send one request of this API with the body `fields` (keyword arguments, as the SDK takes them; `model`
-        defaults to the run's; `--extra-body` merged deep and the API's streaming fields added: `body.request_body`)
-        and read its answer to the end.
+        defaults to the run's and goes where the API takes it, in the body or the path; `--extra-body` merged deep and
+        the API's streaming fields added: `body.request_body`) and read its answer to the end.
 
         `name`: its Locust stats row and its label in the `name` breakdown (default: the API's path, no breakdown);
         `headers`: sent with this request only; `catch_response`: return a `CheckedAnswer` to judge in a `with`
@@ -130,39 +133,36 @@ class _Endpoint:
         """
         return self._client.create(self._endpoint, fields, name, headers, catch_response, score)
 
-
-class _Chat:
-    """`chat.completions`, as the openai SDK names it."""
-
-    def __init__(self, client: LLMClient) -> None:
-        self.completions = _Endpoint(client, "chat")
+    def __repr__(self) -> str:
+        return f"<self.llm.{api(self._endpoint).mount}: {api(self._endpoint).title}>"
 
 
-class _Models:
-    """`models.generate_content_stream`, as Google's genai SDK names Gemini's streamed generation."""
+class _Calls:
+    """A level of the calls' names on `self.llm` (`chat`, `chat.completions`, `models`: as the SDKs name them)."""
 
-    def __init__(self, client: LLMClient) -> None:
-        self._gemini = _Endpoint(client, "gemini")
 
-    def generate_content_stream(
-        self,
-        *,
-        name: str | None = None,
-        headers: Mapping[str, str] | None = None,
-        catch_response: bool = False,
-        **fields: Any,
-    ) -> Any:
-        """Send one Gemini `streamGenerateContent` request with the body `fields` as the REST API spells them
-        (`contents`, `systemInstruction`, `generationConfig`, `tools`; `model` defaults to the run's and goes in the
-        path), as `_Endpoint.create` does."""
-        return self._gemini.create(name=name, headers=headers, catch_response=catch_response, **fields)
+def _mount(client: LLMClient, call: _Call, mount: str) -> None:
+    """Put `call` on `client` at the dotted path `mount` (`Api.mount`), making the levels it needs; ValueError when a
+    level is the client's own attribute (`model`, `send`, ...)."""
+    *levels, last = mount.split(".")
+    at: Any = client
+    for level in levels:
+        below = vars(at).get(level)
+        if below is None:
+            if hasattr(type(at), level):  # (the class's: a property is not read)
+                raise ValueError(f"self.llm.{mount}: {level!r} is the client's own")
+            below = _Calls()
+            setattr(at, level, below)
+        at = below
+    if last in vars(at) or hasattr(type(at), last):
+        raise ValueError(f"self.llm.{mount}: {last!r} is taken")
+    setattr(at, last, call)
 
 
 class LLMClient:
-    """A user's LLM client (`self.llm`): `chat.completions`, `completions`, `responses`, `messages` (Anthropic),
-    `converse` (Bedrock ConverseStream: `messages` and `system` in its own blocks, `inferenceConfig`; the model goes in
-    the path) and `embeddings`, each with `create(...)`, and `models.generate_content_stream(...)` (Gemini); `model`,
-    the run's model; `settings`, the run's settings (read-only).
+    """A user's LLM client (`self.llm`): every registered API's call at the name its SDK gives it (`Api.mount`:
+    `chat.completions.create(...)`, `messages.create(...)`, `models.generate_content_stream(...)`, ...;
+    docs/scenarios.md lists them); `model`, the run's model; `settings`, the run's settings (read-only).
 
     Built by `users.LLMUser` with the user's `transport` (fast client or openai SDK), `replicas`, `canceller`, the
     process's users part (`state`, a `UserContext`) and Locust's `events`; `context` is the user's Locust context
@@ -191,13 +191,8 @@ class LLMClient:
         self._backoff = Backoff(state.settings.load.backoff_max_s, random.Random())  # after failures without an answer
         self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
         self._paths: dict[str, str] = {}
-        self.chat = _Chat(self)
-        self.completions = _Endpoint(self, "completions")
-        self.responses = _Endpoint(self, "responses")
-        self.messages = _Endpoint(self, "messages")
-        self.converse = _Endpoint(self, "converse")
-        self.embeddings = _Endpoint(self, "embeddings")
-        self.models = _Models(self)
+        for registered in APIS.values():
+            _mount(self, _Call(self, registered.endpoint), registered.mount)
 
     @property
     def settings(self) -> Settings:
@@ -311,7 +306,7 @@ class LLMClient:
         catch_response: bool,
         scorer: Callable[[Answer], Any] | Reference | None = None,
     ) -> Answer:
-        """One scenario call of `endpoint` (see `_Endpoint.create`)."""
+        """One scenario call of `endpoint` (see `_Call`)."""
         sent = api(endpoint)
         if sent.streams and fields.get("stream", True) is False:
             raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")

@@ -1,11 +1,9 @@
 """Locust User classes that send requests to an LLM endpoint and measure them.
 
 `LLMUser`: a user whose tasks call the endpoint through `self.llm` (the scenario client, `llm_client.LLMClient`;
-docs/scenarios.md). The built-in users are `LLMUser`s with one task that draws the next request from the workload:
-`ChatCompletionsUser` (POST /v1/chat/completions), `CompletionsUser` (POST /v1/completions), `ResponsesUser`
-(POST /v1/responses), `MessagesUser` (POST /v1/messages, Anthropic), `ConverseUser` (Bedrock ConverseStream)
-stream; `EmbeddingsUser` (POST /v1/embeddings) does not. Each names its API (`endpoint`, a key of `apis.APIS`),
-which says everything else.
+docs/scenarios.md). The built-in users are `ApiUser`s — `LLMUser`s with one task that draws the next request from the
+workload —, made here from the APIs' entries (`BUILT_IN_USERS`: `ChatCompletionsUser`, `CompletionsUser`, ..., named
+by `Api.user` and `Api.agent_user`). Each names its API (`endpoint`, a key of `apis.APIS`), which says everything else.
 They send when the process's pacer hands them a ticket: in closed loop as soon as their last request ended, in
 open loop (`--request-rate`) at the due times of the arrival process; a session's next turn when its previous
 answer ended plus its think time (synthetic sessions: with a ticket of its own; a trace's session: its delay, and
@@ -27,7 +25,7 @@ import gevent
 import orjson
 from locust import FastHttpUser, constant, task
 
-from llm_locust.apis import api
+from llm_locust.apis import BUILT_IN, Api, api
 from llm_locust.errors import ConfigError
 from llm_locust.load.pacing import NO_STEP, Ticket
 from llm_locust.redact import redact
@@ -47,9 +45,9 @@ from llm_locust.workload.tokens import token_counter
 
 
 class LLMUser(FastHttpUser):
-    """A Locust user whose tasks call an LLM endpoint through `self.llm` (`llm_client.LLMClient`: chat completions,
-    completions, Responses, Messages, embeddings), every request measured like the built-in users' (they are
-    `LLMUser`s too). `self.client` stays Locust's FastHttp session (for any other HTTP call of the scenario).
+    """A Locust user whose tasks call an LLM endpoint through `self.llm` (`llm_client.LLMClient`: a call per
+    registered API), every request measured like the built-in users' (they are `LLMUser`s too). `self.client` stays
+    Locust's FastHttp session (for any other HTTP call of the scenario).
 
     Timeouts, TLS trust, proxy, auth and provider headers, replicas and the client (`--client`) come from the
     settings; the model from --model or the server's list. Subclass it in a locustfile after
@@ -211,77 +209,26 @@ class ApiUser(LLMUser):
             gevent.sleep(think_s)
 
 
-class ChatCompletionsUser(ApiUser):
-    """Streams POST /v1/chat/completions with a synthetic user message."""
-
-    abstract = True
-    endpoint = "chat"
-
-
-class CompletionsUser(ApiUser):
-    """Streams POST /v1/completions with a synthetic prompt."""
-
-    abstract = True
-    endpoint = "completions"
-
-
-class ResponsesUser(ApiUser):
-    """Streams POST /v1/responses (OpenAI Responses API) with the prompt as `input`."""
-
-    abstract = True
-    endpoint = "responses"
+def _user_class(name: str, sent: Api, agent: bool) -> type[ApiUser]:
+    """The built-in User class `name` of the API `sent` (abstract: a locustfile subclasses it); `agent`: it plays agent
+    sessions."""
+    how = "streamed" if sent.streams else "not streamed"
+    doc = (
+        f"Plays agent sessions over {sent.title} ({how}): a user prompt, then a step per answer with tool calls, the "
+        "calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."
+        if agent
+        else f"Sends {sent.title} ({how}), each request drawn from the workload (the command-line options)."
+    )
+    attributes = {"__module__": __name__, "__qualname__": name, "__doc__": doc, "abstract": True}
+    return type(name, (ApiUser,), {**attributes, "endpoint": sent.endpoint, "agent": agent})
 
 
-class MessagesUser(ApiUser):
-    """Streams POST /v1/messages (Anthropic Messages API; `--provider anthropic` for Anthropic itself)."""
-
-    abstract = True
-    endpoint = "messages"
-
-
-class GeminiUser(ApiUser):
-    """Streams Gemini's `models/{model}:streamGenerateContent?alt=sse` (`--provider gemini`: the Gemini API;
-    `--provider vertex`: Vertex AI) with the prompt as `contents`."""
-
-    abstract = True
-    endpoint = "gemini"
-
-
-class ChatAgentUser(ApiUser):
-    """Plays agent sessions over POST /v1/chat/completions: a user prompt, then a step per answer with tool calls,
-    the calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."""
-
-    abstract = True
-    endpoint = "chat"
-    agent = True
-
-
-class ResponsesAgentUser(ApiUser):
-    """Plays agent sessions over POST /v1/responses (`function_call` / `function_call_output` items)."""
-
-    abstract = True
-    endpoint = "responses"
-    agent = True
-
-
-class MessagesAgentUser(ApiUser):
-    """Plays agent sessions over POST /v1/messages (`tool_use` / `tool_result` blocks)."""
-
-    abstract = True
-    endpoint = "messages"
-    agent = True
-
-
-class ConverseUser(ApiUser):
-    """Streams POST /model/{modelId}/converse-stream (Amazon Bedrock ConverseStream, `--provider bedrock`): AWS
-    event-stream messages, each `contentBlockDelta` timed as an SSE event is."""
-
-    abstract = True
-    endpoint = "converse"
-
-
-class EmbeddingsUser(ApiUser):
-    """Sends POST /v1/embeddings with `--embedding-batch` inputs per request (not streamed)."""
-
-    abstract = True
-    endpoint = "embeddings"
+BUILT_IN_USERS = {
+    name: _user_class(name, sent, agent)
+    for sent in BUILT_IN
+    for name, agent in ((sent.user, False), (sent.agent_user, True))
+    if name
+}
+"""The built-in User classes by name, one per name an API's entry gives (`Api.user`, `Api.agent_user`):
+`ChatCompletionsUser`, `ChatAgentUser`, ... — importable from here and from `llm_locust.users`."""
+globals().update(BUILT_IN_USERS)

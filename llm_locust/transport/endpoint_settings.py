@@ -18,15 +18,19 @@ from llm_locust.transport.providers import (
     API_KEY_ENV,
     FAMILIES,
     KEY_ENV_FIRST,
+    KEY_REQUIRED,
     NO_MODEL_LIST,
     PROVIDERS,
     check_length_control,
+    key_variables,
     parse_header,
     server_family,
 )
 from llm_locust.transport.replicas import BALANCES, allowed_hosts, shown_url, split_hosts
 from llm_locust.transport.tokens import AUTH_CHOICES, token_flow
 
+_KEY_VARIABLES = "; ".join(f"{provider} {', else '.join(key_variables(provider))}" for provider in PROVIDERS)
+"""Each provider's variables of its API key, for --api-key-env's help."""
 DEFAULT_PROVIDER = "openai-compatible"
 DEFAULT_AZURE_API_VERSION = "2024-10-21"
 CLIENTS = ("fast", "openai-sdk")
@@ -51,9 +55,7 @@ class EndpointSettings:
     )
     api_key_env: str = field(
         metadata=option(
-            "Environment variable holding the API key (default: OPENAI_API_KEY; AZURE_OPENAI_API_KEY with --provider "
-            "azure; DATABRICKS_TOKEN with --provider databricks; ANTHROPIC_API_KEY with --provider anthropic; "
-            "GOOGLE_API_KEY, else GEMINI_API_KEY with --provider gemini); never printed",
+            f"Environment variable holding the API key (default, by --provider: {_KEY_VARIABLES}); never printed",
             startup_only=True,  # which variable of the process's environment is sent
         )
     )
@@ -169,7 +171,8 @@ class EndpointSettings:
             raise ConfigError(f"--provider {provider} needs --deployment NAME ({what})")
         if provider in NO_MODEL_LIST and not (options.model or options.model_mix):
             raise ConfigError(
-                f"--provider {provider} needs --model NAME (e.g. gemini-2.5-flash): no model list gives a default"
+                f"--provider {provider} needs --model NAME (e.g. {NO_MODEL_LIST[provider]}): no model list gives a "
+                "default"
             )
         project, location = vertex_place(options) if provider == "vertex" else ("", "")
         family = server_family(options.server_family, provider)
@@ -181,9 +184,9 @@ class EndpointSettings:
             _import_openai()
         api_key_env = options.api_key_env or key_env(provider)
         api_key = options.api_key or api_key_from_env(api_key_env, named=bool(options.api_key_env))
-        if provider == "gemini" and not api_key:
+        if provider in KEY_REQUIRED and not api_key:
             raise ConfigError(
-                f"--provider gemini needs an API key: set {KEY_ENV_FIRST[provider]} or {API_KEY_ENV[provider]} "
+                f"--provider {provider} needs an API key: set {' or '.join(key_variables(provider))} "
                 "(or name the variable with --api-key-env)"
             )
         flow = token_flow(provider, options.auth, bool(api_key), os.environ)

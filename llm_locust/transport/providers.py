@@ -34,18 +34,25 @@ API_KEY_ENV = {"openai-compatible": "OPENAI_API_KEY", "openai": "OPENAI_API_KEY"
                "vertex": "GOOGLE_OAUTH_ACCESS_TOKEN", "bedrock": "AWS_BEARER_TOKEN_BEDROCK"}  # fmt: skip
 KEY_ENV_FIRST = {"gemini": "GOOGLE_API_KEY"}
 """A provider's variable read before its `API_KEY_ENV` one when it is set (Google's SDK prefers GOOGLE_API_KEY)."""
+KEY_REQUIRED = ("gemini",)
+"""Providers that answer no request without an API key and have no other auth here: refused at start without one."""
 ANTHROPIC_VERSION = "2023-06-01"
 """The `anthropic-version` header sent with `--provider anthropic` (the Messages API's stable version)."""
 _DEFAULT_FAMILY = {"openai-compatible": "vllm", "openai": "openai", "azure": "openai", "databricks": "openai",
                    "anthropic": "anthropic", "gemini": "openai", "vertex": "openai", "bedrock": "openai"}  # fmt: skip
-NO_MODEL_LIST = ("gemini", "vertex")
-"""Providers with no `/v1/models` list to take a default model from (Google's): `--model` (or `--model-mix`) is
-needed (Bedrock's too: `transport.endpoint_settings` asks for it naming Bedrock's model ids)."""
+NO_MODEL_LIST = {"gemini": "gemini-2.5-flash", "vertex": "gemini-2.5-flash"}
+"""Providers with no `/v1/models` list to take a default model from (Google's), with a model id as an example:
+`--model` (or `--model-mix`) is needed (Bedrock's too: `endpoint_settings` asks for it naming Bedrock's model ids)."""
 _NO_LENGTH_CONTROL = {
     "tgi": "TGI",
     "openai": "OpenAI (and Azure OpenAI, Databricks, Google, Bedrock)",
     "anthropic": "Anthropic",
 }
+
+
+def key_variables(provider: str) -> tuple[str, ...]:
+    """The environment variables `provider`'s API key is read from when --api-key-env names none, in order."""
+    return (*((KEY_ENV_FIRST[provider],) if provider in KEY_ENV_FIRST else ()), API_KEY_ENV[provider])
 
 
 def server_family(family: str, provider: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from llm_locust.apis import api
+from llm_locust.apis import APIS, BUILT_IN, api
 from llm_locust.errors import ConfigError
 
 
@@ -28,28 +28,15 @@ def check_api(
     carry --tools / --tools-file; `response_format`: --response-format's kind, "" for none)."""
     served = api(endpoint)
     name = served.title
-    if provider not in served.paths:
-        if provider == "anthropic":
-            raise ConfigError(
-                f"--provider anthropic serves the Messages API only, not {name}: run -f locustfiles/messages.py"
-            )
-        if provider == "gemini":
-            raise ConfigError(
-                f"--provider gemini serves {api('gemini').title} only, not {name}: run -f locustfiles/gemini.py"
-            )
-        if endpoint == "gemini":
-            raise ConfigError(f"{name} needs --provider gemini (the Gemini API) or --provider vertex (Vertex AI)")
-        if len(served.paths) == 1:  # an API of one provider (Bedrock's ConverseStream)
-            raise ConfigError(f"{name} needs --provider {next(iter(served.paths))}")
-        if provider == "bedrock":
-            raise ConfigError(
-                f"--provider bedrock serves chat completions and ConverseStream, not {name}: run -f "
-                "locustfiles/chat.py or -f locustfiles/converse.py"
-            )
-        raise ConfigError(
-            f"--provider {provider} does not serve {name} under a deployment: use --provider openai-compatible with "
-            "the base URL that serves it"
+    if provider not in served.paths:  # what the provider serves instead, from the APIs' paths, and the fix
+        serves = [f"{a.title} (locustfiles/{a.endpoint}.py)" if a in BUILT_IN else a.title
+                  for a in APIS.values() if provider in a.paths]  # fmt: skip
+        fix = (
+            "use --provider openai-compatible with the base URL that serves it"
+            if "openai-compatible" in served.paths
+            else f"{name} needs " + " or ".join(f"--provider {p}" for p in served.paths)
         )
+        raise ConfigError(f"--provider {provider} does not serve {name}: it serves {', '.join(serves)} only; {fix}")
     if ignore_eos and not served.forces_length:
         raise ConfigError(
             f"--ignore-eos: {name} has no request field that forces the output length; drop --ignore-eos, "

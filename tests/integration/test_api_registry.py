@@ -15,6 +15,7 @@ import pytest
 from conftest import options, read_summary, run_local
 from gevent.pywsgi import WSGIServer
 from harness.recording_server import LoopbackServer
+from locust import task
 
 from llm_locust.apis import APIS, INPUTS, Api, api, openai_paths, register
 from llm_locust.errors import ConfigError
@@ -22,7 +23,7 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.report.run_data import load_run
 from llm_locust.report.tables import step_rows
 from llm_locust.results.console import summary_table
-from llm_locust.runtime.users import ApiUser
+from llm_locust.runtime.users import ApiUser, LLMUser
 from llm_locust.workload.providers import check_api, completion_path
 
 QUERY = "which document answers the question?"
@@ -50,13 +51,21 @@ def read_rerank(content: bytes, record: RequestRecord, inputs: int) -> None:
 
 
 RERANK = Api("rerank", "reranking", openai_paths("/v1/rerank", databricks=False), rerank_shape, max_tokens_field="",
-             read_body=read_rerank, counting=INPUTS)  # fmt: skip
+             read_body=read_rerank, counting=INPUTS, mount="rank.documents.create")  # fmt: skip
 
 
 class RerankUser(ApiUser):
     """The throw-away API's user: it only names the endpoint."""
 
     endpoint = "rerank"
+
+
+class RerankScenario(LLMUser):
+    """A scenario calling the throw-away API where its entry mounts it on the scenario client."""
+
+    @task
+    def rank(self) -> None:
+        self.llm.rank.documents.create(query=QUERY, documents=["one doc"], name="ranked")
 
 
 class RerankServer(LoopbackServer):
@@ -129,9 +138,29 @@ def test_a_registered_api_runs_end_to_end(rerank, tmp_path):
     assert steps["inputs_per_s"] == t["inputs_per_s"] and steps["output_tokens_per_s"] is None
 
 
+def test_a_registered_api_is_mounted_on_the_scenario_client(rerank, tmp_path):
+    """A scenario's `self.llm` has the registered API's call at its entry's `mount` (`rank.documents.create`), which
+    sends its fields as the body and reports the request under its `name`."""
+    with RerankServer() as server:
+        opts = options("--host", server.url, "--model", "rr-1", "--results-dir", str(tmp_path), "--interval-s", "1")
+        env = run_local(opts, 1, 1.0, user_classes=[RerankScenario], stop_timeout_s=5)
+        gevent.sleep(0.2)
+    answered = server.requests
+    assert answered and all(b == {"model": "rr-1", "query": QUERY, "documents": ["one doc"]} for b in answered)
+    row = env.stats.get("ranked", "POST")
+    assert row.num_requests == len(answered) and row.num_failures == 0
+
+
 def test_the_registry_refuses_a_taken_name_and_names_the_registered_ones():
     with pytest.raises(ValueError, match="already registered as 'chat'"):
         register(Api("chat", "chat", {}, rerank_shape, read_body=read_rerank))
+    with pytest.raises(ValueError, match=r"self.llm.chat.completions.create clashes with 'chat'"):
+        register(Api("x", "x", {}, rerank_shape, read_body=read_rerank, mount="chat.completions.create"))
+    with pytest.raises(ValueError, match=r"self.llm.chat clashes with 'chat'"):
+        register(Api("x", "x", {}, rerank_shape, read_body=read_rerank, mount="chat"))
+    with pytest.raises(ValueError, match="a User class of 'chat' has its name"):
+        register(Api("x", "x", {}, rerank_shape, read_body=read_rerank, user="ChatAgentUser"))
+    assert "x" not in APIS
     registered = "one of chat, completions, converse, embeddings"
     with pytest.raises(ConfigError, match=f"no API is registered as 'rerank': {registered}"):
         api("rerank")

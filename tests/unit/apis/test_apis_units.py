@@ -191,7 +191,7 @@ def test_anthropic_provider_headers_and_path():
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (("anthropic", "anthropic", "chat", False, "fast"), "serves the Messages API only"),
+    (("anthropic", "anthropic", "chat", False, "fast"), "it serves the Messages API .* only"),
     (("openai-compatible", "vllm", "messages", True, "fast"), "--ignore-eos"),
     (("azure", "openai", "responses", False, "fast"), "does not serve the Responses API"),
     (("openai-compatible", "vllm", "embeddings", False, "openai-sdk"), "--client openai-sdk"),
