@@ -21,7 +21,7 @@ import orjson
 
 from llm_locust.sim import exporters, faults, http
 from llm_locust.sim.answers import Answerer
-from llm_locust.sim.apis import BY_PATH, encoder_of, parse_request, route
+from llm_locust.sim.apis import PREFIXES, encoder_of, parse_request, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
 from llm_locust.sim.cloud_paths import served_path
@@ -42,9 +42,7 @@ from llm_locust.sim.trace import RecentRecords, TraceRecord
 from llm_locust.sim.words import WORDS
 
 _GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace", "/sim/auth")
-_CHECKED = ("/v1/", "/v1beta/", "/openai/v1/", "/model/")
-"""The paths whose requests must carry the configured credentials (the OpenAI API's, Bedrock's)."""
-_POST_ROUTES = ("/sim/reset", *BY_PATH)
+_POST_ROUTES = ("/sim/reset",)
 
 
 def build_driver(config: SimConfig, timeline: Timeline) -> Driver:
@@ -97,7 +95,7 @@ class SimApp:
                 conn.respond(request, *self.tokens.answer(request))
                 return
             path = served_path(request.path)
-            if (self.config.api_key or self.sigv4) and path.startswith(_CHECKED):
+            if (self.config.api_key or self.sigv4) and path.startswith(PREFIXES):  # under an API's first path segment
                 self._check_credentials(request)
             api, path_model = route(path, request.query)
             if api is not None and method == "POST":
@@ -207,16 +205,14 @@ class SimApp:
     ) -> None:
         """Start generating for `request` of `api` (its model named by its path: `path_model`)."""
         t_parse_s = perf_counter()
-        spec, data = parse_request(
-            request.body, api.endpoint, self.config.served, self.config.output_tokens, path_model
-        )
+        spec, data = parse_request(request.body, api.name, self.config.served, self.config.output_tokens, path_model)
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         if spec.tool_call is None and api.answer_encoder is not None:
             spec = self.answerer.plan(spec, data, api.output_format)
         number = next(self._request_numbers)
         response_id = f"{api.id_prefix}-{number}"
-        record = TraceRecord(response_id, api.endpoint, spec.stream, t_recv_s, spec.prompt_tokens)
+        record = TraceRecord(response_id, api.name, spec.stream, t_recv_s, spec.prompt_tokens)
         record.t_body, record.parse_s = request.t_body_s or t_recv_s, perf_counter() - t_parse_s
         record.model = spec.model
         record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history

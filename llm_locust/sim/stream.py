@@ -17,7 +17,7 @@ from time import perf_counter
 from typing import Protocol
 
 from llm_locust.sim import http
-from llm_locust.sim.apis import BY_ENDPOINT
+from llm_locust.sim.apis import BY_NAME
 from llm_locust.sim.apis.completions import MALFORMED_EVENT
 from llm_locust.sim.apis.wire import CompletionSpec, Encoder
 from llm_locust.sim.engine import Sequence
@@ -65,7 +65,7 @@ class Generation:
         """Write the response head (and the API's start events: chat's role event, ...) right away."""
         if not self.spec.stream:
             return
-        api = BY_ENDPOINT[self.spec.endpoint]  # its content type: SSE, or AWS event-stream (ConverseStream)
+        api = BY_NAME[self.spec.endpoint]  # its content type: SSE, or AWS event-stream (ConverseStream)
         named = (f"{api.request_id_header}: {self.record.id}",) if api.request_id_header else ()
         head = http.response_head(200, api.content_type, content_length=None, keep_alive=self.keep_alive, extra=named)
         start = self._encoder.start_events()

@@ -1,6 +1,9 @@
-"""The APIs the simulator serves, one module each — its request parsing and its events — and the route table.
+"""The APIs the simulator serves — one module of this package each, declaring its `API` (`wire.Api`: its paths,
+request parsing and events) — and their registry: the route table, each request's parsing and its encoder.
 
-`wire` holds what they share: the request's JSON and model check, the length rules, the error body, `Api`.
+Every module of this package that declares an `API` is registered as it is imported (`APIS`), so another API is one
+more module and no list names it; the timing, the faults and the trace come with it. `wire` holds what they share:
+the request's JSON and model check, the length rules, the error body, `Api`.
 """
 
 from __future__ import annotations
@@ -8,55 +11,74 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
+from importlib import import_module
+from pkgutil import iter_modules
 from typing import Any
 from urllib.parse import unquote
 
-from llm_locust.sim.apis import chat, completions, converse, embeddings, gemini, messages, responses
-from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, Endpoint, bad_request, decode_request
+from llm_locust.sim.apis.wire import Api, CompletionSpec, Encoder, bad_request, decode_request
 
-APIS: tuple[Api, ...] = (
-    chat.API, completions.API, responses.API, messages.API, gemini.API, converse.API, embeddings.API
-)  # fmt: skip
-MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = (
-    (gemini.PATH, gemini.API),
-    (re.compile(re.escape(converse.API.path).replace(re.escape("{model}"), "(?P<model>[^/]+)")), converse.API),
+
+def _declared() -> tuple[Api, ...]:
+    """The `API` of each module of this package that declares one, by module name."""
+    found = (getattr(import_module(f"{__name__}.{module.name}"), "API", None) for module in iter_modules(__path__))
+    return tuple(entry for entry in found if isinstance(entry, Api))
+
+
+APIS = _declared()
+"""The APIs the simulator serves."""
+BY_NAME: dict[str, Api] = {api.name: api for api in APIS}
+_PLACE = re.compile(r"\{(\w+)\}")
+
+
+def _pattern(path: str) -> re.Pattern[str]:
+    """The pattern of an `Api.paths` entry: its `{model}` the `model` group, any other `{...}` one path segment."""
+    parts = _PLACE.split(path)  # literal, place name, literal, ...
+    return re.compile("".join(
+        re.escape(part) if i % 2 == 0 else "(?P<model>[^/]+)" if part == "model" else "[^/]+"
+        for i, part in enumerate(parts)
+    ))  # fmt: skip
+
+
+BY_PATH: dict[str, Api] = {path: api for api in APIS for path in api.paths if "{" not in path}
+"""The APIs served at fixed paths."""
+MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = tuple(
+    (_pattern(path), api) for api in APIS for path in api.paths if "{" in path
 )
-"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches (Gemini's:
-with `alt=sse` in the query only)."""
-BY_PATH: dict[str, Api] = {api.path: api for api in APIS if all(api is not other for _, other in MODEL_PATHS)}
-BY_ENDPOINT: dict[Endpoint, Api] = {api.endpoint: api for api in APIS}
-BEDROCK_CHAT_PATH = "/openai/v1/chat/completions"
-"""Bedrock's OpenAI-compatible chat completions (its runtime's `/openai/v1`), served as chat."""
-BY_PATH[BEDROCK_CHAT_PATH] = chat.API
+"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches."""
+PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(f"/{path.split('/')[1]}/" for api in APIS for path in api.paths))
+"""The first segments of the APIs' paths (`/v1/`, `/openai/`, `/v1beta/`, `/model/`): with `--api-key` or `--sigv4`,
+a request to any path under them must carry the credentials (`server`)."""
 
 
 def route(path: str, query: str) -> tuple[Api | None, str | None]:
     """The API served at `path` (None: none) and the model the path names (None: the body names it); ApiError (400)
-    for a path naming the model without `alt=sse` in its `query`."""
-    api = BY_PATH.get(path)
-    if api is not None:
-        return api, None
-    for pattern, api in MODEL_PATHS:
-        found = pattern.fullmatch(path)
-        if found is not None:
-            if api is gemini.API and "alt=sse" not in query.split("&"):
-                raise bad_request(f"{path}: this simulator streams with ?alt=sse only")
-            return api, unquote(found["model"])
-    return None, None
+    when the `query` lacks the parameter the API requires (`Api.query`: Gemini's `alt=sse`)."""
+    api, model = BY_PATH.get(path), None
+    if api is None:
+        for pattern, candidate in MODEL_PATHS:
+            found = pattern.fullmatch(path)
+            if found is not None:
+                api, model = candidate, unquote(found["model"])
+                break
+    if api is not None and api.query and api.query not in query.split("&"):
+        raise bad_request(f"{path}: this simulator streams with ?{api.query} only")
+    return api, model
 
 
 def parse_request(
-    body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+    body: bytes, endpoint: str, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
 ) -> tuple[CompletionSpec, dict[str, Any]]:
-    """Validate a request body for `endpoint` served as one of `models` — the path's `path_model` (the body may not
-    name one then), else the body's, else the first: its spec and its JSON object; raise ApiError (400 / 404) if it
-    is unacceptable."""
+    """Validate a request body for the API named `endpoint`, served as one of `models` — the path's `path_model` (the
+    body may not name one then), else the body's, else the first: its spec and its JSON object; raise ApiError (400 /
+    404) if it is unacceptable."""
     data = decode_request(body, models, path_model)
-    return replace(BY_ENDPOINT[endpoint].parse(data, natural_tokens), model=path_model or data["model"]), data
+    spec = BY_NAME[endpoint].parse(data, natural_tokens)
+    return replace(spec, model=path_model or data["model"], endpoint=endpoint), data
 
 
 def parse_completion(
-    body: bytes, endpoint: Endpoint, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+    body: bytes, endpoint: str, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
 ) -> CompletionSpec:
     """The spec of a request body (`parse_request`)."""
     return parse_request(body, endpoint, models, natural_tokens, path_model)[0]
@@ -65,7 +87,7 @@ def parse_completion(
 def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:
     """The encoder factory for `spec`: its API's tool-call encoder when it answers with a tool call, its answer
     encoder when it carries a settled-on-the-way answer (`sim.answers`), else its text encoder."""
-    api = BY_ENDPOINT[spec.endpoint]
+    api = BY_NAME[spec.endpoint]
     if spec.tool_call is not None and api.tool_encoder is not None:
         return api.tool_encoder
     if spec.answer is not None and api.answer_encoder is not None:

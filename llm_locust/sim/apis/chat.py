@@ -36,7 +36,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if max_tokens is None:
         max_tokens = optional_int(data, "max_completion_tokens")
     fields = tool_fields(data, TOOLS)
-    return completion_spec(data, "chat", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+    return completion_spec(data, prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -145,5 +145,13 @@ class ChatAnswerEncoder(ScriptedPieces, ChatEncoder):
     __slots__ = ()
 
 
-API = Api("chat", "/v1/chat/completions", "chatcmpl", parse, ChatEncoder, ChatToolEncoder,
-          answer_encoder=ChatAnswerEncoder, output_format=response_format)  # fmt: skip
+API = Api(
+    name="chat",
+    paths=("/v1/chat/completions", "/openai/v1/chat/completions"),  # OpenAI's; Bedrock's OpenAI-compatible one
+    id_prefix="chatcmpl",
+    parse=parse,
+    encoder=ChatEncoder,
+    tool_encoder=ChatToolEncoder,
+    answer_encoder=ChatAnswerEncoder,
+    output_format=response_format,
+)

@@ -38,7 +38,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     prompt = data["prompt"]
     max_tokens = optional_int(data, "max_tokens")
     text = prompt if isinstance(prompt, str) else ""
-    return completion_spec(data, "completions", prompt_words(prompt), text, max_tokens, natural_tokens)
+    return completion_spec(data, prompt_words(prompt), text, max_tokens, natural_tokens)
 
 
 def response_format(data: dict[str, Any]) -> tuple[str, Any] | None:
@@ -177,5 +177,12 @@ class ChunkAnswerEncoder(ScriptedPieces, ChunkEncoder):
     __slots__ = ()
 
 
-API = Api("completions", "/v1/completions", "cmpl", parse, ChunkEncoder, answer_encoder=ChunkAnswerEncoder,
-          output_format=requested_format)  # fmt: skip
+API = Api(
+    name="completions",
+    paths=("/v1/completions",),
+    id_prefix="cmpl",
+    parse=parse,
+    encoder=ChunkEncoder,
+    answer_encoder=ChunkAnswerEncoder,
+    output_format=requested_format,
+)

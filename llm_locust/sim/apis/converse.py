@@ -53,7 +53,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if not isinstance(config, dict):
         raise bad_request("'inferenceConfig' must be an object")
     max_tokens = optional_int(config, "maxTokens")
-    return completion_spec({"stream": True}, "converse", prompt_tokens, prompt_text, max_tokens, natural_tokens)
+    return completion_spec({"stream": True}, prompt_tokens, prompt_text, max_tokens, natural_tokens)
 
 
 def message(headers: dict[str, str], payload: bytes) -> bytes:
@@ -147,11 +147,11 @@ class ConverseEncoder:
 
 
 API = Api(
-    "converse",
-    "/model/{model}/converse-stream",
-    "converse",
-    parse,
-    ConverseEncoder,
+    name="converse",
+    paths=("/model/{model}/converse-stream",),
+    id_prefix="converse",
+    parse=parse,
+    encoder=ConverseEncoder,
     content_type=CONTENT_TYPE,
     request_id_header="x-amzn-RequestId",
 )

@@ -25,7 +25,8 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
         raise bad_request("'input' must be a string or a non-empty list of strings")
     words = sum(max(len(text.split()), 1) for text in texts)
-    return CompletionSpec("embeddings", False, False, words, 1, "stop", inputs=len(texts))
+    return CompletionSpec(stream=False, include_usage=False, prompt_tokens=words, output_tokens=1, finish_reason="stop",
+                          inputs=len(texts))  # fmt: skip
 
 
 class EmbeddingsEncoder(ChunkEncoder):
@@ -43,4 +44,4 @@ class EmbeddingsEncoder(ChunkEncoder):
         return orjson.dumps({"object": "list", "data": data, "model": self._model, "usage": usage})
 
 
-API = Api("embeddings", "/v1/embeddings", "emb", parse, EmbeddingsEncoder)
+API = Api(name="embeddings", paths=("/v1/embeddings",), id_prefix="emb", parse=parse, encoder=EmbeddingsEncoder)

@@ -1,6 +1,6 @@
 """Gemini's streamed generation (`POST .../models/{model}:streamGenerateContent?alt=sse`): its request and events.
 
-Served at both of Google's paths (`PATH`): the Gemini API's `/v1beta/models/{model}:...` and Vertex AI's
+Served at both of Google's paths (`API.paths`): the Gemini API's `/v1beta/models/{model}:...` and Vertex AI's
 `/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:...`. The model is the path's (a body
 naming one is refused, as Google refuses any field it does not know: `FIELDS`); `alt=sse` is required (without it
 Google streams one JSON array, which this simulator does not speak).
@@ -16,7 +16,6 @@ with `modelVersion` and `responseId`; after the last token, an event with an emp
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -25,10 +24,6 @@ import orjson
 from llm_locust.sim.apis.wire import Api, CompletionSpec, bad_request, completion_spec, optional_int, output_text
 from llm_locust.sim.words import WORDS
 
-PATH = re.compile(
-    r"(?:/v1beta|/v1/projects/[^/]+/locations/[^/]+/publishers/google)/models/(?P<model>[^/:]+):streamGenerateContent"
-)
-"""The Gemini API's and Vertex AI's paths of streamed generation; the model is its `model` group."""
 FIELDS = frozenset(("contents", "systemInstruction", "generationConfig", "tools", "toolConfig", "safetySettings",
                     "cachedContent", "labels"))  # fmt: skip
 """The request fields Google knows (any other is refused: "Invalid JSON payload received. Unknown name")."""
@@ -52,7 +47,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     if not isinstance(config, dict):
         raise bad_request("generationConfig must be an object")
     max_tokens = optional_int(config, "maxOutputTokens")
-    spec = completion_spec({}, "gemini", len(text.split()), text, max_tokens, natural_tokens)
+    spec = completion_spec({}, len(text.split()), text, max_tokens, natural_tokens)
     return replace(spec, stream=True, include_usage=True)
 
 
@@ -136,4 +131,14 @@ class GeminiEncoder:
         )
 
 
-API = Api("gemini", "/v1beta/models/{model}:streamGenerateContent", "gemini", parse, GeminiEncoder)
+API = Api(
+    name="gemini",
+    paths=(  # the Gemini API's, Vertex AI's
+        "/v1beta/models/{model}:streamGenerateContent",
+        "/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:streamGenerateContent",
+    ),
+    id_prefix="gemini",
+    parse=parse,
+    encoder=GeminiEncoder,
+    query="alt=sse",
+)

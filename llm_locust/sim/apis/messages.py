@@ -44,7 +44,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
         raise ApiError(400, "invalid_request_error", "max_tokens: Field required")
     max_tokens = optional_int(data, "max_tokens")
     fields = tool_fields(data, TOOLS)
-    return completion_spec(data, "messages", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+    return completion_spec(data, prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -200,5 +200,13 @@ class MessagesAnswerEncoder(ScriptedPieces, MessagesEncoder):
     __slots__ = ()
 
 
-API = Api("messages", "/v1/messages", "msg", parse, MessagesEncoder, MessagesToolEncoder, "toolu_",
-          answer_encoder=MessagesAnswerEncoder)  # fmt: skip
+API = Api(
+    name="messages",
+    paths=("/v1/messages",),
+    id_prefix="msg",
+    parse=parse,
+    encoder=MessagesEncoder,
+    tool_encoder=MessagesToolEncoder,
+    tool_call_prefix="toolu_",
+    answer_encoder=MessagesAnswerEncoder,
+)

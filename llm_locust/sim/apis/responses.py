@@ -49,7 +49,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
         prompt_tokens, prompt_text = prompt_of(messages)
     max_tokens = optional_int(data, "max_output_tokens")
     fields = tool_fields(data, TOOLS)
-    return completion_spec(data, "responses", prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
+    return completion_spec(data, prompt_tokens, prompt_text, max_tokens, natural_tokens, **fields)
 
 
 def _function(item: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -250,5 +250,13 @@ class ResponsesAnswerEncoder(ScriptedPieces, ResponsesEncoder):
     __slots__ = ()
 
 
-API = Api("responses", "/v1/responses", "resp", parse, ResponsesEncoder, ResponsesToolEncoder,
-          answer_encoder=ResponsesAnswerEncoder, output_format=requested_format)  # fmt: skip
+API = Api(
+    name="responses",
+    paths=("/v1/responses",),
+    id_prefix="resp",
+    parse=parse,
+    encoder=ResponsesEncoder,
+    tool_encoder=ResponsesToolEncoder,
+    answer_encoder=ResponsesAnswerEncoder,
+    output_format=requested_format,
+)

@@ -21,7 +21,6 @@ import orjson
 
 from llm_locust.sim.words import WORDS
 
-Endpoint = Literal["chat", "completions", "responses", "messages", "gemini", "converse", "embeddings"]
 ToolChoice = Literal["auto", "none", "required"]
 OutputFormat = Callable[[dict[str, Any]], tuple[str, Any] | None]
 """How an API's request asks for a structured output: ("json_schema", schema), ("json_object", None), or None when
@@ -92,7 +91,6 @@ class ToolCall:
 class CompletionSpec:
     """What a valid completion request asks for, after applying the length rules."""
 
-    endpoint: Endpoint
     stream: bool
     include_usage: bool
     prompt_tokens: int
@@ -116,6 +114,8 @@ class CompletionSpec:
     answer: Scripted | None = None
     """The answer the response carries instead of the usual words (`llm_locust.sim.answers`: its pieces are the output
     tokens), else None."""
+    endpoint: str = ""
+    """The name of the API it was sent to (`Api.name`, set by `apis.parse_request`)."""
 
 
 class Scripted(Protocol):
@@ -176,17 +176,22 @@ class Encoder(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Api:
-    """One API the simulator serves: its route, its response ids' prefix, its request parser (the request's JSON
-    object, the server's natural output length → spec; raises `ApiError`) and its encoder (spec, response id,
-    created s, model, first word's offset → `Encoder`); an API that can answer with a tool call has `tool_encoder`
-    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. A `{model}` in `path`
-    is the model's place (`apis.route`); `content_type`: its streamed responses'; `request_id_header`: the response
-    header naming the request (its trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`).
-    An API that can answer a question or a structured output (`llm_locust.sim.answers`) has `answer_encoder` (the spec
-    carrying the answer) and `output_format`, how its request asks for a structured output."""
+    """One API the simulator serves, declared by its module as `API` (`llm_locust.sim.apis` registers it).
 
-    endpoint: Endpoint
-    path: str
+    `name`: the endpoint's name (the trace's `endpoint`; the client's API of the same name). `paths`: where it is
+    served (`apis.route`), its own first (OpenAI's, or its one provider's); a `{model}` in one is the model's place (a
+    body may not name one then), any other `{...}` one path segment. `query`: a parameter its requests' query must
+    carry (Gemini's `alt=sse`), else HTTP 400. `id_prefix`: its response ids'. `parse`: its request parser (the
+    request's JSON object, the server's natural output length → spec; raises `ApiError`). `encoder`: (spec, response
+    id, created s, model, first word's offset) → `Encoder`. An API that can answer with a tool call has `tool_encoder`
+    (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. `content_type`: its
+    streamed responses'; `request_id_header`: the response header naming the request (its trace id), for an API whose
+    stream carries no id (Bedrock's `x-amzn-RequestId`). An API that can answer a question or a structured output
+    (`llm_locust.sim.answers`) has `answer_encoder` (the spec carrying the answer) and `output_format`, how its
+    request asks for a structured output."""
+
+    name: str
+    paths: tuple[str, ...]
     id_prefix: str
     parse: Callable[[dict[str, Any], int], CompletionSpec]
     encoder: Callable[[CompletionSpec, str, int, str, int], Encoder]
@@ -196,6 +201,7 @@ class Api:
     request_id_header: str = ""
     answer_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     output_format: OutputFormat | None = None
+    query: str = ""
 
 
 def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
@@ -216,7 +222,6 @@ def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None 
 
 def completion_spec(
     data: dict[str, Any],
-    endpoint: Endpoint,
     prompt_tokens: int,
     prompt_text: str,
     max_tokens: int | None,
@@ -234,7 +239,6 @@ def completion_spec(
     n = output_length(data, max_tokens, natural_tokens)
     stream_options = data.get("stream_options") or {}
     return CompletionSpec(
-        endpoint=endpoint,
         stream=bool(data.get("stream")),
         include_usage=isinstance(stream_options, dict) and bool(stream_options.get("include_usage")),
         prompt_tokens=max(prompt_tokens, 1),

@@ -20,7 +20,7 @@ from llm_locust.apis.responses import response_format as responses_format
 from llm_locust.metrics.scoring import score
 from llm_locust.sim import SimProcess, run_sim
 from llm_locust.sim.answers import Answerer, broken, instance, truth
-from llm_locust.sim.apis import BY_ENDPOINT, encoder_of, parse_request
+from llm_locust.sim.apis import BY_NAME, encoder_of, parse_request
 from llm_locust.sim.apis.wire import ApiError
 from llm_locust.workload.builtin_sets import builtin_items
 
@@ -77,7 +77,7 @@ def test_a_json_instance_is_valid_for_its_schema_and_broken_ones_are_not_json():
 def chat_spec(content: str, answerer: Answerer, **fields: Any):
     body = {"messages": [{"role": "user", "content": content}], "stream": True, **fields}
     spec, data = parse_request(json.dumps(body).encode(), "chat", ("m",), 128)
-    return answerer.plan(spec, data, BY_ENDPOINT["chat"].output_format)
+    return answerer.plan(spec, data, BY_NAME["chat"].output_format)
 
 
 def test_right_answers_follow_the_seeded_draws_and_degrade_above_the_batch_size():
@@ -133,7 +133,7 @@ def test_invalid_json_follows_the_seeded_draws():
     ],
 )  # fmt: skip
 def test_the_simulator_reads_each_apis_structured_output_field_as_the_client_sends_it(endpoint, fields):
-    requested_format = BY_ENDPOINT[endpoint].output_format
+    requested_format = BY_NAME[endpoint].output_format
     assert requested_format(fields("json_schema", SCHEMA, "vllm")) == ("json_schema", SCHEMA)
     kind = requested_format(fields("json_object", {}, "vllm"))
     assert kind in (("json_object", None), ("json_schema", {"type": "object"}))
@@ -155,7 +155,7 @@ def test_a_schema_the_simulator_cannot_answer_is_a_400_naming_it():
     body = {"prompt": "x", "json_schema": "{not json"}
     spec, data = parse_request(json.dumps(body).encode(), "completions", ("m",), 8)
     with pytest.raises(ApiError):
-        answerer.plan(spec, data, BY_ENDPOINT["completions"].output_format)
+        answerer.plan(spec, data, BY_NAME["completions"].output_format)
 
 
 # -- over loopback --------------------------------------------------------------------------------------------------

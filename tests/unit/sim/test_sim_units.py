@@ -138,14 +138,14 @@ def test_event_encoder_builds_valid_json() -> None:
 def test_the_simulators_own_constants_equal_the_clients() -> None:
     """The simulator keeps its own copies of what it shares with the client (it imports no client module): the
     prefix block size, the kernel receive-time socket option and its decoding, and each API's path and content type
-    (Gemini's and ConverseStream's, with the model in them, routed to them)."""
+    (Gemini's and ConverseStream's, with the model in them, routed to them; Bedrock's chat routed to chat)."""
     import socket
     import struct
     import time
 
     from llm_locust.apis import APIS as ENDPOINTS
     from llm_locust.sim import prefix_cache, receive_time
-    from llm_locust.sim.apis import BEDROCK_CHAT_PATH, BY_ENDPOINT, route
+    from llm_locust.sim.apis import BY_NAME, route
     from llm_locust.transport import kernel_time
     from llm_locust.workload import prefix_blocks, providers
 
@@ -153,21 +153,21 @@ def test_the_simulators_own_constants_equal_the_clients() -> None:
     for name in ("SO_TIMESTAMPNS", "CMSG_BYTES", "KERNEL_TIMESTAMPS"):
         assert getattr(receive_time, name) == getattr(kernel_time, name), name
     assert receive_time.PLAUSIBLE_AGE_S == kernel_time._PLAUSIBLE_AGE_S
-    assert sorted(BY_ENDPOINT) == sorted(ENDPOINTS)
-    for endpoint, api in BY_ENDPOINT.items():  # the OpenAI path, or the one provider's (Bedrock's ConverseStream)
+    assert sorted(BY_NAME) == sorted(ENDPOINTS)
+    for endpoint, api in BY_NAME.items():  # the OpenAI path, or the one provider's (Bedrock's ConverseStream)
         client = ENDPOINTS[endpoint]
         if client.streams:
             assert api.content_type == client.framing.content_type, endpoint
         if "openai" in client.paths or len(client.paths) == 1:
             provider = "openai" if "openai" in client.paths else next(iter(client.paths))
-            assert api.path == providers.completion_path(provider, endpoint), endpoint
+            assert api.paths[0] == providers.completion_path(provider, endpoint), endpoint
     for provider in ("gemini", "vertex"):  # paths naming the model: routed to the API, the model taken from them
         path, _, query = providers.model_path(providers.completion_path(provider, "gemini", "", "", "p", "l"),
                                               "gemini-2.5-flash").partition("?")  # fmt: skip
-        assert route(path, query) == (BY_ENDPOINT["gemini"], "gemini-2.5-flash"), provider
+        assert route(path, query) == (BY_NAME["gemini"], "gemini-2.5-flash"), provider
     converse = providers.model_path(providers.completion_path("bedrock", "converse"), "amazon.nova-lite-v1:0")
-    assert route(converse, "") == (BY_ENDPOINT["converse"], "amazon.nova-lite-v1:0")
-    assert providers.completion_path("bedrock", "chat") == BEDROCK_CHAT_PATH
+    assert route(converse, "") == (BY_NAME["converse"], "amazon.nova-lite-v1:0")
+    assert route(providers.completion_path("bedrock", "chat"), "") == (BY_NAME["chat"], None)
     now = time.perf_counter()
     wall = time.time()
     for age_s in (0.25, 0.0, -1.0, 120.0):  # plausible, now, in the future, too old
@@ -211,3 +211,27 @@ def test_warmup_drift_decays_ttft_from_3x_to_1x() -> None:
     assert timing.due_s(middle, 0) - 52.0 == pytest.approx(0.2)
     assert timing.due_s(late, 1) - 60.0 == pytest.approx(0.11)
     assert timing.tokens_due(middle, 52.19) == 0 and timing.tokens_due(middle, 52.2) == 1
+
+
+def test_every_api_module_is_registered_and_routed_at_each_of_its_paths() -> None:
+    """An API is its module: every module of `sim/apis` declaring an `API` is registered, named as the module; each
+    path it declares routes to it — the model taken from a path naming it (URL-quoted), its required query enforced."""
+    import pkgutil
+    from importlib import import_module
+
+    from llm_locust.sim import apis
+
+    declared = {info.name for info in pkgutil.iter_modules(apis.__path__)
+                if hasattr(import_module(f"{apis.__name__}.{info.name}"), "API")}  # fmt: skip
+    assert declared == set(apis.BY_NAME) and len(apis.APIS) == len(declared) >= 7
+    for api in apis.APIS:
+        for path in api.paths:
+            concrete = path.replace("{model}", "nova-v1%3A0").replace("{project}", "p").replace("{location}", "l")
+            model = "nova-v1:0" if "{model}" in path else None
+            assert apis.route(concrete, f"a=1&{api.query}") == (api, model), path
+            if api.query:
+                with pytest.raises(ApiError) as info:
+                    apis.route(concrete, "a=1")
+                assert info.value.status == 400 and api.query in info.value.message
+    assert apis.route("/v1/nothing", "") == (None, None)
+    assert apis.route("/model/m/converse-stream/x", "") == (None, None)
