@@ -1,6 +1,6 @@
 """Answers scored against a reference, and accuracy as a measured proportion (docs/metrics.md "Accuracy").
 
-A `Reference` travels with the request (`workload.builder.RequestSpec.reference`, from a dataset row's `expected`,
+A `Reference` travels with the request (`metrics.request.RequestSpec.reference`, from a dataset row's `expected`,
 `regex`, `choices` + `answer`, `schema` fields); a request with one keeps its answer text
 (`RequestRecord.content_text`), which is scored (`score`) after the transport returned the closed record — never in
 the stream's read loop. A scenario's own scorer (`score=` on a call) gives a score the same way (`checked_score`).

@@ -41,6 +41,7 @@ from llm_locust.apis import APIS, Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.request import RequestSpec, open_record
 from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
 from llm_locust.redact import register_call_value
 from llm_locust.runtime.answer import Answer, CheckedAnswer
@@ -49,12 +50,12 @@ from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
 from llm_locust.workload.body import request_body
-from llm_locust.workload.builder import RequestSpec
 from llm_locust.workload.providers import check_api, completion_path, model_path
 
 if TYPE_CHECKING:
     from llm_locust.config.settings import Settings
     from llm_locust.load.clock import RunClock
+    from llm_locust.load.due_sends import DueSends
     from llm_locust.load.pacing import Plan
     from llm_locust.transport.timeouts import TimeoutWatchdog
     from llm_locust.workload.prefix_pool import PrefixPool
@@ -65,10 +66,11 @@ NAME_DIMENSION = "name"
 
 
 class Pacing(Protocol):
-    """What a user reaches of its process's pacer (`pacer.Pacer`): its tickets, the wait for a ticket's due time, and
-    its current plan."""
+    """What a user reaches of its process's pacer (`pacer.Pacer`): its tickets, the wait for a ticket's due time, its
+    current plan, and the due times of the sends its users hold (`sends`)."""
 
     plan: Plan
+    sends: DueSends
 
     def take(self, new_session: bool = False) -> Ticket: ...
     def until_due(self, ticket: Ticket) -> None: ...
@@ -251,7 +253,9 @@ class LLMClient:
             self._state.hold_if_stopping()  # (nothing yields from here to the write, but an open loop's due wait)
             with self._replicas.use() as replica:
                 wait_due = None if ticket.t_sched is None else partial(self._leave_on_time, ticket)  # an open loop's
-                prepared = Prepared(sent, sent_to, spec, headers, ticket, replica, cancel, wait_due)
+                groups = () if replica is None else replica.groups
+                record = open_record(sent.endpoint, spec, ticket, groups)
+                prepared = Prepared(sent, sent_to, spec, headers, record, replica, cancel, wait_due)
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
             pacer.forget(ticket)  # (had the request failed before it could leave)

@@ -100,8 +100,14 @@ class LLMUser(FastHttpUser):
         else:
             point = settings.endpoint  # --provider bedrock without an API key: each request SigV4-signed as sent;
             auth = sigv4.signer(point.aws_region) if point.signs else state.request_auth  # else the OAuth token, if any
-            transport = FastTransport(
-                self.client, headers, state.watchdog, counter, auth, settings.timeouts.max_event_bytes
+            transport = FastTransport(  # its stream pump's turns end by the process's next send due
+                self.client,
+                headers,
+                state.watchdog,
+                counter,
+                auth,
+                settings.timeouts.max_event_bytes,
+                state.pacer.sends.next_s,
             )
         models = partial(_first_model, self.client, self.host or "", headers, replicas)
         self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)

@@ -24,7 +24,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 
 from llm_locust.metrics.framing import StreamReader
 from llm_locust.metrics.protocol import error_text, finish
-from llm_locust.metrics.record import ErrorKind, RequestRecord, reuse_group, turn_group
+from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
@@ -33,11 +33,10 @@ from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.redirects import is_redirect, redirect_reason
-from llm_locust.transport.request import Prepared
+from llm_locust.transport.request import NextSend, Prepared, TokenCounter
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
-from llm_locust.workload.tokens import TokenCounter
 
 REQUEST_ID_HEADERS = ("x-request-id", "x-amzn-requestid")
 """The response headers whose value is the record's `server_request_id` (OpenAI sends the first, vLLM with
@@ -58,7 +57,9 @@ class FastTransport:
     (`RequestSpec.keep_answer`): the stream's reader keeps each event's payload as it decodes it (`StreamText`), and
     the generated text is decoded once, after the stream — counted (`record.local_output_tokens`, checked against
     the server's usage), kept (`record.answer_text`), or both. A stream's line or event over `max_event_bytes`
-    (`--max-event-bytes`) fails its request as a bad stream at once, its connection closed.
+    (`--max-event-bytes`) fails its request as a bad stream at once, its connection closed. `next_send_s`: the
+    process's next send due, by which the stream pump ends its turns (`pump.turn_end`; the wiring's
+    `load.due_sends.SENDS.next_s`).
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class FastTransport:
         counter: TokenCounter | None = None,
         auth: RequestAuth | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        next_send_s: NextSend = pump.no_sends,
     ) -> None:
         self.session = session
         self.headers = headers
@@ -76,6 +78,7 @@ class FastTransport:
         self.counter = counter
         self.auth = auth
         self.max_event_bytes = max_event_bytes
+        self.next_send_s = next_send_s
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared`, read its answer to the end; return its finished record."""
@@ -101,7 +104,7 @@ class FastTransport:
         it says); return its finished record."""
         watchdog, counter, cancel, keep_answer = self.watchdog, self.counter, prepared.cancel, prepared.spec.keep_answer
         post = self._post(prepared, streamed=True)
-        record = new_record(prepared)
+        record = prepared.record
         api = prepared.api
         kept = (
             StreamText(api.event_text, api.answer_parts if keep_answer else None)  # type: ignore[arg-type]
@@ -117,7 +120,7 @@ class FastTransport:
                 try:
                     keep = None if kept is None else kept.keep
                     reader = api.framing.reader(record, api.parser, keep, self.max_event_bytes)
-                    _read_events(raw, record, reader, watch, cancel)
+                    _read_events(raw, record, reader, watch, cancel, self.next_send_s)
                 except StreamCancelled:  # closing the connection below tells the server
                     record.cancelled = True
                 except EventTooLarge as e:  # read no further: the connection is closed below
@@ -146,7 +149,7 @@ class FastTransport:
         """
         watchdog = self.watchdog
         post = self._post(prepared, streamed=False)
-        record = new_record(prepared)
+        record = prepared.record
         watch = watchdog.start(record, first_token=False)
         try:
             resp = _post_noting_connection(record, post, prepared.wait_due, streamed=False)
@@ -246,31 +249,6 @@ def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> Non
         cancel.stop()
 
 
-def new_record(prepared: Prepared) -> RequestRecord:
-    """The record of `prepared`, being sent now (perf_counter), with its facts (`RequestSpec`: expected prompt
-    tokens, shared prompt blocks — whole, of which seen before; it then counts in the "reuse" breakdown too —, model,
-    own breakdowns, session and turn — a multi-turn session's turn counts in the "turn" breakdown too —, the
-    reference its answer is scored against), what its pacer's ticket says and its replica's breakdown."""
-    spec, ticket = prepared.spec, prepared.ticket
-    prefix_blocks = spec.prefix_blocks
-    record = RequestRecord(
-        endpoint=prepared.api.endpoint, t_send=perf_counter(), expected_prompt_tokens=spec.expected_prompt_tokens
-    )
-    record.prefix_blocks, record.prefix_blocks_seen = prefix_blocks
-    record.model = spec.model
-    record.groups += spec.groups
-    if prefix_blocks[0]:
-        record.groups += (reuse_group(*prefix_blocks),)
-    if prepared.replica is not None:
-        record.groups += prepared.replica.groups
-    if spec.turn:
-        record.groups += (turn_group(spec.turn),)
-    record.session, record.turn, record.reference = spec.session, spec.turn, spec.reference
-    if ticket is not None:
-        record.t_sched, record.step, record.measured = ticket.t_sched, ticket.step, ticket.measured
-    return record
-
-
 def _check_response(resp: Any, record: RequestRecord, expected: str) -> bool:
     """True when `resp` is a 2xx stream of content type `expected` (the API's framing: text/event-stream, ...), not
     encoded (the client asks for `Accept-Encoding: identity`); otherwise mark `record` failed and return False."""
@@ -316,7 +294,9 @@ def status_kind(status: int) -> ErrorKind:
     return ErrorKind.HTTP_429 if status == 429 else ErrorKind.HTTP_4XX if status < 500 else ErrorKind.HTTP_5XX
 
 
-def _read_events(raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, cancel: Cancel | None) -> None:
+def _read_events(
+    raw: Any, record: RequestRecord, events: StreamReader, watch: Watch, cancel: Cancel | None, next_send_s: NextSend
+) -> None:
     """Read the stream to its end, `events` (the API's framing's reader: SSE events, event-stream messages) applying
     each event to `record` with its arrival time.
 
@@ -333,7 +313,7 @@ def _read_events(raw: Any, record: RequestRecord, events: StreamReader, watch: W
         t_head = getattr(raw._sock, "t_arrival_s", None) or perf_counter()  # the read that ended the head
         done = on_body(take_bytes(body), t_head) if body else False
         if not raw.message_complete:
-            pump.pump().read(raw, on_body, watch, done)
+            pump.pump(next_send_s).read(raw, on_body, watch, done)
         if record.saw_done or not record.ok:  # [DONE], an error object or a bad chunk ended it
             return
     else:

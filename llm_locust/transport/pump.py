@@ -18,7 +18,8 @@ the queue a few reads at a time, looking for ready sockets again in between: a s
 at most a few parses, not for a whole round of parsing, and the timing stays exact until the
 process runs out of CPU — not from ~70 % of it, as when each read was parsed at once.
 
-Sends come first: in an open loop the pump's turn ends by the next send due (`load.due_sends`) — the parse under way
+Sends come first: in an open loop the pump's turn ends by the next send due (`next_send_s`, handed in by the wiring:
+`load.due_sends`) — the parse under way
 finishes, the rest waits, and so do the reads — so that the user sends on time; a turn that would begin when a send is
 due already yields at once (data not read yet keeps its kernel receive time).
 
@@ -45,10 +46,10 @@ from gevent.monkey import get_original
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.response import HTTPConnectionClosed
 
-from llm_locust.load.due_sends import SENDS
 from llm_locust.transport.byte_arrival import READ_BYTES
 from llm_locust.transport.chunked import ChunkedBody
 from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, kernel_arrival
+from llm_locust.transport.request import NextSend
 from llm_locust.transport.timeouts import Watch
 from llm_locust.transport.tls_memory import TLSConnection
 
@@ -69,7 +70,7 @@ _YIELD_S = 0.0001  # a timer, not sleep(0): the loop polls (requests waiting for
 
 def turn_end(now_s: float, turn_s: float, next_send_s: float | None) -> float:
     """When a pump turn starting at `now_s` ends (perf_counter s): `turn_s` later, or at `next_send_s` (the next
-    send due, `load.due_sends.DueSends.next_s`; None: none), if sooner — at once when that send is due already and
+    send due, `request.NextSend`; None: none), if sooner — at once when that send is due already and
     its user has not run yet."""
     return now_s + turn_s if next_send_s is None else min(now_s + turn_s, next_send_s)
 
@@ -130,8 +131,9 @@ class _Stream:
 class StreamPump:
     """Reads the bodies of many streaming responses from one greenlet (see the module doc)."""
 
-    def __init__(self) -> None:
+    def __init__(self, next_send_s: NextSend) -> None:
         self._hub = get_hub()
+        self.next_send_s = next_send_s  # the process's next send due, by which a turn ends
         self._epoll = _epoll()
         self._watcher = self._hub.loop.io(self._epoll.fileno(), 1)
         self._streams: dict[int, _Stream] = {}
@@ -187,7 +189,7 @@ class StreamPump:
                 if not backlog:
                     wait(watcher)  # nothing left to parse: sleep until a socket is readable
                 now_s = perf_counter()
-                turn_end_s = turn_end(now_s, _TURN_S, SENDS.next_s(now_s))
+                turn_end_s = turn_end(now_s, _TURN_S, self.next_send_s(now_s))
                 if turn_end_s <= now_s:  # a user's send is due: it goes first (unread data keeps its kernel time)
                     gevent.sleep(_YIELD_S)
                     continue
@@ -299,9 +301,17 @@ _pump: StreamPump | None = None
 because `FastTransport.send` runs in each user's greenlet with nothing else shared to hang it on."""
 
 
-def pump() -> StreamPump:
-    """This process's pump (created on first use, in the hub's thread)."""
+def no_sends(_now_s: float) -> float | None:
+    """No send is ever due (a process whose users send in a closed loop only, e.g. a test's)."""
+    return None
+
+
+def pump(next_send_s: NextSend = no_sends) -> StreamPump:
+    """This process's pump (created on first use, in the hub's thread), its turns ending by `next_send_s` (the
+    process's sends: one for every transport of the process)."""
     global _pump
     if _pump is None or _pump._hub is not get_hub():
-        _pump = StreamPump()
+        _pump = StreamPump(next_send_s)
+    else:
+        _pump.next_send_s = next_send_s
     return _pump

@@ -25,14 +25,13 @@ import orjson
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.redact import redact
-from llm_locust.transport.client import keep_text, new_record, status_kind
+from llm_locust.transport.client import keep_text, status_kind
 from llm_locust.transport.endpoint_settings import EndpointSettings
 from llm_locust.transport.redirects import is_redirect, redirect_reason
-from llm_locust.transport.request import Prepared
+from llm_locust.transport.request import Prepared, TokenCounter
 from llm_locust.transport.settings import TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import client_context, tls_problem
-from llm_locust.workload.tokens import TokenCounter
 
 
 class SdkTransport:
@@ -89,7 +88,8 @@ class SdkTransport:
         watchdog = self.watchdog
         if prepared.wait_due is not None:
             prepared.wait_due()
-        record = new_record(prepared)
+        record = prepared.record
+        record.t_send = perf_counter()  # it leaves now
         watch = watchdog.start(record)
         texts: list[str] | None = [] if self.counter is not None or keep_answer else None
         answer_parts = sent.answer_parts if keep_answer else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from itertools import count
 from typing import Any
@@ -32,6 +32,7 @@ import orjson
 
 from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.request import RequestSpec
 from llm_locust.metrics.scoring import Reference
 from llm_locust.workload.agent import AgentSession, answer_content
 from llm_locust.workload.body import request_body
@@ -52,28 +53,6 @@ from llm_locust.workload.traces import Trace, TraceRequest
 _user_numbers = count()
 """Numbers the users of this process: each `Workload` seeds its RNG with (--seed, worker, n), so that users differ
 and a seeded run repeats (a counter per process, as the users are created one by one by Locust)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
-    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
-    a multi-turn session (0: not one), whether its answer is to be kept (`RequestRecord.answer_text`: a later turn
-    sends it back), the model it names and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with
-    `--model-mix`), and the reference its answer is scored against (`scoring.Reference`, None: not scored; a request
-    with one keeps its answer). The one type of a request's facts from the workload to its record: the transport's
-    `request.Prepared` carries it, `client.new_record` reads it."""
-
-    body: bytes
-    expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
-    prefix_blocks: tuple[int, int] = (0, 0)
-    session: str = ""  # the conversation's id (a synthetic request is its own conversation)
-    inputs: int = 1  # an API that counts inputs (embeddings): the texts the request carries
-    turn: int = 0
-    keep_answer: bool = False
-    model: str = ""  # the model its body names
-    groups: tuple[tuple[str, str], ...] = ()
-    reference: Reference | None = None
 
 
 @lru_cache(maxsize=2)

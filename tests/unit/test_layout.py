@@ -303,9 +303,8 @@ LAYERS = (
     ("llm_locust.option_values", "llm_locust.redact"),
     ("llm_locust.metrics",),
     ("llm_locust.apis",),
-    ("llm_locust.workload", "llm_locust.scrape"),
+    ("llm_locust.workload", "llm_locust.scrape", "llm_locust.transport"),
     ("llm_locust.load",),
-    ("llm_locust.transport",),
     ("llm_locust.results", "llm_locust.export"),
     ("llm_locust.report",),
     ("llm_locust.config",),
@@ -314,8 +313,10 @@ LAYERS = (
     ("llm_locust.cli",),
 )
 """The import direction, lowest first: a module imports only its own stage and the stages of lower layers. The
-stages of one layer know nothing of each other; the simulator (`llm_locust.sim`) imports nothing outside itself and
-only `demo` and `cli` start it. Only the locustfiles' entry points (`plugin`, `users`, `shape`) import `runtime`."""
+stages of one layer know nothing of each other: the transport imports nothing of the workload (nor of the load or the
+wiring, above it) — what it needs of them (the due-time wait, the token counter, the next send due) reaches it as
+values. The simulator (`llm_locust.sim`) imports nothing outside itself and only `demo` and `cli` start it. Only the
+locustfiles' entry points (`plugin`, `users`, `shape`) import `runtime`."""
 
 
 def _layer(module: str) -> tuple[int, str]:
