@@ -11,7 +11,7 @@ each conversation has its own session id, sent in `--session-header` when given;
 entry or `--max-tokens`; the length fields from the API and the server family (`providers.length_fields`); images are
 attached to the messages of an API that takes them (`Api.images`: chat); an agent's tools (`--tools`, `--tools-file`:
 one tool set per session, `workload/tools.py`) go in the `tools` field of an API that takes them (`Api.tools`). The
-user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, `apis/shapes.py`) and adds its fixed fields (a
+user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, its module's) and adds its fixed fields (a
 streamed API's `stream`; chat and text completions also `stream_options.include_usage`) and `--extra-body`, merged
 deep, as into every request's body (`body.request_body`, a scenario's call's too). A request of an API that counts
 inputs (embeddings) carries `--embedding-batch` prompt texts instead.

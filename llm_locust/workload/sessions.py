@@ -3,7 +3,7 @@
 A `Session` holds its history as chat messages (`{"role", "content"}` dicts, in order): each turn adds a user
 message (`ask`), the request sends the whole list, and the answer as the server returned it comes back as an
 assistant message (`answered`). The list is open to other message kinds (an agent adds assistant tool-call messages
-and tool results with `add`); each API shapes it into its own fields (`apis.Api.shape`, `apis/shapes.py`).
+and tool results with `add`); each API shapes it into its own fields (`apis.Api.shape`, its module's).
 
 Alongside, the session counts its tokens as the client's counter does (`history_tokens`), which gives each turn its
 expected prompt tokens and its expected prefix reuse: the history is what the previous turn sent and received, so a

@@ -1,7 +1,7 @@
 """The function schemas (tools) an agent's requests carry: synthetic (`--tools N`) or read from a file (`--tools-file`).
 
 A tool is kept in one neutral form, a dict `{"name", "description", "parameters"}` whose `parameters` is a JSON Schema
-object; each API shapes it into its own field (`apis.Api.tools`, `apis/shapes.py`). A tool set is the tuple of tools
+object; each API shapes it into its own field (`apis.Api.tools`, its module's). A tool set is the tuple of tools
 one request (one agent session) carries.
 
 - Synthetic (`synthetic_tools`): N realistic functions (a verb and an object for the name, a description, two to five

@@ -10,7 +10,8 @@ from conftest import ROOT
 
 def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     """`llm_locust.plugin` / `.users` / `.shape` are thin re-exports of the objects in their stage folders (`.users`
-    also of the types a scenario's call returns, documented in docs/scenarios.md)."""
+    also of the types a scenario's call returns, documented in docs/scenarios.md): every name a locustfile imports
+    today stays."""
     from llm_locust.runtime.answer import Answer, CheckedAnswer, ToolCallAnswer, Usage
     from llm_locust.runtime.plugin import install
     from llm_locust.runtime.shape import SweepShape
@@ -51,9 +52,30 @@ def test_locustfile_import_paths_still_give_the_same_objects() -> None:
     }
     for path, objects in kept.items():
         module = importlib.import_module(path)
-        assert sorted(module.__all__) == sorted(objects), path
+        if path == "llm_locust.users":  # also the users of APIs added since (the next test: exactly the registry's)
+            assert set(module.__all__) >= set(objects), path
+        else:
+            assert sorted(module.__all__) == sorted(objects), path
         for name, obj in objects.items():
             assert getattr(module, name) is obj, f"{path}.{name}"
+
+
+def test_the_built_in_users_are_made_from_the_api_entries() -> None:
+    """Every User class an API's entry names (`Api.user`, `Api.agent_user`) is made once, from the entry — its API, an
+    agent or not — and exported by `llm_locust.users` beside `LLMUser` and the answer's types; no other user is."""
+    import llm_locust.users as public
+    from llm_locust.apis import BUILT_IN
+    from llm_locust.runtime.users import BUILT_IN_USERS, ApiUser
+
+    named = {(a.user, a.endpoint, False) for a in BUILT_IN} | {(a.agent_user, a.endpoint, True) for a in BUILT_IN}
+    named = {entry for entry in named if entry[0]}
+    made = {(name, user.endpoint, user.agent) for name, user in BUILT_IN_USERS.items()}
+    assert made == named and len(named) >= 10
+    for name, user in BUILT_IN_USERS.items():
+        assert issubclass(user, ApiUser) and user.abstract and user.__name__ == name
+        assert getattr(public, name) is user
+    assert sorted(public.__all__) == sorted([*BUILT_IN_USERS, "LLMUser", "Answer", "CheckedAnswer", "ToolCallAnswer",
+                                             "Usage"])  # fmt: skip
 
 
 PURE = (

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import options
+from conftest import ROOT, options
 from harness.kept_text import kept_stream
 
+from llm_locust.apis import BUILT_IN
 from llm_locust.apis import messages as messages_api
 from llm_locust.apis import responses as responses_api
 from llm_locust.config.settings import Settings
@@ -261,3 +262,13 @@ def test_a_chat_answer_splits_the_text_from_the_reasoning_and_the_tool_calls():
     assert openai_parts({"choices": [{"index": 0, "text": "done"}]}) == ("done", None)  # text completions
     not_asked, _record = kept_stream("chat", pieces, answer=False)
     assert not_asked.text() == "think Hif{}more there" and not_asked.answer() == ("", "")  # nothing kept apart
+
+
+def test_each_built_in_api_has_its_locustfile_and_its_row_in_the_table_of_apis():
+    """An API's module names its user class and its call (`Api.user`, `Api.mount`); docs/apis.md's table gives them
+    with its locustfile, `locustfiles/<endpoint>.py`."""
+    table = (ROOT / "docs/apis.md").read_text(encoding="utf-8")
+    for entry in BUILT_IN:
+        assert (ROOT / "locustfiles" / f"{entry.endpoint}.py").is_file(), entry.endpoint
+        row = next(line for line in table.splitlines() if line.startswith(f"| `locustfiles/{entry.endpoint}.py` |"))
+        assert f"`{entry.user}`" in row and f"`{entry.mount}(" in row, entry.endpoint
