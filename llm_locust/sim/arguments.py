@@ -4,19 +4,24 @@ name (`config_from_args`) and its problems (`config_problem`, pure)."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from llm_locust.sim import faults, sigv4
+from llm_locust.sim.apis import APIS
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.latency import Latency, parse_latency
 
-_DESCRIPTION = """\
+_APIS = "; ".join(f"{api.name}: POST {', '.join(api.paths)}" for api in APIS)
+"""Each API the simulator serves and its paths, for the help text."""
+_DESCRIPTION = f"""\
 OpenAI-compatible server with known timing, to check load-test measurements against ground truth.
-Endpoints: POST /v1/chat/completions, POST /v1/completions (streamed or not), GET /v1/models,
-GET /health, GET /metrics (vLLM names), GET /gpu-metrics (simulated GPUs in DCGM-exporter format,
-utilisation = batch occupancy), GET /node-metrics (this host's /proc in node-exporter format),
+{textwrap.fill(f"APIs (docs/simulator.md) - {_APIS}.", 100, break_on_hyphens=False)}
+Other endpoints: GET /v1/models, GET /health, GET /metrics (vLLM names),
+GET /gpu-metrics (simulated GPUs in DCGM-exporter format, utilisation = batch occupancy),
+GET /node-metrics (this host's /proc in node-exporter format),
 GET /sim/trace (per-request ground truth, perf_counter seconds: the kernel's receive time of the
 request, every token write; the injected fault; the tool call answered and the earlier ones carried;
 the answer given to a recognised question or a structured output),
