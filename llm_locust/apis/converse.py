@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_locust.apis.registry import Api
-from llm_locust.apis.shapes import prompt_as_messages, texts
+from llm_locust.apis.shapes import content_texts, prompt_as_messages
 from llm_locust.metrics.eventstream import EventMessage
 from llm_locust.metrics.framing import EVENTSTREAM
 from llm_locust.metrics.protocol import (
@@ -129,9 +129,9 @@ def shape(body: dict[str, Any]) -> None:
     messages' texts go to the `system` field as text blocks."""
     prompt_as_messages(body)
     listed = body["messages"]
-    system = [{"text": text} for m in listed if m.get("role") == "system" for text in texts(m.get("content"))]
+    system = [{"text": text} for m in listed if m.get("role") == "system" for text in content_texts(m.get("content"))]
     body["messages"] = [
-        {"role": m["role"], "content": [{"text": text} for text in texts(m.get("content"))]}
+        {"role": m["role"], "content": [{"text": text} for text in content_texts(m.get("content"))]}
         for m in listed
         if m.get("role") != "system"
     ]

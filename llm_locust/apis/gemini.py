@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from llm_locust.apis.registry import Api
-from llm_locust.apis.shapes import ToolForms, prompt_as_messages, texts
+from llm_locust.apis.shapes import ToolForms, content_texts, prompt_as_messages
 from llm_locust.metrics.protocol import (
     TokenChunks,
     apply_token,
@@ -177,9 +177,9 @@ def shape(body: dict[str, Any]) -> None:
         if "parts" in message:
             contents.append(message)
         elif role == "system":
-            system += texts(message.get("content"))
+            system += content_texts(message.get("content"))
         else:
-            parts = [{"text": text} for text in texts(message.get("content"))]
+            parts = [{"text": text} for text in content_texts(message.get("content"))]
             contents.append({"role": "model" if role == "assistant" else "user", "parts": parts})
     body["contents"] = contents
     if system:

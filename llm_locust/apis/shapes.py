@@ -3,7 +3,7 @@ its module).
 
 A streamed API's shape gets the prompt fields — `prompt` (a text) or `messages` (chat messages, from a dataset),
 maybe more fields of a dataset entry — and leaves the API's own; `prompt_as_messages` makes the prompt one user
-message, `texts` reads a message's texts, `joined` joins the messages' texts into one prompt. An API that counts
+message, `content_texts` reads a message's texts, `joined` joins the messages' texts into one prompt. An API that counts
 inputs (`Api.counts_outputs` False) gets `texts`, the list of its `--embedding-batch` prompt texts.
 
 An API that takes tools has its `ToolForms` (`apis.Api.tools`): the neutral function schemas of `workload/tools.py`
@@ -26,7 +26,7 @@ def prompt_as_messages(body: dict[str, Any]) -> None:
         body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
 
 
-def texts(content: Any) -> list[str]:
+def content_texts(content: Any) -> list[str]:
     """The texts of a chat message's content: the string, or its text parts."""
     if isinstance(content, str):
         return [content]
