@@ -5,7 +5,10 @@ and then fires `quitting`, which says nothing of why. `SignalWatch.start()` — 
 state is created, before Locust installs its SIGTERM watcher — notes the signal first: libev runs
 the watchers of one signal newest first, so ours, the older one, runs before Locust's shutdown;
 for SIGINT it chains in front of the handler in place (Python's, which raises KeyboardInterrupt).
-Nothing else changes: the process stops exactly as Locust makes it stop.
+A Ctrl-C that lands in a greenlet other than the main one (or gevent's hub) is raised once that greenlet yields,
+not in the middle of its work: Python raises KeyboardInterrupt between any two bytecodes, and one raised in the results
+writer between taking a time-series window and writing its row lost that window's requests from llm_timeseries.csv
+(summary.json counted them); gevent hands it to the main greenlet either way, where Locust stops the process.
 """
 
 from __future__ import annotations
@@ -53,5 +56,9 @@ class SignalWatch:
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self._note(signum)
-        # Python's handler raises KeyboardInterrupt (a whole-line call: no caret line in its traceback)
-        self._previous_int(signum, frame)
+        hub = gevent.get_hub()
+        if gevent.getcurrent() in (hub, hub.parent):
+            # Python's handler raises KeyboardInterrupt (a whole-line call: no caret line in its traceback)
+            self._previous_int(signum, frame)
+        else:  # raised in the hub once this greenlet yields, which gevent hands to the main greenlet
+            hub.loop.run_callback(self._previous_int, signum, None)

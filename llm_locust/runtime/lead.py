@@ -36,6 +36,7 @@ from llm_locust.runtime.results_writer import ResultsWriter, WriterInputs
 from llm_locust.runtime.runner_ops import (
     CLOCK_KEY,
     IN_FLIGHT_KEY,
+    LAST_REPORT_MESSAGE,
     LOW_WATER_KEY,
     QUEUE_DELAY_KEY,
     REQUEST_LINES_DROPPED_KEY,
@@ -265,8 +266,10 @@ class Lead:
         last reports are in. Locust stops the test without stopping the workers, then tells them to quit and gives
         their last reports 0.5 s — short on a busy machine, and a report lost there loses its requests: here the workers
         that ran users in the test and have not sent their report after their users stopped (with the requests the
-        stop cut) are told at once and waited for (`collect_last_reports`: 3 s, plus Locust's --stop-timeout for their
-        users to end their tasks) — once: the last worker's goodbye makes Locust quit again meanwhile."""
+        stop cut) are asked for it at once and waited for (`collect_last_reports`: 3 s, plus Locust's --stop-timeout
+        for their users to end their tasks) — once. They stop their users and report but stay until Locust's own quit,
+        after the results are written and the verdict printed: under compose (`--exit-code-from master`) a worker's
+        exit stops every container, the master too."""
         if not self._quitting:
             self._quitting = True
             environment = self._shared.environment
@@ -277,7 +280,7 @@ class Lead:
                 if running:
                     runner.stop(send_stop_to_client=False)
                 wait_s = LAST_REPORTS_WAIT_S + (environment.stop_timeout or 0.0)
-                collect_last_reports(runner, lambda: ran <= self._last_reported, wait_s)
+                collect_last_reports(runner, lambda: ran <= self._last_reported, wait_s, LAST_REPORT_MESSAGE)
         locust_quit()
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:

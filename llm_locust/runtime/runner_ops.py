@@ -24,6 +24,9 @@ from llm_locust import redact
 
 INTERRUPTED_MESSAGE = "llm_locust_interrupted"
 """Worker → master: this worker is quitting while the test runs (its data after this is lost)."""
+LAST_REPORT_MESSAGE = "llm_locust_last_report"
+"""Master → worker: the run ends — stop your users and send your last report now (`send_last_report`), then wait
+for Locust's quit: the master writes its results and prints its verdict before its workers exit."""
 WIRE_KEY = "llm_locust"
 """Key of our delta in the data of Locust's worker stats report."""
 IN_FLIGHT_KEY = "llm_locust_in_flight"
@@ -48,15 +51,27 @@ CLOCK_KEY = "llm_locust_clock"
 """Key of the worker's clock offset from its master (`load.clock.Offset.to_wire`), once measured."""
 
 
-def collect_last_reports(runner: MasterRunner, done: Callable[[], bool] | None = None, wait_s: float = 3.0) -> None:
-    """Master quitting: tell the workers to quit now — each answers with a last stats report, then its goodbye — and
-    wait up to `wait_s` until `done()` (default: all of them gone; Locust's own shutdown would only tell them after
-    the results are written, and wait 0.5 s for their last reports)."""
+def collect_last_reports(
+    runner: MasterRunner, done: Callable[[], bool] | None = None, wait_s: float = 3.0, message: str = "quit"
+) -> None:
+    """Master: ask each worker for its last report with `message` — "quit": it answers with a last stats report, then
+    its goodbye (Locust's own shutdown would only tell them after the results are written, and wait 0.5 s for their
+    last reports); `LAST_REPORT_MESSAGE`: it stops its users and reports, and stays until Locust's quit — and wait up
+    to `wait_s` until `done()` (default: all of them gone)."""
     for client in runner.clients.all:
-        runner.server.send_to_client(Message("quit", None, client.id))
+        runner.server.send_to_client(Message(message, None, client.id))
     deadline = time.monotonic() + wait_s
     while not (done() if done is not None else not len(runner.clients)) and time.monotonic() < deadline:
         gevent.sleep(0.05)
+
+
+def send_last_report(environment: Environment, **_: Any) -> None:
+    """Worker, asked by its master (`LAST_REPORT_MESSAGE`): stop the users and send the last report, as Locust's
+    "quit" does, without quitting: a worker that exits before its master printed the verdict ends a compose run
+    (`--exit-code-from master` stops every container when one exits) before the master has written its results."""
+    runner = environment.runner
+    runner.stop()
+    runner._send_stats()  # fires report_to_master: the delta and the requests the stop cut ride along
 
 
 def redact_exceptions(runner: Any) -> None:

@@ -20,7 +20,7 @@ from llm_locust.runtime.clock_sync import answer_pings, ping_master
 from llm_locust.runtime.control import PLAN_MESSAGE
 from llm_locust.runtime.lead import Lead
 from llm_locust.runtime.master_watch import watch_master
-from llm_locust.runtime.runner_ops import INTERRUPTED_MESSAGE
+from llm_locust.runtime.runner_ops import INTERRUPTED_MESSAGE, LAST_REPORT_MESSAGE, send_last_report
 from llm_locust.runtime.secret_wire import WorkerGate, master_sends_no_secret
 from llm_locust.runtime.shared import Shared
 from llm_locust.runtime.users_part import UsersPart
@@ -84,6 +84,7 @@ class WorkerRole(Role):
         assert users is not None
         events.report_to_master.add_listener(users._on_report_to_master)
         runner.register_message(PLAN_MESSAGE, users._on_plan)
+        runner.register_message(LAST_REPORT_MESSAGE, send_last_report)
         ping_master(runner, users.clock, users.clock_measured)
         events.quitting.add_listener(users._on_worker_quitting)
         watch_master(state.shared.environment, runner)

@@ -9,13 +9,16 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import gevent
 import pytest
 from conftest import LOCUSTFILE, ROOT, free_port, read_summary
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED, EXIT_INTERRUPTED
+from llm_locust.runtime.interrupt import SignalWatch
 
 EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(: .*)?$")
 
@@ -175,3 +178,26 @@ def test_an_interrupted_runs_duration_ends_at_the_signal(fast_sim, tmp_path):
     load_s = t_signal - min(started)
     duration_s = read_summary(tmp_path)["run"]["duration_s"]
     assert abs(duration_s - load_s) < 0.5, (duration_s, load_s)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT reaches the main thread")
+def test_ctrl_c_in_a_greenlet_lands_once_it_yields_in_the_main_greenlet():
+    """A Ctrl-C that arrives while a greenlet works (the results writer between taking a time-series window and
+    writing its row) lets that work finish; the KeyboardInterrupt reaches the main greenlet, where Locust stops."""
+    watch = SignalWatch()
+    watch.start()
+    steps: list[str] = []
+
+    def work() -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler at the next bytecode
+        steps.extend(["window taken", "row written"])
+
+    try:
+        worker = gevent.spawn(work)
+        with pytest.raises(KeyboardInterrupt):
+            worker.join()
+            gevent.sleep(1)  # (the KeyboardInterrupt arrives before this ends)
+    finally:
+        watch.stop()
+    assert worker.successful() and steps == ["window taken", "row written"], (worker.exception, steps)
+    assert watch.name == "SIGINT"
