@@ -268,8 +268,9 @@ class Lead:
         that ran users in the test and have not sent their report after their users stopped (with the requests the
         stop cut) are asked for it at once and waited for (`collect_last_reports`: 3 s, plus Locust's --stop-timeout
         for their users to end their tasks) — once. They stop their users and report but stay until Locust's own quit,
-        after the results are written and the verdict printed: under compose (`--exit-code-from master`) a worker's
-        exit stops every container, the master too."""
+        which comes after the final results are written, the verdict printed and the exporter's last scrape taken
+        (`_write_final`): under compose (`--exit-code-from master`) a worker's exit stops every container and ends
+        the log, the master's too."""
         if not self._quitting:
             self._quitting = True
             environment = self._shared.environment
@@ -281,6 +282,7 @@ class Lead:
                     runner.stop(send_stop_to_client=False)
                 wait_s = LAST_REPORTS_WAIT_S + (environment.stop_timeout or 0.0)
                 collect_last_reports(runner, lambda: ran <= self._last_reported, wait_s, LAST_REPORT_MESSAGE)
+            self._write_final()
         locust_quit()
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
@@ -308,15 +310,21 @@ class Lead:
         incomplete. A run in which no request succeeded ends with a one-line diagnosis and a
         non-zero exit code (2 when the cause is in the command: host, key, model).
         """
+        if self._results is not None and self._results.t_stop is None:
+            self._results.interrupt(self.signals.name)
+            if self.users is None:  # a master: its workers' last reports
+                collect_last_reports(environment.runner)
+        self._write_final()
+        self.signals.stop()
+
+    def _write_final(self) -> None:
+        """The final results (summary.json, the verdict printed) and the exporter's last scrape, once: a master's
+        before its workers quit (`_quit`), else when the process quits."""
         if self._results is not None:
-            if self._results.t_stop is None:
-                self._results.interrupt(self.signals.name)
-                if self.users is None:  # a master: its workers' last reports
-                    collect_last_reports(environment.runner)
             self._results.close()
             self._results = None
         if self.export is not None:
             if self.signals.name is None:  # interrupted: quit now, the orchestrator's grace period is short
                 self.export.final_scrape()
             self.export.close()
-        self.signals.stop()
+            self.export = None
