@@ -19,16 +19,17 @@ from llm_locust.metrics.vocabulary import (
 def summary_table(summary: dict[str, Any]) -> str:
     """A fixed-width console table of the summary's latencies, throughput and failures."""
     metrics = summary["metrics"]
-    lines = [
-        f"{'LLM metric':<14}{'count':>9}{'mean':>10}{'p50':>18}{'p90':>18}{'p99':>18}{'max':>10}",
-    ]
     t = summary["throughput"]
     counting = summary_counting(summary)  # what the run's API counts: output tokens, or inputs (embeddings)
     rows = counting.latencies or [(m.name, m.label) for m in latencies(series=True)]
+    width = max(len("LLM metric"), *(len(label + " ms") for _, label in rows)) + 1  # every label in its column
+    lines = [
+        f"{'LLM metric':<{width}}{'count':>9}{'mean':>10}{'p50':>18}{'p90':>18}{'p99':>18}{'max':>10}",
+    ]
     for name, label in rows:
         s = metrics[latency_key(name)]
         cells = "".join(f"{_with_interval(s, k):>18}" for k in ("p50", "p90", "p99"))
-        lines.append(f"{label + ' ms':<14}{s['count']:>9}{_fmt(s['mean']):>10}{cells}{_fmt(s['max']):>10}")
+        lines.append(f"{label + ' ms':<{width}}{s['count']:>9}{_fmt(s['mean']):>10}{cells}{_fmt(s['max']):>10}")
     rates = ", ".join(f"{t[rate.key]:.1f} {rate.unit}" for rate in counting.rates)
     cut = (summary.get("unfinished") or {}).get("requests")
     lines.append(

@@ -50,3 +50,15 @@ def test_the_console_shows_each_percentile_with_its_interval() -> None:
         h = half_width(ttft[key], ttft[f"{key}_ci95"])
         assert h is not None and f"{ttft[key]:.2f} ±{h:.2f}" in line, (key, line)
     assert line.split()[2] == "1000"  # the count
+
+
+def test_the_console_table_keeps_every_column_under_its_heading() -> None:
+    """A label longer than the others ("time to response headers ms") widens the first column for every row."""
+    window = WindowMetrics()
+    record_values(window.hist["ttft"], np.arange(1_000, 2_000))
+    table = summary_table(_summary(window)).splitlines()
+    heading, *rows = [line for line in table if line.endswith(("max", " -")) or " ms " in line]
+    assert len(rows) > 3
+    ends = {column: heading.index(column) + len(column) for column in ("count", "mean", "p50", "p90", "p99", "max")}
+    assert all(len(row) == ends["max"] for row in rows), table
+    assert all(row[ends["count"] - 1] != " " for row in rows), table  # each count ends under its heading
