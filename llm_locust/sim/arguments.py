@@ -4,7 +4,6 @@ name (`config_from_args`) and its problems (`config_problem`, pure)."""
 from __future__ import annotations
 
 import argparse
-import textwrap
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,12 @@ from llm_locust.sim.apis import APIS
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.latency import Latency, parse_latency
 
-_APIS = "; ".join(f"{api.name}: POST {', '.join(api.paths)}" for api in APIS)
-"""Each API the simulator serves and its paths, for the help text."""
+_APIS = "\n".join(f"  {api.name}: POST {api.paths[0]}" for api in APIS)
+"""Each API the simulator serves at its own path, for the help text (every path: docs/simulator.md)."""
 _DESCRIPTION = f"""\
 OpenAI-compatible server with known timing, to check load-test measurements against ground truth.
-{textwrap.fill(f"APIs (docs/simulator.md) - {_APIS}.", 100, break_on_hyphens=False)}
+APIs (at their own paths; the providers' too, docs/simulator.md):
+{_APIS}
 Other endpoints: GET /v1/models, GET /health, GET /metrics (vLLM names),
 GET /gpu-metrics (simulated GPUs in DCGM-exporter format, utilisation = batch occupancy),
 GET /node-metrics (this host's /proc in node-exporter format),

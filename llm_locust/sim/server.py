@@ -24,7 +24,6 @@ from llm_locust.sim.answers import Answerer
 from llm_locust.sim.apis import PREFIXES, encoder_of, parse_request, route
 from llm_locust.sim.apis.tools import ToolCaller
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, models_body, output_text
-from llm_locust.sim.cloud_paths import served_path
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import DelayedStart, SimConnection, listener
 from llm_locust.sim.drivers import BatchingDriver, Driver, FixedDriver
@@ -94,7 +93,7 @@ class SimApp:
             if self.tokens.serves(method, request.path):  # the clouds' token endpoints (`oauth`)
                 conn.respond(request, *self.tokens.answer(request))
                 return
-            path = served_path(request.path)
+            path = request.path
             if (self.config.api_key or self.sigv4) and path.startswith(PREFIXES):  # under an API's first path segment
                 self._check_credentials(request)
             api, path_model = route(path, request.query)

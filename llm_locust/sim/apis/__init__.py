@@ -42,13 +42,13 @@ def _pattern(path: str) -> re.Pattern[str]:
 
 BY_PATH: dict[str, Api] = {path: api for api in APIS for path in api.paths if "{" not in path}
 """The APIs served at fixed paths."""
-MODEL_PATHS: tuple[tuple[re.Pattern[str], Api], ...] = tuple(
+PATTERNS: tuple[tuple[re.Pattern[str], Api], ...] = tuple(
     (_pattern(path), api) for api in APIS for path in api.paths if "{" in path
 )
-"""The APIs whose paths name the model (its `model` group), served at every path their pattern matches."""
+"""The APIs served at paths with places in them (a cloud's deployment, the model: its `model` group)."""
 PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(f"/{path.split('/')[1]}/" for api in APIS for path in api.paths))
-"""The first segments of the APIs' paths (`/v1/`, `/openai/`, `/v1beta/`, `/model/`): with `--api-key` or `--sigv4`,
-a request to any path under them must carry the credentials (`server`)."""
+"""The first segments of the APIs' paths (`/v1/`, `/openai/`, `/serving-endpoints/`, `/v1beta1/`, `/model/`,
+`/v1beta/`): with `--api-key` or `--sigv4`, a request to any path under them must carry the credentials (`server`)."""
 
 
 def route(path: str, query: str) -> tuple[Api | None, str | None]:
@@ -56,10 +56,10 @@ def route(path: str, query: str) -> tuple[Api | None, str | None]:
     when the `query` lacks the parameter the API requires (`Api.query`: Gemini's `alt=sse`)."""
     api, model = BY_PATH.get(path), None
     if api is None:
-        for pattern, candidate in MODEL_PATHS:
+        for pattern, candidate in PATTERNS:
             found = pattern.fullmatch(path)
             if found is not None:
-                api, model = candidate, unquote(found["model"])
+                api, model = candidate, unquote(found["model"]) if "model" in pattern.groupindex else None
                 break
     if api is not None and api.query and api.query not in query.split("&"):
         raise bad_request(f"{path}: this simulator streams with ?{api.query} only")

@@ -147,7 +147,14 @@ class ChatAnswerEncoder(ScriptedPieces, ChatEncoder):
 
 API = Api(
     name="chat",
-    paths=("/v1/chat/completions", "/openai/v1/chat/completions"),  # OpenAI's; Bedrock's OpenAI-compatible one
+    paths=(
+        "/v1/chat/completions",
+        "/openai/v1/chat/completions",  # Bedrock's OpenAI-compatible chat
+        "/openai/deployments/{deployment}/chat/completions",  # Azure OpenAI (with ?api-version=)
+        "/serving-endpoints/{endpoint}/invocations",  # Databricks
+        "/v1/projects/{project}/locations/{location}/endpoints/openapi/chat/completions",  # Vertex AI's OpenAI
+        "/v1beta1/projects/{project}/locations/{location}/endpoints/openapi/chat/completions",
+    ),
     id_prefix="chatcmpl",
     parse=parse,
     encoder=ChatEncoder,

@@ -179,7 +179,7 @@ class ChunkAnswerEncoder(ScriptedPieces, ChunkEncoder):
 
 API = Api(
     name="completions",
-    paths=("/v1/completions",),
+    paths=("/v1/completions", "/openai/deployments/{deployment}/completions"),  # OpenAI's, Azure OpenAI's
     id_prefix="cmpl",
     parse=parse,
     encoder=ChunkEncoder,

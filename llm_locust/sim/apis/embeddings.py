@@ -44,4 +44,10 @@ class EmbeddingsEncoder(ChunkEncoder):
         return orjson.dumps({"object": "list", "data": data, "model": self._model, "usage": usage})
 
 
-API = Api(name="embeddings", paths=("/v1/embeddings",), id_prefix="emb", parse=parse, encoder=EmbeddingsEncoder)
+API = Api(
+    name="embeddings",
+    paths=("/v1/embeddings", "/openai/deployments/{deployment}/embeddings"),  # OpenAI's, Azure OpenAI's
+    id_prefix="emb",
+    parse=parse,
+    encoder=EmbeddingsEncoder,
+)

@@ -1,5 +1,6 @@
 """The simulator's token endpoints and verifier (`sim.oauth.TokenService`) on parsed requests: what each flow
-accepts and refuses, the discovery document, the lifetime and the counts; and the clouds' paths (`sim.cloud_paths`)."""
+accepts and refuses, the discovery document, the lifetime and the counts; and the clouds' paths (routed to the APIs
+that declare them)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from urllib.parse import urlencode
 import pytest
 
 from llm_locust.sim import http
+from llm_locust.sim.apis import BY_NAME, route
 from llm_locust.sim.apis.wire import ApiError
-from llm_locust.sim.cloud_paths import served_path
 from llm_locust.sim.oauth import ENTRA_SCOPE, TokenService
 
 
@@ -77,16 +78,18 @@ def test_the_verifier_refuses_missing_unknown_and_expired_tokens() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "own"),
+    ("path", "api"),
     [
-        ("/openai/deployments/gpt4o/chat/completions", "/v1/chat/completions"),
-        ("/openai/deployments/gpt4o/embeddings", "/v1/embeddings"),
-        ("/serving-endpoints/llama/invocations", "/v1/chat/completions"),
-        ("/v1/projects/p/locations/us-central1/endpoints/openapi/chat/completions", "/v1/chat/completions"),
-        ("/v1beta1/projects/p/locations/global/endpoints/openapi/chat/completions", "/v1/chat/completions"),
-        ("/v1/chat/completions", "/v1/chat/completions"),
-        ("/serving-endpoints/a/b/invocations", "/serving-endpoints/a/b/invocations"),
+        ("/openai/deployments/gpt4o/chat/completions", "chat"),
+        ("/openai/deployments/gpt4o/completions", "completions"),
+        ("/openai/deployments/gpt4o/embeddings", "embeddings"),
+        ("/serving-endpoints/llama/invocations", "chat"),
+        ("/v1/projects/p/locations/us-central1/endpoints/openapi/chat/completions", "chat"),
+        ("/v1beta1/projects/p/locations/global/endpoints/openapi/chat/completions", "chat"),
+        ("/v1/chat/completions", "chat"),
+        ("/serving-endpoints/a/b/invocations", None),
+        ("/openai/deployments/gpt4o/images/generations", None),
     ],
 )
-def test_cloud_paths(path, own) -> None:
-    assert served_path(path) == own
+def test_cloud_paths(path, api) -> None:
+    assert route(path, "api-version=2024-10-21") == (BY_NAME[api] if api else None, None)

@@ -217,6 +217,7 @@ def test_every_api_module_is_registered_and_routed_at_each_of_its_paths() -> Non
     """An API is its module: every module of `sim/apis` declaring an `API` is registered, named as the module; each
     path it declares routes to it — the model taken from a path naming it (URL-quoted), its required query enforced."""
     import pkgutil
+    import re
     from importlib import import_module
 
     from llm_locust.sim import apis
@@ -226,7 +227,7 @@ def test_every_api_module_is_registered_and_routed_at_each_of_its_paths() -> Non
     assert declared == set(apis.BY_NAME) and len(apis.APIS) == len(declared) >= 7
     for api in apis.APIS:
         for path in api.paths:
-            concrete = path.replace("{model}", "nova-v1%3A0").replace("{project}", "p").replace("{location}", "l")
+            concrete = re.sub(r"\{(\w+)\}", lambda place: "nova-v1%3A0" if place[1] == "model" else "p", path)
             model = "nova-v1:0" if "{model}" in path else None
             assert apis.route(concrete, f"a=1&{api.query}") == (api, model), path
             if api.query:
