@@ -72,7 +72,7 @@ class Api:
     `paths`: provider (`--provider`) → the path (and query) to POST to, `{deployment}` and `{api_version}` filled in
     URL-quoted (`openai_paths` makes the usual ones), `{project}` and `{location}` (Vertex AI), `{model}` per request
     with the request's model; a provider missing here does not serve the API (`check_api` refuses it). `shape` makes
-    the body's prompt fields (`shapes.py`); the model goes in the body's `model_field` ("": only in the path);
+    the body's prompt fields (its module's); the model goes in the body's `model_field` ("": only in the path);
     `fixed_fields` go into every body (after the model); the output length goes in `max_tokens_field` (per server
     family: `family_max_tokens_fields`; a dotted name is a nested field, "generationConfig.maxOutputTokens",
     "inferenceConfig.maxTokens"; "" for an API without one); `forces_length` False: no field forces the output length,
