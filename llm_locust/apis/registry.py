@@ -43,7 +43,9 @@ class Rate:
 @dataclass(frozen=True)
 class Counting:
     """What a run's throughput counts, as summary.json's `run.counts` names it, and how the displays show it: its
-    rates, and the latencies shown as (declared name, label) — None: every latency of the time series."""
+    rates, and the latencies shown as (declared name, label) — None: every latency of the time series. An API module
+    may declare its own (rerank's documents: `inputs_per_s` shown as "documents/s"); `register` adds it to
+    `COUNTINGS`."""
 
     name: str
     rates: tuple[Rate, ...]
@@ -59,6 +61,7 @@ INPUTS = Counting(
 )
 """An API that answers each input at once (embeddings): inputs and their tokens per second; its latency is E2E."""
 COUNTINGS = {counting.name: counting for counting in (OUTPUTS, INPUTS)}
+"""Every counting a registered API declares, by name (summary.json's `run.counts`)."""
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -78,8 +81,10 @@ class Api:
     "inferenceConfig.maxTokens"; "" for an API without one); `forces_length` False: no field forces the output length,
     `--ignore-eos` is refused. Streamed: `parser` (one event of its `framing` → record: an SSE event's data, an
     event-stream message), `event_text` and `answer_parts` (the answer's own text and reasoning, for a scenario's
-    answer); else `read_body`. `counting`: what its summary counts (`OUTPUTS`, or `INPUTS`: a request carries
-    `--embedding-batch` texts). `sdk_method` (e.g. "chat.completions"),
+    answer); else `read_body`. `counting`: what its summary counts (`OUTPUTS`; `INPUTS`, or an API's own `Counting`
+    of them: a request carries `--embedding-batch` texts, in its body's `inputs_field` as its shape puts them — a
+    scenario's call counts that list); `query`: its request carries one more prompt text, drawn as the inputs are, as
+    the query they are ranked against (rerank, score). `sdk_method` (e.g. "chat.completions"),
     with the body fields it takes as arguments: the openai SDK sends it too (`--client openai-sdk`); `images`:
     `--image` / `--image-size` attach images to its messages; `tools`: it takes function schemas (`--tools`,
     `--tools-file`, `workload/tools.py`) and an agent step's calls and results in its own forms (None: it takes none);
@@ -104,6 +109,8 @@ class Api:
     answer_parts: AnswerParts | None = None
     read_body: BodyReader | None = None
     counting: Counting = OUTPUTS
+    inputs_field: str = "input"
+    query: bool = False
     sdk_method: str = ""
     sdk_arguments: tuple[str, ...] = ()
     images: bool = False
@@ -154,15 +161,19 @@ APIS: dict[str, Api] = {}
 
 
 def register(new: Api) -> Api:
-    """Add `new` to `APIS` (ValueError if its endpoint name is taken); return it."""
+    """Add `new` to `APIS` and its counting to `COUNTINGS` (ValueError if its endpoint name is taken, or another
+    counting has its counting's name); return it."""
     if new.endpoint in APIS:
         raise ValueError(f"an API is already registered as {new.endpoint!r}")
+    if COUNTINGS.get(new.counting.name, new.counting) != new.counting:
+        raise ValueError(f"API {new.endpoint!r}: another counting is named {new.counting.name!r}")
     for other in APIS.values():  # neither call's path may hold the other's call (`a.create`, `a.create.b`)
         if f"{other.mount}.".startswith(f"{new.mount}.") or f"{new.mount}.".startswith(f"{other.mount}."):
             raise ValueError(f"API {new.endpoint!r}: self.llm.{new.mount} clashes with {other.endpoint!r}'s")
         if {new.user, new.agent_user} & {other.user, other.agent_user} - {""}:
             raise ValueError(f"API {new.endpoint!r}: a User class of {other.endpoint!r} has its name")
     APIS[new.endpoint] = new
+    COUNTINGS[new.counting.name] = new.counting
     return new
 
 

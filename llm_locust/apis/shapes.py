@@ -4,7 +4,8 @@ its module).
 A streamed API's shape gets the prompt fields — `prompt` (a text) or `messages` (chat messages, from a dataset),
 maybe more fields of a dataset entry — and leaves the API's own; `prompt_as_messages` makes the prompt one user
 message, `content_texts` reads a message's texts, `joined` joins the messages' texts into one prompt. An API that counts
-inputs (`Api.counts_outputs` False) gets `texts`, the list of its `--embedding-batch` prompt texts.
+inputs (`Api.counts_outputs` False) gets `texts`, the list of its `--embedding-batch` prompt texts, and `query`, one
+more prompt text, if it takes one (`Api.query`).
 
 An API that takes tools has its `ToolForms` (`apis.Api.tools`): the neutral function schemas of `workload/tools.py`
 in its own `tools` field, and an agent step's tool calls and results in its own history messages. An API that takes

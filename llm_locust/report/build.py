@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from llm_locust.apis import summary_counting
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
@@ -207,7 +208,8 @@ def _sections(
             if frame.empty:
                 continue
             columns = [c for c in step_columns if c in frame.columns and frame[c].notna().any()]
-            headers = [step_columns[c] for c in columns]
+            units = {rate.key: rate.unit for rate in summary_counting(run.summary or {}).rates}  # "documents/s"
+            headers = [units.get(c, step_columns[c]) for c in columns]
             body = cells_with_intervals(frame, columns)
             if hardware is not None:
                 headers.append("MBU %")

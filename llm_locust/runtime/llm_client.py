@@ -328,7 +328,7 @@ class LLMClient:
         own = dict(fields)
         model = str(own.pop("model", None) or self.model)  # in the body, or only in the path (Gemini, Converse)
         body = request_body(sent, own, model, self._state.settings.workload.extra_body)
-        inputs = body.get("input")
+        inputs = body.get(sent.inputs_field)
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()

@@ -14,7 +14,7 @@ one tool set per session, `workload/tools.py`) go in the `tools` field of an API
 user's API (`apis.Api`) shapes the prompt into its fields (`Api.shape`, its module's) and adds its fixed fields (a
 streamed API's `stream`; chat and text completions also `stream_options.include_usage`) and `--extra-body`, merged
 deep, as into every request's body (`body.request_body`, a scenario's call's too). A request of an API that counts
-inputs (embeddings) carries `--embedding-batch` prompt texts instead.
+inputs (embeddings, rerank) carries `--embedding-batch` prompt texts instead (and a query, when it takes one).
 With `--model-mix` each request names a model drawn by weight from the user's RNG (`model_mix`) and counts in the
 `model` breakdown.
 """
@@ -248,15 +248,16 @@ class Workload:
         return self._trace_next >= 0
 
     def _inputs_request(self, model: str, prompt_tokens: int | None) -> RequestSpec:
-        """The next request of an API that counts inputs (embeddings): `--embedding-batch` prompt texts (a dataset
-        entry's messages joined), shaped by the API."""
+        """The next request of an API that counts inputs (embeddings, rerank): `--embedding-batch` prompt texts (a
+        dataset entry's messages joined), after one more as their `query` for an API that takes one (`Api.query`: its
+        prompt tokens not expected, as a server counts the query with each document), shaped by the API."""
         texts: list[str] = []
-        expected: int | None = 0
-        for _ in range(self.settings.embedding_batch):
+        expected: int | None = None if self.api.query else 0
+        for _ in range(self.settings.embedding_batch + self.api.query):
             fields, tokens, _ = self._next_fields(prompt_tokens)
             texts.append(fields["prompt"] if "prompt" in fields else shapes.joined(fields["messages"]))
             expected = None if tokens is None or expected is None else expected + tokens
-        shaped: dict[str, Any] = {"texts": texts}
+        shaped: dict[str, Any] = {"query": texts.pop(0), "texts": texts} if self.api.query else {"texts": texts}
         self.api.shape(shaped)
         body = request_body(self.api, shaped, model, self.settings.extra_body)
         return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts), model=model)

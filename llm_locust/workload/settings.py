@@ -128,7 +128,11 @@ class WorkloadSettings:
         metadata=option("Attach a generated WIDTHxHEIGHT PNG to every chat request")
     )
     embedding_batch: int = field(
-        metadata=option("Embeddings (locustfiles/embeddings.py): inputs per request", 1, check=at_least(1))
+        metadata=option(
+            "Inputs per request of an API that counts inputs: embeddings' texts, a reranker's documents",
+            1,
+            check=at_least(1),
+        )
     )
     session_turns: LengthDist = field(
         metadata=option(
