@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from llm_locust.apis import shapes
+from llm_locust.apis import bodies, shapes
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.framing import SSE, Framing
 from llm_locust.metrics.protocol import EventApplier
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.stream_text import AnswerParts, EventText
 
+BodyEncoder = Callable[[dict[str, Any]], tuple[bytes, str]]
+"""How an API's body goes on the wire (`Api.encode_body`): its fields → (the request's bytes, its Content-Type)."""
 BodyReader = Callable[[bytes, RequestRecord, int], None]
 """A non-streamed API's reader of its whole JSON response body (content, the record, the inputs sent): fills the
 record, or fails it (`ErrorKind.BAD_STREAM`) when the body is not what the API answers."""
@@ -92,6 +94,8 @@ class Api:
     `mount`: where a scenario calls it on `self.llm`, a dotted attribute path ending in the call's name (default
     `<endpoint>.create`; "chat.completions.create", as its SDK names it); `user`: the name of its built-in User class
     (`runtime.users` makes it; "": none), `agent_user`: that of its User class playing agent sessions ("": none).
+    `encode_body`: how its body goes on the wire (`bodies.json_body`, or `bodies.multipart_body`: multipart/form-data,
+    a file upload's).
     """
 
     endpoint: str
@@ -119,6 +123,7 @@ class Api:
     mount: str = ""
     user: str = ""
     agent_user: str = ""
+    encode_body: BodyEncoder = bodies.json_body
 
     def __post_init__(self) -> None:
         if (self.parser is None) == (self.read_body is None):

@@ -15,16 +15,20 @@ from typing import Protocol
 from llm_locust.metrics.record import RequestRecord, reuse_group, turn_group
 from llm_locust.metrics.scoring import Reference
 
+JSON = "application/json"
+"""The Content-Type of a JSON body: every text API's (`apis.bodies.json_body`), the users' fixed header."""
+
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request to send: its JSON body, the prompt tokens the client expects the server to count, and its
-    shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`), its session id and its 1-based turn in
-    a multi-turn session (0: not one), whether its answer is to be kept (`RequestRecord.answer_text`: a later turn
-    sends it back), the model it names and the breakdowns it counts in (`RequestRecord.groups`: the `model` one with
-    `--model-mix`, a scenario's `name`), and the reference its answer is scored against (`scoring.Reference`, None: not
-    scored; a request with one keeps its answer). The one type of a request's facts from the workload to its record:
-    the transport's `request.Prepared` carries it, `open_record` reads it."""
+    """One request to send: its body (JSON, or as its API encodes it: `content_type`), the prompt tokens the client
+    expects the server to count, and its shared prompt blocks (`RequestRecord.prefix_blocks`, `prefix_blocks_seen`),
+    its session id and its 1-based turn in a multi-turn session (0: not one), whether its answer is to be kept
+    (`RequestRecord.answer_text`: a later turn sends it back), the model it names and the breakdowns it counts in
+    (`RequestRecord.groups`: the `model` one with `--model-mix`, a scenario's `name`), and the reference its answer
+    is scored against (`scoring.Reference`, None: not scored; a request with one keeps its answer). The one type of
+    a request's facts from the workload to its record: the transport's `request.Prepared` carries it, `open_record`
+    reads it."""
 
     body: bytes
     expected_prompt_tokens: int | None  # None: not known on the client (dataset without --tokenizer, images)
@@ -36,6 +40,7 @@ class RequestSpec:
     model: str = ""  # the model its body names
     groups: tuple[tuple[str, str], ...] = ()
     reference: Reference | None = None
+    content_type: str = JSON  # the body's (`apis.Api.encode_body`): multipart's names its boundary
 
 
 class Schedule(Protocol):

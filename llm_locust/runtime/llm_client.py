@@ -35,8 +35,6 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
 from llm_locust.apis import APIS, Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
@@ -332,8 +330,9 @@ class LLMClient:
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
-        spec = RequestSpec(orjson.dumps(body), None, inputs=count, keep_answer=sent.streams, model=model, groups=groups,
-                           reference=reference)  # fmt: skip
+        data, content_type = sent.encode_body(body)
+        spec = RequestSpec(data, None, inputs=count, keep_answer=sent.streams, model=model, groups=groups,
+                           reference=reference, content_type=content_type)  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
         if callable(scorer) and record.ok:

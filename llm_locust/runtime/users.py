@@ -28,6 +28,7 @@ from locust import FastHttpUser, constant, task
 from llm_locust.apis import BUILT_IN, Api, api
 from llm_locust.errors import ConfigError
 from llm_locust.load.pacing import NO_STEP, Ticket
+from llm_locust.metrics.request import JSON
 from llm_locust.redact import redact
 from llm_locust.runtime.llm_client import LLMClient
 from llm_locust.runtime.plugin import user_context
@@ -82,7 +83,7 @@ class LLMUser(FastHttpUser):
             # FastHttpUser passes no proxy credentials: its client pool builds each host's client from these
             self.client.client.clientpool.client_args.update(proxy_user=proxy.user, proxy_password=proxy.password)
         headers = {
-            "Content-Type": "application/json",
+            "Content-Type": JSON,
             "Accept-Encoding": "identity",
             **auth_headers(settings.endpoint.provider, settings.endpoint.api_key),
             **provider_headers(settings.endpoint.provider),

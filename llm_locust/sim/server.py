@@ -204,7 +204,10 @@ class SimApp:
     ) -> None:
         """Start generating for `request` of `api` (its model named by its path: `path_model`)."""
         t_parse_s = perf_counter()
-        spec, data = parse_request(request.body, api.name, self.config.served, self.config.output_tokens, path_model)
+        content_type = request.headers.get("content-type", "application/json")
+        spec, data = parse_request(
+            request.body, api.name, self.config.served, self.config.output_tokens, path_model, content_type
+        )
         if spec.tools and api.tool_encoder is not None:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         if spec.tool_call is None and api.answer_encoder is not None:

@@ -25,6 +25,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 from llm_locust.metrics.framing import StreamReader
 from llm_locust.metrics.protocol import error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.request import JSON
 from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge
 from llm_locust.metrics.stream_text import StreamText
 from llm_locust.transport import patches, pump
@@ -91,6 +92,8 @@ class FastTransport:
         headers of the transport's `auth`, computed now), Locust's `catch_response` context as its result (never
         entered: it reports nothing)."""
         headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
+        if prepared.spec.content_type != JSON:  # a body not JSON (multipart: its boundary is the request's own)
+            headers = {**headers, "Content-Type": prepared.spec.content_type}
         path, replica = prepared.path, prepared.replica
         url, auth = (path, None) if replica is None else (replica.url + path, replica.auth)
         if self.auth is not None:  # signed now, over the final URL and body (`auth.RequestAuth`)

@@ -28,8 +28,6 @@ from functools import lru_cache
 from itertools import count
 from typing import Any
 
-import orjson
-
 from llm_locust.apis import api, shapes
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.metrics.request import RequestSpec
@@ -163,8 +161,9 @@ class Workload:
             self.agent_mode or (self.conversation is not None and not self.conversation.done) or reference is not None
         )
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
-        return RequestSpec(orjson.dumps(body), expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
-                           reference=reference)  # fmt: skip
+        data, content_type = self.api.encode_body(body)
+        return RequestSpec(data, expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
+                           reference=reference, content_type=content_type)  # fmt: skip
 
     @property
     def starts_session(self) -> bool:
@@ -237,9 +236,10 @@ class Workload:
         body = self._body({"prompt": text}, model, request.output_tokens, reference)
         self._trace_next = request.next_turn
         self.turn = request.turn
-        return RequestSpec(orjson.dumps(body), tokens, (request.prefix_blocks, request.prefix_blocks_seen),
+        data, content_type = self.api.encode_body(body)
+        return RequestSpec(data, tokens, (request.prefix_blocks, request.prefix_blocks_seen),
                            request.session, turn=request.turn, keep_answer=reference is not None, model=model,
-                           reference=reference)  # fmt: skip
+                           reference=reference, content_type=content_type)  # fmt: skip
 
     @property
     def in_trace_session(self) -> bool:
@@ -260,7 +260,9 @@ class Workload:
         shaped: dict[str, Any] = {"query": texts.pop(0), "texts": texts} if self.api.query else {"texts": texts}
         self.api.shape(shaped)
         body = request_body(self.api, shaped, model, self.settings.extra_body)
-        return RequestSpec(orjson.dumps(body), expected, session=self.session, inputs=len(texts), model=model)
+        data, content_type = self.api.encode_body(body)
+        return RequestSpec(data, expected, session=self.session, inputs=len(texts), model=model,
+                           content_type=content_type)  # fmt: skip
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the

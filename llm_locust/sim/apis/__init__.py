@@ -67,21 +67,32 @@ def route(path: str, query: str) -> tuple[Api | None, str | None]:
 
 
 def parse_request(
-    body: bytes, endpoint: str, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+    body: bytes,
+    endpoint: str,
+    models: tuple[str, ...],
+    natural_tokens: int,
+    path_model: str | None = None,
+    content_type: str = "application/json",
 ) -> tuple[CompletionSpec, dict[str, Any]]:
-    """Validate a request body for the API named `endpoint`, served as one of `models` — the path's `path_model` (the
-    body may not name one then), else the body's, else the first: its spec and its JSON object; raise ApiError (400 /
-    404) if it is unacceptable."""
-    data = decode_request(body, models, path_model)
-    spec = BY_NAME[endpoint].parse(data, natural_tokens)
+    """Validate a request body for the API named `endpoint` (of `content_type`, read by the API's `Api.decode`: JSON,
+    or a multipart form), served as one of `models` — the path's `path_model` (the body may not name one then), else
+    the body's, else the first: its spec and its fields; raise ApiError (400 / 404) if it is unacceptable."""
+    api = BY_NAME[endpoint]
+    data = decode_request(api.decode(body, content_type), models, path_model)
+    spec = api.parse(data, natural_tokens)
     return replace(spec, model=path_model or data["model"], endpoint=endpoint), data
 
 
 def parse_completion(
-    body: bytes, endpoint: str, models: tuple[str, ...], natural_tokens: int, path_model: str | None = None
+    body: bytes,
+    endpoint: str,
+    models: tuple[str, ...],
+    natural_tokens: int,
+    path_model: str | None = None,
+    content_type: str = "application/json",
 ) -> CompletionSpec:
     """The spec of a request body (`parse_request`)."""
-    return parse_request(body, endpoint, models, natural_tokens, path_model)[0]
+    return parse_request(body, endpoint, models, natural_tokens, path_model, content_type)[0]
 
 
 def encoder_of(spec: CompletionSpec) -> Callable[[CompletionSpec, str, int, str, int], Encoder]:

@@ -174,6 +174,18 @@ class Encoder(Protocol):
         """The whole non-streamed response body."""
 
 
+def json_object(body: bytes, content_type: str) -> dict[str, Any]:
+    """A JSON request body's object (`Api.decode` of the JSON APIs; `content_type` is not read, as vLLM's is not);
+    ApiError unless it is one."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise bad_request(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad_request("request body must be a JSON object")
+    return data
+
+
 @dataclass(frozen=True, slots=True)
 class Api:
     """One API the simulator serves, declared by its module as `API` (`llm_locust.sim.apis` registers it).
@@ -188,7 +200,8 @@ class Api:
     streamed responses'; `request_id_header`: the response header naming the request (its trace id), for an API whose
     stream carries no id (Bedrock's `x-amzn-RequestId`). An API that can answer a question or a structured output
     (`llm_locust.sim.answers`) has `answer_encoder` (the spec carrying the answer) and `output_format`, how its
-    request asks for a structured output."""
+    request asks for a structured output. `decode`: how its request body (and its Content-Type) becomes its fields —
+    a JSON object (`json_object`), or a multipart form (`forms.multipart_form`)."""
 
     name: str
     paths: tuple[str, ...]
@@ -202,18 +215,13 @@ class Api:
     answer_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     output_format: OutputFormat | None = None
     query: str = ""
+    decode: Callable[[bytes, str], dict[str, Any]] = json_object
 
 
-def decode_request(body: bytes, models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
-    """The request's JSON object, its "model" set (the first of `models` when it names none; left out when the path
-    names it, `path_model`: the API's own parse refuses a body naming one, as the cloud does); ApiError unless it is an
-    object naming one of `models`."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise bad_request(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise bad_request("request body must be a JSON object")
+def decode_request(data: dict[str, Any], models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
+    """The request's fields `data` (its body decoded by its API, `Api.decode`), its "model" set (the first of `models`
+    when it names none; left out when the path names it, `path_model`: the API's own parse refuses a body naming one,
+    as the cloud does); ApiError unless it names one of `models`."""
     requested = data.setdefault("model", models[0]) if path_model is None else path_model
     if requested not in models:
         raise ApiError(404, "NotFoundError", f"The model `{requested}` does not exist.")
