@@ -83,7 +83,8 @@ class Api:
     "inferenceConfig.maxTokens"; "" for an API without one); `forces_length` False: no field forces the output length,
     `--ignore-eos` is refused. Streamed: `parser` (one event of its `framing` → record: an SSE event's data, an
     event-stream message), `event_text` and `answer_parts` (the answer's own text and reasoning, for a scenario's
-    answer); else `read_body`. `counting`: what its summary counts (`OUTPUTS`; `INPUTS`, or an API's own `Counting`
+    answer); else `read_body` — or both, for an API answering each request as its body asks (`streams_body`).
+    `counting`: what its summary counts (`OUTPUTS`; `INPUTS`, or an API's own `Counting`
     of them: a request carries `--embedding-batch` texts, in its body's `inputs_field` as its shape puts them — a
     scenario's call counts that list); `query`: its request carries one more prompt text, drawn as the inputs are, as
     the query they are ranked against (rerank, score). `sdk_method` (e.g. "chat.completions"),
@@ -126,8 +127,8 @@ class Api:
     encode_body: BodyEncoder = bodies.json_body
 
     def __post_init__(self) -> None:
-        if (self.parser is None) == (self.read_body is None):
-            raise ValueError(f"API {self.endpoint!r}: give either a stream parser or a body reader")
+        if self.parser is None and self.read_body is None:
+            raise ValueError(f"API {self.endpoint!r}: give either a stream parser or a body reader (or both)")
         if not self.mount:
             object.__setattr__(self, "mount", f"{self.endpoint}.create")
         for name in ("paths", "fixed_fields", "family_max_tokens_fields"):
@@ -136,8 +137,13 @@ class Api:
     @property
     def streams(self) -> bool:
         """Its responses are streams (SSE or event-stream, its `framing`, read by `parser`); else one JSON body (read by
-        `read_body`)."""
+        `read_body`). An API with both answers each request as its body asks (`streams_body`)."""
         return self.parser is not None
+
+    def streams_body(self, body: Mapping[str, Any]) -> bool:
+        """A request of `body` is answered by a stream: always for an API with only a parser; for one that answers
+        both ways (a parser and a body reader: image generation), when the body asks for one (`"stream": true`)."""
+        return self.parser is not None and (self.read_body is None or body.get("stream") is True)
 
     @property
     def counts_outputs(self) -> bool:

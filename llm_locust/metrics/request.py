@@ -41,6 +41,7 @@ class RequestSpec:
     groups: tuple[tuple[str, str], ...] = ()
     reference: Reference | None = None
     content_type: str = JSON  # the body's (`apis.Api.encode_body`): multipart's names its boundary
+    streamed: bool = True  # False: an API answering both ways is asked for one JSON body (`Api.streams_body`)
 
 
 class Schedule(Protocol):

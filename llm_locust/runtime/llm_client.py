@@ -129,7 +129,7 @@ class _Call:
         block, reported when it ends (else the `Answer`, reported already); `score`: how to score a successful answer
         into the run's accuracy — a callable given the `Answer` that returns a bool or a number in [0, 1] (ValueError
         otherwise, raised after the request was reported unscored), or a `scoring.Reference` (ValueError before
-        sending when it cannot score: a bad regex or schema). ValueError for `stream=False`.
+        sending when it cannot score: a bad regex or schema). ValueError for `stream=False` to an API that only streams.
         """
         return self._client.create(self._endpoint, fields, name, headers, catch_response, score)
 
@@ -244,7 +244,7 @@ class LLMClient:
         ready by then) — never once the test began to stop its users (`UserContext.hold_if_stopping`); its finished
         record (not reported yet: `report`), its answer scored when the spec has a reference and the request
         succeeded (`scoring.score`)."""
-        cancel = self._canceller.draw() if sent.streams else None
+        cancel = self._canceller.draw() if sent.streams and spec.streamed else None
         sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
         pacer = self._state.pacer
         try:
@@ -310,7 +310,7 @@ class LLMClient:
     ) -> Answer:
         """One scenario call of `endpoint` (see `_Call`)."""
         sent = api(endpoint)
-        if sent.streams and fields.get("stream", True) is False:
+        if sent.streams and sent.read_body is None and fields.get("stream", True) is False:
             raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")
         reference = scorer if isinstance(scorer, Reference) else None
         problem = None if reference is None else reference_problem(reference)
@@ -331,8 +331,10 @@ class LLMClient:
         path = self.path(endpoint)
         groups = ((NAME_DIMENSION, name),) if name else ()
         data, content_type = sent.encode_body(body)
-        spec = RequestSpec(data, None, inputs=count, keep_answer=sent.streams, model=model, groups=groups,
-                           reference=reference, content_type=content_type)  # fmt: skip
+        streamed = sent.streams_body(body)
+        keep = streamed and sent.event_text is not None
+        spec = RequestSpec(data, None, inputs=count, keep_answer=keep, model=model, groups=groups, reference=reference,
+                           content_type=content_type, streamed=streamed)  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
         if callable(scorer) and record.ok:

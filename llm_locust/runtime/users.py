@@ -219,7 +219,7 @@ class ApiUser(LLMUser):
 def _user_class(name: str, sent: Api, agent: bool) -> type[ApiUser]:
     """The built-in User class `name` of the API `sent` (abstract: a locustfile subclasses it); `agent`: it plays agent
     sessions."""
-    how = "streamed" if sent.streams else "not streamed"
+    how = "not streamed" if not sent.streams else "streamed" if sent.read_body is None else "streamed or not, as asked"
     doc = (
         f"Plays agent sessions over {sent.title} ({how}): a user prompt, then a step per answer with tool calls, the "
         "calls and their results sent back (`--tools`, `--max-agent-steps`; see `workload.agent`)."

@@ -83,7 +83,7 @@ class FastTransport:
 
     def send(self, prepared: Prepared) -> RequestRecord:
         """Send `prepared`, read its answer to the end; return its finished record."""
-        if prepared.api.streams:
+        if prepared.api.streams and prepared.spec.streamed:
             return self._stream(prepared)
         return self._post_json(prepared)
 
@@ -111,7 +111,7 @@ class FastTransport:
         api = prepared.api
         kept = (
             StreamText(api.event_text, api.answer_parts if keep_answer else None)  # type: ignore[arg-type]
-            if counter is not None or keep_answer
+            if (counter is not None or keep_answer) and api.event_text is not None
             else None
         )
         watch = watchdog.start(record)

@@ -262,7 +262,7 @@ class Workload:
         body = request_body(self.api, shaped, model, self.settings.extra_body)
         data, content_type = self.api.encode_body(body)
         return RequestSpec(data, expected, session=self.session, inputs=len(texts), model=model,
-                           content_type=content_type)  # fmt: skip
+                           content_type=content_type, streamed=self.api.streams_body(body))  # fmt: skip
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the
