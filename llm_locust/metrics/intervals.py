@@ -20,6 +20,7 @@ estimate by that ratio (Student's t over the batches; the interval is never made
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -53,10 +54,11 @@ class Interval(NamedTuple):
         return (self.low is None or self.low <= value) and (self.high is None or value <= self.high)
 
 
+@functools.lru_cache(maxsize=1024)
 def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int]:
     """The 1-based ranks (l, u) of the order statistics bounding quantile `q` (0 < q < 1) of `n` values with
     probability >= `confidence`, equal-tailed, from the exact binomial(n, q). l = 0: open below; u = n + 1: open
-    above."""
+    above. Remembered: a summary asks for the same few (most of a scope's metrics count one value per request)."""
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile must be between 0 and 1 (exclusive), got {q}")
     if not 0.0 < confidence < 1.0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +101,18 @@ class TimeseriesWriter:
         self._file.flush()
         self.rows = 0
 
-    def row(self, start_epoch_s: int, window: WindowMetrics, users: int, step: int | None) -> dict[str, Any]:
+    def row(
+        self,
+        start_epoch_s: int,
+        window: WindowMetrics,
+        users: int,
+        step: int | None,
+        distributions: Mapping[str, Mapping[str, Any]],
+    ) -> dict[str, Any]:
         """The row of the window that starts at `start_epoch_s` (epoch seconds), in sweep step
         `step` (None outside sweeps), keyed by `timeseries_columns()`; rates per second of the
-        interval, latencies in ms ("" when the window has none)."""
+        interval, latencies in ms ("" when the window has none) from the window's `distributions`
+        (`sections.metric_distributions`, computed once for the row and the interval batches)."""
         row: dict[str, Any] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_epoch_s)),
             "window_start_epoch_s": start_epoch_s,
@@ -116,7 +125,7 @@ class TimeseriesWriter:
             "output_tokens_per_s": per_s(window.output_tokens, self.interval_s),
         }
         for metric in latencies(series=True):
-            stats = window.distribution(metric.name, scale=1000.0)
+            stats = distributions[latency_key(metric.name)]
             row.update({latency_key(metric.name, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         row.update(inputs_per_s=per_s(window.inputs, self.interval_s),

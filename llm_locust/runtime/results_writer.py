@@ -202,10 +202,12 @@ class ResultsWriter:
 
     def _write_windows(self, before_s: float) -> None:
         for start, window in self.sources.run.pop_windows(before_s):
-            row = self._timeseries.row(start, window, self._users_by_window.pop(start, 0), self._step_at(start))
+            distributions = metric_distributions(window)
+            users = self._users_by_window.pop(start, 0)
+            row = self._timeseries.row(start, window, users, self._step_at(start), distributions)
             self.guard.write(self._timeseries.path, partial(self._timeseries.write, row))
             spans = () if self.sources.control is None else tuple(self.sources.control.spans)
-            self.batches.add(batch_scopes(start, self.settings.output.interval_s, spans), metric_distributions(window))
+            self.batches.add(batch_scopes(start, self.settings.output.interval_s, spans), distributions)
             self.history.append(row)
             self._check_schedule(start, window)
             self.monitor.add_window(start, window)
@@ -215,7 +217,8 @@ class ResultsWriter:
         """The time series' last rows (`HISTORY_WINDOWS` at most), then the windows still open —
         workers may still report into them — with `"partial": True`, oldest first."""
         partial = [
-            {**self._timeseries.row(start, window, self._users_by_window.get(start, 0), self._step_at(start)),
+            {**self._timeseries.row(start, window, self._users_by_window.get(start, 0), self._step_at(start),
+                                    metric_distributions(window)),
              "partial": True}
             for start, window in self.sources.run.open_windows()
         ]  # fmt: skip
