@@ -1,0 +1,98 @@
+"""Speech to text (`POST /v1/audio/transcriptions`, OpenAI's and vLLM's): the audio `file`, `model`, `language`,
+`response_format` as multipart/form-data (`bodies.multipart_body`); answered with one JSON object, `{"text": ...}`
+(`response_format` "json", the default), with its usage when the server sends it in tokens (`usage.input_tokens`:
+the audio's, `usage.output_tokens`: the text's; a `{"type": "duration"}` usage counts no tokens). Its output tokens are
+the usage's, else the transcript's words.
+
+A built-in user speaks its prompt: `speech_wav` makes a WAV (16 kHz, 16-bit mono) as long as the prompt read at
+`WORDS_PER_S` — a prompt of `--prompt-tokens 25` words is 10 s of audio — its samples silence and its text in the
+file's INFO comment (`ICMT`): a real server transcribes the audio and ignores it, the simulator transcribes that text.
+A scenario sends any file (`self.llm.audio.transcriptions.create(file=open("a.wav", "rb"), ...)`, every form
+`bodies.multipart_body` takes).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import wave
+from typing import Any
+
+import orjson
+
+from llm_locust.apis.bodies import multipart_body
+from llm_locust.apis.registry import Api, openai_paths
+from llm_locust.apis.shapes import joined
+from llm_locust.metrics.protocol import check_usage, error_text
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+
+WORDS_PER_S = 2.5
+"""How fast a built-in user's prompt is spoken: 150 words a minute, a usual speaking rate."""
+SAMPLE_RATE = 16_000
+"""The synthetic audio's samples per second (16-bit, mono: Whisper's input rate)."""
+
+
+def speech_wav(text: str, duration_s: float | None = None) -> bytes:
+    """A WAV file of `duration_s` seconds of silence (None: `text` read at `WORDS_PER_S`, at least 1 word) saying
+    `text`: its text in a `LIST`/`INFO` chunk's `ICMT` comment after the samples."""
+    if duration_s is None:
+        duration_s = max(len(text.split()), 1) / WORDS_PER_S
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(SAMPLE_RATE)
+        wav.writeframes(bytes(2 * round(duration_s * SAMPLE_RATE)))
+    comment = text.encode() + b"\x00"
+    comment += b"\x00" * (len(comment) % 2)  # a chunk's data is padded to an even length
+    info = b"INFO" + b"ICMT" + struct.pack("<I", len(comment)) + comment
+    data = out.getvalue() + b"LIST" + struct.pack("<I", len(info)) + info
+    return data[:4] + struct.pack("<I", len(data) - 8) + data[8:]  # the RIFF size covers the new chunk
+
+
+def wav_duration_s(content: bytes) -> float:
+    """The duration of a WAV file's audio, seconds (its frames over its frame rate); wave.Error or EOFError when it is
+    not a WAV file."""
+    with wave.open(io.BytesIO(content), "rb") as wav:
+        return wav.getnframes() / wav.getframerate()
+
+
+def read_transcription(content: bytes, record: RequestRecord, inputs: int) -> None:
+    """Check a transcription body (`{"text": ...}`) and take its text and usage onto `record` (`inputs`: not read)."""
+    try:
+        data = orjson.loads(content)
+        text, usage = data["text"], data.get("usage") or {}
+        output_tokens = usage.get("output_tokens") if usage.get("type") == "tokens" else None
+        input_tokens = usage.get("input_tokens") if usage.get("type") == "tokens" else None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        record.fail(ErrorKind.BAD_STREAM, f"response is not an OpenAI transcription object: {error_text(content)}")
+        return
+    if type(text) is not str:
+        record.fail(ErrorKind.BAD_STREAM, f"transcription's text is {type(text).__name__}, not a string")
+        return
+    record.content_text = record.answer_text = text
+    record.reasoning_text = ""
+    record.events = len(text.split())  # the words: its output tokens when the server counts none
+    if type(output_tokens) is int:
+        record.usage_completion_tokens = output_tokens
+    if type(input_tokens) is int:
+        record.prompt_tokens = input_tokens
+    check_usage(record)
+    if record.ok and record.output_tokens == 0:
+        record.fail(ErrorKind.NO_TOKENS, "transcription is empty")
+
+
+def shape(body: dict[str, Any]) -> None:
+    """The prompt (or the messages' texts) spoken (`speech_wav`) as the `file`; `response_format` json."""
+    if "prompt" in body or "messages" in body:
+        text = body.pop("prompt") if "prompt" in body else joined(body.pop("messages"))
+        body["file"] = ("speech.wav", speech_wav(text), "audio/wav")
+    body.setdefault("response_format", "json")
+
+
+API = Api(
+    "transcriptions", "audio transcriptions",
+    openai_paths("/v1/audio/transcriptions", azure="audio/transcriptions", databricks=False), shape,
+    max_tokens_field="", forces_length=False, read_body=read_transcription, encode_body=multipart_body,
+    mount="audio.transcriptions.create", user="TranscriptionsUser",
+)  # fmt: skip

@@ -1,0 +1,129 @@
+"""The speech-to-text API (`POST /v1/audio/transcriptions`): its multipart request and its transcript.
+
+The request is multipart/form-data (`forms.multipart_form`): a WAV `file` (the only audio the simulator reads; another
+is HTTP 400), `model`, `language`, `response_format` (`json`, the default, or `text`). The audio's duration is its
+header's (frames over frame rate); its prompt is `AUDIO_TOKENS_PER_S` tokens per second of it (Whisper's encoder
+frames). What it "hears": the text of the file's `LIST`/`INFO` `ICMT` comment (llm-locust's synthetic speech carries
+its words there), else the simulator's words, `WORDS_PER_S` of them per second of audio. Each word is one output
+token, sent with the space before it (the first without).
+
+Not streamed: one JSON object, `{"text": ..., "usage": {"type": "tokens", "input_tokens", "output_tokens",
+"total_tokens"}}` (`response_format=text`: the text alone, as text/plain is written — here in the same JSON body).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import struct
+import wave
+from typing import Any
+
+import orjson
+
+from llm_locust.sim.apis.forms import FormFile, multipart_form
+from llm_locust.sim.apis.wire import Api, CompletionSpec, bad_request
+from llm_locust.sim.words import WORDS
+
+AUDIO_TOKENS_PER_S = 50
+"""The prompt tokens of a second of audio (Whisper's encoder: 1500 frames per 30 s window)."""
+WORDS_PER_S = 2.5
+"""The words the simulator hears per second of audio that carries no text of its own (150 a minute)."""
+FORMATS = ("json", "text")
+_PIECE = re.compile(r"\s*\S+")
+
+
+def spoken_text(content: bytes) -> tuple[float, str | None]:
+    """A WAV file's duration (s) and the text of its `LIST`/`INFO` `ICMT` comment (None: it has none); ApiError when
+    it is not a WAV file."""
+    try:
+        with wave.open(io.BytesIO(content), "rb") as wav:
+            duration_s = wav.getnframes() / wav.getframerate()
+    except (wave.Error, EOFError, ZeroDivisionError) as e:
+        raise bad_request(f"'file' is not a WAV file the simulator can read: {e}") from None
+    at = 12  # after "RIFF", its size and "WAVE": one chunk after another (id, size, data padded to even)
+    while at + 8 <= len(content):
+        chunk, size = content[at : at + 4], struct.unpack_from("<I", content, at + 4)[0]
+        data = content[at + 8 : at + 8 + size]
+        if chunk == b"LIST" and data[:4] == b"INFO":
+            inner = 4
+            while inner + 8 <= len(data):
+                kind, length = data[inner : inner + 4], struct.unpack_from("<I", data, inner + 4)[0]
+                if kind == b"ICMT":
+                    return duration_s, data[inner + 8 : inner + 8 + length].rstrip(b"\x00").decode(errors="replace")
+                inner += 8 + length + length % 2
+        at += 8 + size + size % 2
+    return duration_s, None
+
+
+class Transcript:
+    """What the simulator hears in one audio: its `pieces` (one per output token: each word with the space before
+    it), settled from the start (`wire.Scripted`; `kind` None: not an answer the simulator's metrics count)."""
+
+    __slots__ = ("pieces",)
+
+    kind = None
+
+    def __init__(self, text: str) -> None:
+        self.pieces = tuple(_PIECE.findall(text.strip()))
+
+    def settle(self, batch: int) -> None:
+        """Nothing to decide: the words are known from the request."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form served by /sim/trace."""
+        return {"kind": "transcript", "text": "".join(self.pieces), "batch": 0}
+
+
+def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
+    """The spec of a transcription request's fields `data` (ApiError if it is unacceptable); `natural_tokens` is not
+    used: the transcript is as long as the audio says."""
+    audio = data.get("file")
+    if not isinstance(audio, FormFile):
+        raise bad_request("'file' is required: the audio, as a file part of the multipart form")
+    response_format = data.get("response_format", "json")
+    if response_format not in FORMATS:
+        raise bad_request(f"response_format {response_format!r} is not one the simulator writes: {', '.join(FORMATS)}")
+    duration_s, text = spoken_text(audio.content)
+    if text is None:
+        text = " ".join(WORDS[i % len(WORDS)].strip() for i in range(max(round(duration_s * WORDS_PER_S), 1)))
+    transcript = Transcript(text)
+    if not transcript.pieces:
+        raise bad_request("the audio says nothing: its comment has no words")
+    stream = data.get("stream", "false")
+    if stream not in ("true", "false"):
+        raise bad_request(f"'stream' must be true or false, got {stream!r}")
+    return CompletionSpec(
+        stream=stream == "true", include_usage=True, prompt_tokens=max(math.ceil(duration_s * AUDIO_TOKENS_PER_S), 1),
+        output_tokens=len(transcript.pieces), finish_reason="stop", answer=transcript,
+    )  # fmt: skip
+
+
+class TranscriptEncoder:
+    """The response of one transcription: its whole JSON body."""
+
+    __slots__ = ("_model", "spec")
+
+    def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
+        self.spec = spec
+        self._model = model
+
+    def _usage(self) -> dict[str, Any]:
+        spec = self.spec
+        return {"type": "tokens", "input_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+                "total_tokens": spec.prompt_tokens + spec.output_tokens}  # fmt: skip
+
+    def body(self) -> bytes:
+        """The transcription JSON: its text and usage."""
+        return orjson.dumps({"text": "".join(self.spec.answer.pieces), "usage": self._usage()})  # type: ignore[union-attr]
+
+
+API = Api(
+    name="transcriptions",
+    paths=("/v1/audio/transcriptions", "/openai/deployments/{deployment}/audio/transcriptions"),  # OpenAI's, Azure's
+    id_prefix="trsc",
+    parse=parse,
+    encoder=TranscriptEncoder,  # type: ignore[arg-type]
+    decode=multipart_form,
+)

@@ -1,0 +1,109 @@
+"""Speech to text measured against the simulator: locustfiles/transcriptions.py through the `locust` CLI — master + 2
+worker processes — over HTTP and HTTPS (each request a multipart upload of its spoken prompt): 0 failures, the
+requests and tokens the simulator's trace holds, E2E within 1 ms of the simulator's own times at p50; a scenario's
+`self.llm.audio.transcriptions.create(...)` with `name=`, `catch_response` and `score=`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, options, read_summary, run_local, run_locust
+from locust import task
+
+from llm_locust.apis.transcriptions import speech_wav
+from llm_locust.runtime.users import LLMUser
+from llm_locust.sim import run_sim
+
+LOCUSTFILE = ROOT / "locustfiles" / "transcriptions.py"
+TTFT_MS, ITL_MS, WORDS, REQUESTS = 30, 4, 20, 120
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The `share` quantile of `values` (nearest rank, as the client's histograms)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * len(ordered)) - 1)]
+
+
+def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The simulator's TLS options and the client's trust for `scheme`."""
+    if scheme == "http":
+        return (), ()
+    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
+    return served, ("--ca-bundle", str(pki / "ca.pem"))
+
+
+@pytest.mark.alone  # E2E within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_transcriptions_through_master_and_two_workers(tmp_path, pki, scheme):
+    served_tls, trust = tls_args(pki, scheme)
+    with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), *served_tls) as sim:
+        assert sim.url.startswith(f"{scheme}://")
+        proc = run_locust(LOCUSTFILE, "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--processes", "2",
+                          "--max-requests", str(REQUESTS), "--prompt-tokens", str(WORDS), "--requests-jsonl",
+                          "--results-dir", str(tmp_path), *trust)  # fmt: skip
+        trace = sim.trace()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(tmp_path)
+    m, t = summary["metrics"], summary["throughput"]
+    assert summary["failures"] == {} and t["requests_ok"] == len(trace) == REQUESTS
+    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    # each request spoke its prompt: WORDS words, 8 s of audio, heard back word for word
+    assert {r["completion_tokens"] for r in trace} == {WORDS} and t["output_tokens"] == WORDS * REQUESTS
+    assert {r["prompt_tokens"] for r in trace} == {WORDS / 2.5 * 50} and t["prompt_tokens"] == 400 * REQUESTS
+    assert summary["tokens"]["sources"] == {"usage": REQUESTS}
+    assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0  # not streamed: its latency is E2E
+    served = {r["id"]: r for r in trace}
+    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert {line["request_id"] for line in lines} == set(served)
+    ours_ms = [(line["t_done"] - line["t_send"]) * 1e3 for line in lines]
+    truth_ms = [(served[line["request_id"]]["t_done"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]
+    t_up = min(line["t_send"] for line in lines) + 1.0  # p99 once every user's connection is up (as gemini's runs)
+    steady = [i for i, line in enumerate(lines) if line["t_send"] > t_up]
+    figures = {"e2e p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
+               "e2e p99 (connections up)": (percentile([ours_ms[i] for i in steady], 0.99),
+                                            percentile([truth_ms[i] for i in steady], 0.99))}  # fmt: skip
+    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(steady))
+    assert len(steady) >= REQUESTS // 3
+    assert m["e2e_ms"]["count"] == REQUESTS and m["e2e_ms"]["p50"] == pytest.approx(figures["e2e p50"][0], abs=0.2)
+    # p50 within 1 ms. p99 is printed, not held: a body read whole is timed when its greenlet runs again (not at its
+    # kernel receive time, as a stream's events are), which a loaded machine delays (load 18 on 2 cores: +100-220 ms)
+    (ours_p50, truth_p50), _p99 = figures.values()
+    assert abs(ours_p50 - truth_p50) <= 1.0, figures
+
+
+AUDIO = speech_wav("the quick brown fox jumps over the lazy dog")
+
+
+class TranscriptionScenario(LLMUser):
+    """A scenario sending its own audio, as an openai SDK application would."""
+
+    answers: list = []
+
+    @task
+    def transcribe(self):
+        with self.llm.audio.transcriptions.create(
+            file=("fox.wav", AUDIO, "audio/wav"), language="en", name="fox", catch_response=True,
+            score=lambda answer: answer.text.split()[-1] == "dog",
+        ) as answer:  # fmt: skip
+            if "fox" not in answer.text:
+                answer.failure("no fox")
+            TranscriptionScenario.answers.append(answer)
+
+
+def test_a_scenario_transcribes_its_own_audio(tmp_path):
+    TranscriptionScenario.answers = []
+    with run_sim("--ttft-ms", "10", "--itl-ms", "2") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path))
+        run_local(opts, users=2, seconds=1.5, user_classes=[TranscriptionScenario], stop_timeout_s=5)
+        trace = {r["id"]: r for r in sim.trace()}
+    answers = TranscriptionScenario.answers
+    assert answers and all(answer.ok for answer in answers) and len(answers) == len(trace)
+    for answer in answers:
+        assert answer.text == "the quick brown fox jumps over the lazy dog" and answer.score == 1.0
+        assert answer.usage.completion_tokens == 9 and trace[answer.request_id]["completion_tokens"] == 9
+    summary = read_summary(tmp_path)
+    (fox,) = summary["breakdowns"]["name"]
+    assert (fox["label"], fox["requests_ok"]) == ("fox", len(answers))
+    assert summary["accuracy"]["scored"] == len(answers) and summary["accuracy"]["correct"] == len(answers)
