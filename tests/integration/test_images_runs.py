@@ -1,0 +1,160 @@
+"""Image generation measured against the simulator: the built-in user through the `locust` CLI — master + 2 worker
+processes — over HTTP and HTTPS, its time to the first partial image and its gaps against the simulator's own write
+times (within 1 ms at p50, 2 ms at p99), its images and tokens equal to the trace; not streamed (E2E); a scenario's
+`self.llm.images.generate(...)` with `name=`, `catch_response` and `score=`; faults counted exactly."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, options, read_summary, run_local, run_locust
+from locust import task
+
+from llm_locust.runtime.users import ImagesUser
+from llm_locust.sim import run_sim
+from llm_locust.users import LLMUser
+
+LOCUSTFILE = ROOT / "locustfiles" / "images.py"
+TTFT_MS, ITL_MS, REQUESTS, IMAGES, PARTIALS = 40, 8, 240, 4, 3
+EVENTS = IMAGES * (PARTIALS + 1)  # per image: its partial images, then the image
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The `share` quantile of `values` (nearest rank, as the client's histograms)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * len(ordered)) - 1)]
+
+
+def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The simulator's certificate options and the client's trust for `scheme`."""
+    if scheme == "http":
+        return (), ()
+    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
+    return served, ("--ca-bundle", str(pki / "ca.pem"))
+
+
+@pytest.mark.alone  # first image and gaps within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_streamed_images_through_master_and_two_workers_agree_with_the_trace(tmp_path, pki, scheme):
+    """locustfiles/images.py, streamed, 4 images of 3 partial images each (requests as long as Gemini's test's: the
+    client sends as often): 0 failures; every request's images, events and tokens as the simulator wrote them; TTFT
+    (the first partial image) and every gap within 1 ms at p50 and 2 ms at p99 of the simulator's write times (TTFT's
+    p99 over the requests sent once every connection is up)."""
+    served_tls, trust = tls_args(pki, scheme)
+    with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), *served_tls) as sim:
+        assert sim.url.startswith(f"{scheme}://")
+        proc = run_locust(LOCUSTFILE, "--host", sim.url, "--model", "llm-locust-sim", "-u", "6", "-r", "6", "-t", "60s",
+                          "--processes", "2", "--max-requests", str(REQUESTS), "--prompt-tokens", "32",
+                          "--extra-body", '{"size": "256x256", "n": 4, "partial_images": 3}', "--requests-jsonl",
+                          "--results-dir", str(tmp_path), *trust)  # fmt: skip
+        trace = [r for r in sim.trace() if r["endpoint"] == "images"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(tmp_path)
+    m, t = summary["metrics"], summary["throughput"]
+    assert summary["failures"] == {} and t["requests_ok"] == len(trace) == REQUESTS
+    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
+    assert summary["run"]["counts"] == "images" and t["inputs"] == IMAGES * REQUESTS and t["inputs_per_s"] > 0
+    assert t["output_tokens"] == sum(r["completion_tokens"] for r in trace) == EVENTS * REQUESTS
+    assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in trace)
+    assert summary["tokens"]["sources"] == {"usage": REQUESTS} and summary["tokens"]["usage_event_mismatches"] == 0
+    served = {r["id"]: r for r in trace}
+    served_ttft_ms = [(r["token_times"][0] - r["t_recv"]) * 1e3 for r in trace]
+    served_gaps_ms = [(b - a) * 1e3 for r in trace for a, b in pairwise(r["token_times"])]
+    assert m["itl_ms"]["count"] == len(served_gaps_ms) == (EVENTS - 1) * REQUESTS
+    assert m["ttfo_ms"]["count"] == REQUESTS and m["ttft_ms"]["p50"] == m["ttfo_ms"]["p50"]
+    assert abs(statistics.median(served_ttft_ms) - TTFT_MS) < TTFT_MS / 4
+    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert {line["request_id"] for line in lines} == set(served)
+    t_up = min(line["t_send"] for line in lines) + 1.0
+    steady = [line for line in lines if line["t_send"] > t_up]
+    ours_ms = [(line["t_first"] - line["t_send"]) * 1e3 for line in steady]
+    truth_ms = [(served[line["request_id"]]["token_times"][0] - served[line["request_id"]]["t_recv"]) * 1e3
+                for line in steady]  # fmt: skip
+    figures = {
+        "first image p50": (m["ttft_ms"]["p50"], percentile(served_ttft_ms, 0.5)),
+        "first image p99 (connections up)": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
+        "gap p50": (m["itl_ms"]["p50"], percentile(served_gaps_ms, 0.5)),
+        "gap p99": (m["itl_ms"]["p99"], percentile(served_gaps_ms, 0.99)),
+    }
+    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(steady))
+    assert len(steady) >= REQUESTS // 2
+    for key, (ours, truth) in figures.items():
+        assert abs(ours - truth) <= (1.0 if "p50" in key else 2.0), (key, figures)
+
+
+class ImageUser(ImagesUser):
+    """The built-in image user as locustfiles/images.py defines it."""
+
+
+def test_not_streamed_images_are_counted_with_their_e2e(tmp_path):
+    """`--extra-body '{"stream": false, "n": 3}'`: one JSON body per request, three images each; its latency is E2E
+    (the simulator's: its three tokens' time), no first image or gap."""
+    with run_sim("--ttft-ms", "30", "--itl-ms", "5") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--prompt-tokens", "12",
+                       "--extra-body", '{"stream": false, "n": 3, "size": "256x256"}')  # fmt: skip
+        run_local(opts, users=3, seconds=1.5, user_classes=[ImageUser], stop_timeout_s=5)
+        trace = [r for r in sim.trace() if r["endpoint"] == "images"]
+    summary = read_summary(tmp_path)
+    m, t = summary["metrics"], summary["throughput"]
+    n = t["requests_ok"]
+    assert summary["failures"] == {} and n == len(trace) >= 10 and t["inputs"] == 3 * n
+    assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0 and m["e2e_ms"]["count"] == n
+    served_ms = [(r["t_done"] - r["t_recv"]) * 1000 for r in trace]
+    assert abs(m["e2e_ms"]["p50"] - statistics.median(served_ms)) < 5
+
+
+class ImageScenario(LLMUser):
+    """A scripted scenario asking for images as the openai SDK's `client.images.generate` does."""
+
+    answers: list = []
+
+    @task
+    def draw(self):
+        with self.llm.images.generate(prompt="a lighthouse at dusk", size="256x256", n=2, stream=True,
+                                      partial_images=1, name="lighthouse", catch_response=True,
+                                      score=lambda answer: answer.ok) as answer:  # fmt: skip
+            if answer.ok and answer.usage.completion_tokens != 4:
+                answer.failure("expected 2 images of 2 events each")
+        ImageScenario.answers.append(answer)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_scenario_generates_images(tmp_path, pki, scheme):
+    """`self.llm.images.generate(...)` with `name=`, `catch_response` and `score=`, over HTTP and HTTPS: each answer
+    holds the simulator's events (first image, one gap per later event) and counts in its name's row."""
+    served_tls, trust = tls_args(pki, scheme)
+    ImageScenario.answers = []
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", *served_tls) as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), *trust)
+        run_local(opts, users=2, seconds=1.5, user_classes=[ImageScenario], stop_timeout_s=5)
+        trace = {r["id"]: r for r in sim.trace()}
+    answers = ImageScenario.answers
+    assert answers and all(answer.ok for answer in answers) and len(answers) == len(trace)
+    for answer in answers:
+        served = trace[answer.request_id]
+        assert served["completion_tokens"] == 4 and len(answer.itl_s) == 3 and answer.ttft_s > 0
+    summary = read_summary(tmp_path)
+    (row,) = summary["breakdowns"]["name"]
+    assert (row["label"], row["requests_ok"]) == ("lighthouse", len(answers))
+    assert summary["throughput"]["inputs"] == 2 * len(answers) and summary["accuracy"]["scored"] == len(answers)
+
+
+def test_fault_kinds_counted_exactly(tmp_path):
+    """Mid-stream `error` events, HTTP errors and corrupt events, each failure kind counted exactly as injected."""
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--fault", "stream_error=0.2", "--fault", "http_500=0.1",
+                 "--fault", "bad_json=0.1", "--fault-seed", "5") as sim:  # fmt: skip
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--extra-body", '{"size": "256x256"}',
+                       "--backoff-max-s", "0")  # fmt: skip
+        run_local(opts, users=4, seconds=2, user_classes=[ImageUser], stop_timeout_s=5)
+        trace = sim.trace()
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert min(injected[kind] for kind in ("stream_error", "http_500", "bad_json")) >= 2, injected
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {"stream_error": injected["stream_error"], "http_5xx": injected["http_500"],
+                                   "bad_stream": injected["bad_json"]}  # fmt: skip
+    assert summary["throughput"]["requests_ok"] == len(trace) - sum(injected.values())
