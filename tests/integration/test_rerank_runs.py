@@ -27,10 +27,11 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * len(ordered)) - 1)]
 
 
-def assert_agrees_with_the_trace(results: Path, trace: list[dict]) -> None:
-    """0 failures; requests, documents and prompt tokens equal the simulator's; each request's latency (sent → whole
-    body read) against the simulator's (first byte in → body written) within 1 ms at p50 and p99 — over the requests
-    sent once every user's connection is up (the first half second: connecting and spawning delay a few sends)."""
+def assert_agrees_with_the_trace(results: Path, trace: list[dict], endpoint: str) -> None:
+    """A run of `REQUESTS` requests of `DOCUMENTS` documents to `endpoint` (rerank, score): 0 failures; requests,
+    documents and prompt tokens equal the simulator's; each request's latency (sent → whole body read) against the
+    simulator's (first byte in → body written) within 1 ms at p50 and p99 — over the requests sent once every user's
+    connection is up (the first half second: connecting and spawning delay a few sends)."""
     summary = read_summary(results)
     m, t = summary["metrics"], summary["throughput"]
     assert summary["failures"] == {} and t["requests_ok"] == len(trace) == REQUESTS
@@ -38,7 +39,7 @@ def assert_agrees_with_the_trace(results: Path, trace: list[dict]) -> None:
     assert summary["run"]["counts"] == "documents" and t["inputs"] == DOCUMENTS * REQUESTS
     assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in trace)
     assert m["e2e_ms"]["count"] == REQUESTS and m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0
-    assert {r["endpoint"] for r in trace} == {"rerank"} and all(not r["fault"] for r in trace)
+    assert {r["endpoint"] for r in trace} == {endpoint} and all(not r["fault"] for r in trace)
     served = {r["id"]: r for r in trace}
     lines = [json.loads(line) for line in (results / "requests.jsonl").read_text().splitlines()]
     assert {line["request_id"] for line in lines} == set(served)
@@ -62,21 +63,26 @@ def assert_agrees_with_the_trace(results: Path, trace: list[dict]) -> None:
     assert "documents/s" in table and "input tok/s" in table and "output tok/s" not in table
 
 
-@pytest.mark.alone  # latency within 1 ms of the trace
-@pytest.mark.parametrize("scheme", ["http", "https"])
-def test_rerank_through_master_and_two_workers(tmp_path, pki, scheme):
-    """locustfiles/rerank.py from a master and 2 worker processes, over HTTP and over HTTPS (the simulator's
-    certificate trusted through --ca-bundle)."""
+def run_through_workers(locustfile: Path, results: Path, pki: Path, scheme: str) -> list[dict]:
+    """`REQUESTS` requests of `DOCUMENTS` documents from `locustfile`'s users in a master and 2 worker processes, over
+    HTTP or HTTPS (the simulator's certificate trusted through --ca-bundle); the simulator's trace."""
     tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
     trust = ("--ca-bundle", str(pki / "ca.pem")) if scheme == "https" else ()
     with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", "1", *tls) as sim:
         assert sim.url.startswith(f"{scheme}://")
-        proc = run_locust(LOCUSTFILE, "--host", sim.url, "-u", "6", "-r", "6", "-t", "60s", "--processes", "2",
+        proc = run_locust(locustfile, "--host", sim.url, "-u", "6", "-r", "6", "-t", "60s", "--processes", "2",
                           "--max-requests", str(REQUESTS), "--embedding-batch", str(DOCUMENTS), "--prompt-tokens",
-                          "24", "--requests-jsonl", "--results-dir", str(tmp_path), *trust)  # fmt: skip
+                          "24", "--requests-jsonl", "--results-dir", str(results), *trust)  # fmt: skip
         trace = sim.trace()
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert_agrees_with_the_trace(tmp_path, trace)
+    return trace
+
+
+@pytest.mark.alone  # latency within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_rerank_through_master_and_two_workers(tmp_path, pki, scheme):
+    """locustfiles/rerank.py from a master and 2 worker processes, over HTTP and over HTTPS."""
+    assert_agrees_with_the_trace(tmp_path, run_through_workers(LOCUSTFILE, tmp_path, pki, scheme), "rerank")
 
 
 class RerankAgain(RerankUser):
