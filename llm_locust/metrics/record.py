@@ -124,6 +124,7 @@ class RequestRecord:
     prefix_blocks: int = 0  # whole 512-token shared blocks in its prompt (trace hash_ids, prefix pools)
     prefix_blocks_seen: int = 0  # ... of which an earlier request (in workload order) had: expected cache hits
     inputs: int = 0  # embeddings: the inputs the request carried (0 for a completion)
+    output_bytes: int = 0  # decoded bytes of the media its answer carried, as its API's reader counts them (images)
     finish_reason: str | None = None
     saw_done: bool = False
     status_code: int = 0

@@ -56,6 +56,7 @@ class Counts:
     prompt_mismatches: int = 0  # ... of which the counts differ
     prompt_max_abs_diff: int = field(default=0, metadata=_MAX)  # largest |server - client| prompt-token difference
     inputs: int = 0  # embeddings: inputs embedded by successful requests
+    output_bytes: int = 0  # decoded media bytes (images) of successful requests' answers
     output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
     output_mismatches: int = 0  # ... of which the counts differ
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
@@ -195,6 +196,7 @@ class WindowMetrics(Counts):
         self.output_tokens += n
         self.prompt_tokens += record.prompt_tokens or 0
         self.inputs += record.inputs
+        self.output_bytes += record.output_bytes
         self.token_events += record.events
         self.token_sources[str(record.token_source)] += 1
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:
