@@ -94,9 +94,10 @@ def synthetic_record(rng: random.Random, payload: str = "full") -> Any:
     the prompt-length group (`PAYLOADS`)."""
     from llm_locust.metrics.length_buckets import add_prompt_group
     from llm_locust.metrics.record import AgentSummary, ErrorKind, RequestRecord, ToolCall
+    from llm_locust.metrics.request import RequestSpec
 
     t_send = 1000.0
-    record = RequestRecord("chat", t_send=t_send, model="synthetic")
+    record = RequestRecord("chat", t_send=t_send)
     full = payload == "full"
     if full:
         record.t_sched = t_send - rng.uniform(0.0, 0.003)
@@ -107,7 +108,7 @@ def synthetic_record(rng: random.Random, payload: str = "full") -> Any:
             record.tls_handshake_s = rng.uniform(0.002, 0.01)
     record.t_headers = t_send + rng.uniform(0.01, 0.2)
     prompt = rng.choice((128, 512, 2048, 8192)) + rng.randint(0, 100) if full else 128
-    record.expected_prompt_tokens = prompt
+    record.spec = RequestSpec(b"", prompt, model="synthetic")
     kind = rng.random()
     if kind < 0.005:  # failed: before any token, or cut mid-stream
         if rng.random() < 0.5:

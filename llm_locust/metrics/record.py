@@ -39,7 +39,10 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
+from time import perf_counter
+from typing import Protocol
 
+from llm_locust.metrics.request import NO_SPEC, RequestSpec
 from llm_locust.metrics.scoring import Reference
 from llm_locust.redact import redact
 
@@ -110,6 +113,7 @@ class RequestRecord:
     t_sched: float | None = None  # open loop: when the arrival process wanted it sent
     step: int = -1  # index of the sweep step it was sent in (-1: not a sweep)
     measured: bool = True  # sent after the step's warm-up: counts for the step
+    spec: RequestSpec = NO_SPEC  # the request's facts, as its call made them (read through the properties below)
     t_first: float | None = None
     t_first_content: float | None = None
     t_last: float | None = None
@@ -119,10 +123,7 @@ class RequestRecord:
     usage_completion_tokens: int | None = None
     local_output_tokens: int | None = None  # --tokenizer: the client's count of the streamed text
     prompt_tokens: int | None = None  # usage.prompt_tokens (the server's count)
-    expected_prompt_tokens: int | None = None  # the client's count of the prompt it sent, when known
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
-    prefix_blocks: int = 0  # whole 512-token shared blocks in its prompt (trace hash_ids, prefix pools)
-    prefix_blocks_seen: int = 0  # ... of which an earlier request (in workload order) had: expected cache hits
     inputs: int = 0  # embeddings: the inputs the request carried (0 for a completion)
     output_bytes: int = 0  # decoded bytes of the media its answer carried, as its API's reader counts them (images)
     finish_reason: str | None = None
@@ -140,12 +141,9 @@ class RequestRecord:
     retried_stale: bool = False  # sent again on a new connection: the reused one was closed before any response byte
     # (dimension, label) breakdowns it also counts in, e.g. ("replica", "2"); see recorder.GroupKey
     groups: tuple[tuple[str, str], ...] = ()
-    model: str = ""  # the model the request named (--model, or drawn from --model-mix)
     # the server's id of the request: its `x-request-id` response header, else the response's own `id` (a chat or
     # completion chunk's `id`, the Responses API's response.id, the Messages API's message.id); "" when it sent none
     server_request_id: str = ""
-    session: str = ""  # the conversation (session) it belongs to: its id, sent in --session-header
-    turn: int = 0  # its 1-based turn in a multi-turn session (0: not part of a multi-turn session)
     answer_text: str | None = None  # the generated text as the API's event text gives it (kept when asked: sessions)
     # kept with answer_text: the answer's own text (no reasoning, no tool call) and the reasoning text, ("", "") when
     # the stream had none; None when not kept
@@ -154,8 +152,42 @@ class RequestRecord:
     tool_calls: tuple[ToolCall, ...] = ()  # the answer's tool calls, in the order they started
     t_tool_call: float | None = None  # arrival of the last event carrying a part of a tool call: all are complete
     agent: AgentSummary | None = None  # an agent session's last request: the session's figures
-    reference: Reference | None = None  # what its answer is scored against (`RequestSpec.reference`)
     score: float | None = None  # its answer's score in [0, 1] (`metrics.scoring`), None: not scored
+
+    @property
+    def expected_prompt_tokens(self) -> int | None:
+        """The client's count of the prompt it sent, when known (`RequestSpec.expected_prompt_tokens`)."""
+        return self.spec.expected_prompt_tokens
+
+    @property
+    def prefix_blocks(self) -> int:
+        """Whole 512-token shared blocks in its prompt (trace hash_ids, prefix pools)."""
+        return self.spec.prefix_blocks[0]
+
+    @property
+    def prefix_blocks_seen(self) -> int:
+        """Of its `prefix_blocks`, those an earlier request (in workload order) had: expected cache hits."""
+        return self.spec.prefix_blocks[1]
+
+    @property
+    def model(self) -> str:
+        """The model the request named (--model, or drawn from --model-mix)."""
+        return self.spec.model
+
+    @property
+    def session(self) -> str:
+        """The conversation (session) it belongs to: its id, sent in --session-header ("": none)."""
+        return self.spec.session
+
+    @property
+    def turn(self) -> int:
+        """Its 1-based turn in a multi-turn session (0: not part of a multi-turn session)."""
+        return self.spec.turn
+
+    @property
+    def reference(self) -> Reference | None:
+        """What its answer is scored against (None: not scored)."""
+        return self.spec.reference
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         """Mark the request failed (the first failure wins: it is the cause); secrets are redacted."""
@@ -246,6 +278,33 @@ class RequestRecord:
         if n < 2 or self.t_first is None or self.t_last is None:
             return None
         return (self.t_last - self.t_first) / (n - 1)
+
+
+class Schedule(Protocol):
+    """When a request was due and where it counts: the pacer's ticket (`load.pacing.Ticket`)."""
+
+    @property
+    def t_sched(self) -> float | None: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def measured(self) -> bool: ...
+
+
+def open_record(
+    endpoint: str, spec: RequestSpec, schedule: Schedule | None, groups: tuple[tuple[str, str], ...] = ()
+) -> RequestRecord:
+    """The record of `spec`, a request of `endpoint` being sent now (`t_send`, perf_counter; the transport takes it
+    again as the request leaves), holding `spec` (its facts: expected prompt tokens, shared prompt blocks, model,
+    session and turn, reference), with what its `schedule` says (due time, step, whether it counts) and the breakdowns
+    it counts in: the spec's own, its prefix reuse ("reuse", when it has shared blocks), where it goes (`groups`: its
+    replica's) and its session turn ("turn", in a multi-turn session)."""
+    reuse = (reuse_group(*spec.prefix_blocks),) if spec.prefix_blocks[0] else ()
+    turn = (turn_group(spec.turn),) if spec.turn else ()
+    record = RequestRecord(endpoint, perf_counter(), spec=spec, groups=(*spec.groups, *reuse, *groups, *turn))
+    if schedule is not None:
+        record.t_sched, record.step, record.measured = schedule.t_sched, schedule.step, schedule.measured
+    return record
 
 
 TURN_BUCKETS = (1, 2, 4, 8, 16)

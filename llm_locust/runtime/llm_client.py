@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from llm_locust.apis import APIS, Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
-from llm_locust.metrics.record import RequestRecord
-from llm_locust.metrics.request import RequestSpec, open_record
+from llm_locust.metrics.record import RequestRecord, open_record
+from llm_locust.metrics.request import RequestSpec
 from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
 from llm_locust.redact import register_call_value
 from llm_locust.runtime.answer import Answer, CheckedAnswer
@@ -253,7 +253,7 @@ class LLMClient:
                 wait_due = None if ticket.t_sched is None else partial(self._leave_on_time, ticket)  # an open loop's
                 groups = () if replica is None else replica.groups
                 record = open_record(sent.endpoint, spec, ticket, groups)
-                prepared = Prepared(sent, sent_to, spec, headers, record, replica, cancel, wait_due)
+                prepared = Prepared(sent, sent_to, record, headers, replica, cancel, wait_due)
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
             pacer.forget(ticket)  # (had the request failed before it could leave)

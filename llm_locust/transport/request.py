@@ -1,13 +1,13 @@
 """One request ready to send (`Prepared`), and what sends it (`Transport`): one `send(prepared)` for both clients.
 
-A `Prepared` carries the request's facts — its `metrics.request.RequestSpec`, by reference — its record, opened by
-the caller (`metrics.request.open_record`), and what only the sender knows: its API and path, its own headers, its
-replica and cancellation draw, the wait for its due time. The user's transport — `client.FastTransport` (Locust's
-FastHttp session, every event timestamped on arrival) or `sdk_client.SdkTransport` (the openai SDK), chosen once per
-user — sends it, reads the answer onto its record as its `Api` says (an SSE stream, or one JSON body) and returns the
-finished `RequestRecord`; it neither reports the request to Locust nor tells the workload (the caller does both,
-once: `runtime.llm_client`). It knows nothing of the workload, the load or the wiring: what it needs of them reaches it
-as values (`wait_due`, a `TokenCounter`, the process's next send due).
+A `Prepared` carries the request's record, opened by the caller (`metrics.record.open_record`), which holds its
+facts (its `metrics.request.RequestSpec`, by reference), and what only the sender knows: its API and path, its own
+headers, its replica and cancellation draw, the wait for its due time. The user's transport —
+`client.FastTransport` (Locust's FastHttp session, every event timestamped on arrival) or `sdk_client.SdkTransport`
+(the openai SDK), chosen once per user — sends it, reads the answer onto its record as its `Api` says (an SSE
+stream, or one JSON body) and returns the finished `RequestRecord`; it neither reports the request to Locust nor
+tells the workload (the caller does both, once: `runtime.llm_client`). It knows nothing of the workload, the load or
+the wiring: what it needs of them reaches it as values (`wait_due`, a `TokenCounter`, the process's next send due).
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ class TokenCounter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One request to send: `spec`, its facts (body, expected prompt tokens, shared blocks, session and turn, model,
-    breakdowns, whether its answer is kept: `RequestSpec`, carried as the caller made it), `record`, its record opened
-    from them (`open_record`: the transport takes its `t_send` again as it leaves and reads the answer onto it), and
-    what the sender adds.
+    """One request to send: `record`, its record opened by the caller (`open_record`: the transport takes its `t_send`
+    again as it leaves and reads the answer onto it), which holds its facts (`spec`: body, expected prompt tokens,
+    shared blocks, session and turn, model, breakdowns, whether its answer is kept), and what the sender adds.
 
     `api`: its API (endpoint name on the record, streamed or not, reader); `path`: where it goes (the session's base
     URL or the replica's, plus this path); `headers`: its own headers, sent on top of the transport's fixed ones (the
@@ -53,12 +52,16 @@ class Prepared:
 
     api: Api
     path: str
-    spec: RequestSpec
-    headers: Mapping[str, str]
     record: RequestRecord
+    headers: Mapping[str, str]
     replica: Replica | None = None
     cancel: Cancel | None = None
     wait_due: Callable[[], None] | None = None
+
+    @property
+    def spec(self) -> RequestSpec:
+        """The request's facts, as its call made them (its record's)."""
+        return self.record.spec
 
 
 class Transport(Protocol):

@@ -14,6 +14,7 @@ from conftest import options, quit_master, read_summary, run_local, start_master
 from llm_locust.metrics import declarations
 from llm_locust.metrics.declarations import LatencyMetric
 from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.request import RequestSpec
 from llm_locust.metrics.window import Counts, WindowMetrics, histogram_names
 from llm_locust.report.build import build_report
 from llm_locust.runtime.plugin import run_state
@@ -124,8 +125,8 @@ def test_the_wire_names_every_counter():
     """A window on the wire: each counter under its own name (no positional lists), and back exactly."""
     window = WindowMetrics()
     record = RequestRecord("chat", t_send=0.0, t_first=0.1, t_first_content=0.2, t_last=0.5, events=5,
-                           usage_completion_tokens=6, reasoning_tokens=2, prompt_tokens=10, expected_prompt_tokens=9,
-                           local_output_tokens=7, prefix_blocks=3, prefix_blocks_seen=1)  # fmt: skip
+                           usage_completion_tokens=6, reasoning_tokens=2, prompt_tokens=10,
+                           spec=RequestSpec(b"", 9, prefix_blocks=(3, 1)), local_output_tokens=7)  # fmt: skip
     record.itl_us.extend([100_000] * 4)
     window.add(record)
     wire = window.to_wire()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import orjson
@@ -16,6 +17,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.load.clock import Offset, RunClock
 from llm_locust.metrics import protocol
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.request import NO_SPEC, RequestSpec
 from llm_locust.metrics.scoring import Reference
 from llm_locust.results.request_lines import (
     FIELDS,
@@ -31,9 +33,12 @@ CLOCK = EpochClock(offset_s=1_700_000_000.0)
 
 
 def finished(t_send: float = 10.0, **fields) -> RequestRecord:
-    """A successful streamed request sent at `t_send` (perf_counter s): 4 tokens, usage sent."""
+    """A successful streamed request sent at `t_send` (perf_counter s): 4 tokens, usage sent; `fields` set on it (those
+    of its request, `RequestSpec`'s, on its spec)."""
+    own = set(RequestSpec.__slots__) - set(RequestRecord.__slots__)  # read through the record's spec
+    spec = replace(NO_SPEC, **{name: fields.pop(name) for name in list(fields) if name in own})
     record = RequestRecord(endpoint="chat", t_send=t_send, t_uploaded=t_send + 0.002, t_headers=t_send + 0.01,
-                           t_first=t_send + 0.05,
+                           t_first=t_send + 0.05, spec=spec,
                            t_last=t_send + 0.2, t_done=t_send + 0.2005, usage_completion_tokens=4, prompt_tokens=12,
                            status_code=200, saw_done=True, server_request_id="chatcmpl-7")  # fmt: skip
     for name, value in fields.items():

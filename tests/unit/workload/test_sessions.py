@@ -69,9 +69,7 @@ def workload(endpoint: str, *args: str) -> Workload:
 
 
 def answer(spec, text: str, failed: bool = False) -> RequestRecord:
-    record = RequestRecord(
-        "chat", 0.0, session=spec.session, turn=spec.turn, answer_text=text if spec.keep_answer else None
-    )
+    record = RequestRecord("chat", 0.0, spec=spec, answer_text=text if spec.keep_answer else None)
     if failed:
         record.error_kind = "http_5xx"  # type: ignore[assignment]
     return record
