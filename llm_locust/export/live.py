@@ -51,6 +51,8 @@ COUNTERS = (
                   attrgetter("output_tokens")),
     CounterFamily("llm_locust.input_tokens", "{token}", "Prompt tokens of successful requests",
                   attrgetter("prompt_tokens")),
+    CounterFamily("llm_locust.inputs", "{input}", "Inputs answered by successful requests of an API that counts "
+                  "inputs: embeddings' texts, rerank's and score's documents", attrgetter("inputs")),
     CounterFamily("llm_locust.answers_scored", "{answer}", "Successful requests whose answer was scored",
                   attrgetter("answers_scored")),
     CounterFamily("llm_locust.answers_correct", "{answer}", "Scored answers that were right (score 1)",

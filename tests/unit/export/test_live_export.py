@@ -168,3 +168,26 @@ def test_scored_answers_are_exported_as_counters_per_series():
     assert samples[("llm_locust_answer_score_sum_total", totals)] == run.total.answer_score_sum
     by_name = sum(samples[("llm_locust_answers_scored_total", totals | {("name", n)})] for n in ("ask", "pick"))
     assert by_name == scored
+
+
+def test_inputs_are_exported_as_a_counter_per_series():
+    """The documents of rerank requests (`Counts.inputs`) are `llm_locust_inputs_total`, once each, per name."""
+    live, run = LiveMetrics(), RunMetrics()
+    for _ in range(2):  # two processes
+        recorder = MetricsRecorder(5.0)
+        for i in range(20):
+            record = RequestRecord("rerank", t_send=0.0)
+            record.t_done = record.t_last = 0.05
+            record.inputs, record.prompt_tokens = 4, 30
+            record.groups = (("name", ("rank", "again")[i % 2]),)
+            if i % 5 == 0:
+                record.fail(ErrorKind.HTTP_5XX, "HTTP 500")  # a failed request's inputs are not counted
+            recorder.record(record, 1_000.0)
+        delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+        run.merge_delta(delta)
+        live.add(delta)
+    samples = _scrape(live, run)
+    totals = frozenset({("run", "r1")})
+    assert samples[("llm_locust_inputs_total", totals)] == run.total.inputs == 2 * 16 * 4
+    by_name = sum(samples[("llm_locust_inputs_total", totals | {("name", n)})] for n in ("rank", "again"))
+    assert by_name == run.total.inputs
