@@ -5,11 +5,14 @@
   (`b64_json`, `partial_image_index`) N times per image, then `image_generation.completed` (`b64_json`, `usage`:
   `input_tokens`, `output_tokens`). Every event carrying an image is an output event: the first one (the first
   partial image, or the image itself without partial images) is the request's TTFT (and TTFO), the gaps between them
-  its ITL; each `completed` counts one image (`RequestRecord.inputs`) and ends the stream for the record (its end
-  closes it: several images each have theirs). An `error` event fails it (`stream_error`).
-- otherwise one JSON body, `data: [{"b64_json"}, ...]` and `usage`: one image per entry; its latency is E2E.
+  its ITL; each `completed` counts one image (`RequestRecord.inputs`) and its decoded bytes (`output_bytes`, from
+  the base64 text's length) and ends the stream for the record (its end closes it: several images each have theirs).
+  An `error` event fails it (`stream_error`).
+- otherwise one JSON body, `data: [{"b64_json"}, ...]` and `usage`: one image per entry (and its bytes); its latency
+  is E2E.
 
-What a run of it counts is images (`IMAGES`: images/s, output tok/s; TTFT, ITL and E2E). Pure, never raises.
+What a run of it counts is images (`IMAGES`: images/s, bytes per image, output tok/s; TTFT, ITL and E2E). Pure, never
+raises.
 """
 
 from __future__ import annotations
@@ -29,11 +32,16 @@ PARTIAL_IMAGES = 2
 
 IMAGES = Counting(
     "images",
-    (Rate("inputs_per_s", "images/s", "Images/s"), Rate("output_tokens_per_s", "output tok/s", "Output tokens/s")),
+    (
+        Rate("inputs_per_s", "images/s", "Images/s"),
+        Rate("output_bytes_per_input", "bytes/image", "Bytes per image"),
+        Rate("output_tokens_per_s", "output tok/s", "Output tokens/s"),
+    ),
     (("ttft", "time to first image"), ("itl", "gap between images"), ("e2e", "Latency")),
 )
-"""An image-generation run: images per second (each request's images, `RequestRecord.inputs`) and output (image)
-tokens per second; time to the first (partial) image, the gaps between images, E2E."""
+"""An image-generation run: images per second (each request's images, `RequestRecord.inputs`), bytes per image (their
+decoded bytes, `RequestRecord.output_bytes`) and output (image) tokens per second; time to the first (partial) image,
+the gaps between images, E2E."""
 
 
 def apply_event(record: RequestRecord, data: bytes, t: float, chunks: Any = None) -> bool:
@@ -54,6 +62,7 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         apply_token(record, t)
         if kind == COMPLETED:
             record.inputs += 1
+            record.output_bytes += decoded_bytes(image)
             _usage(record, event.get("usage"))
             record.finish_reason = "stop"
             record.saw_done = True
@@ -62,6 +71,11 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         record.fail(ErrorKind.STREAM_ERROR, f"error event: {error_text(event.get('error') or event)}")
         return True
     return False
+
+
+def decoded_bytes(image: str) -> int:
+    """The bytes a base64 text decodes to, from its length and padding (not decoded: exact for valid base64)."""
+    return len(image) * 3 // 4 - (2 if image.endswith("==") else 1 if image.endswith("=") else 0)
 
 
 def _usage(record: RequestRecord, usage: Any) -> None:
@@ -93,6 +107,7 @@ def read_images(content: bytes, record: RequestRecord, inputs: int) -> None:
         record.fail(ErrorKind.BAD_STREAM, "images response holds an entry without b64_json")
         return
     record.inputs = len(images)
+    record.output_bytes = sum(decoded_bytes(image["b64_json"]) for image in images)
     _usage(record, usage)
     check_usage(record)
 

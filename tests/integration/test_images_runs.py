@@ -17,6 +17,7 @@ from locust import task
 
 from llm_locust.runtime.users import ImagesUser
 from llm_locust.sim import run_sim
+from llm_locust.sim.apis.images import image_bytes
 from llm_locust.users import LLMUser
 
 LOCUSTFILE = ROOT / "locustfiles" / "images.py"
@@ -59,6 +60,7 @@ def test_streamed_images_through_master_and_two_workers_agree_with_the_trace(tmp
     assert summary["failures"] == {} and t["requests_ok"] == len(trace) == REQUESTS
     assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
     assert summary["run"]["counts"] == "images" and t["inputs"] == IMAGES * REQUESTS and t["inputs_per_s"] > 0
+    assert t["output_bytes"] == IMAGES * REQUESTS * image_bytes("256x256") and t["output_bytes_per_input"] == 1024
     assert t["output_tokens"] == sum(r["completion_tokens"] for r in trace) == EVENTS * REQUESTS
     assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in trace)
     assert summary["tokens"]["sources"] == {"usage": REQUESTS} and summary["tokens"]["usage_event_mismatches"] == 0
@@ -103,6 +105,7 @@ def test_not_streamed_images_are_counted_with_their_e2e(tmp_path):
     m, t = summary["metrics"], summary["throughput"]
     n = t["requests_ok"]
     assert summary["failures"] == {} and n == len(trace) >= 10 and t["inputs"] == 3 * n
+    assert t["output_bytes_per_input"] == image_bytes("256x256") and t["output_bytes"] == 3 * n * 1024
     assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0 and m["e2e_ms"]["count"] == n
     served_ms = [(r["t_done"] - r["t_recv"]) * 1000 for r in trace]
     assert abs(m["e2e_ms"]["p50"] - statistics.median(served_ms)) < 5

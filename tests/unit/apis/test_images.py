@@ -63,6 +63,7 @@ def test_first_partial_image_is_the_first_output_and_each_image_an_itl_sample(sp
     usage's tokens taken."""
     record = run(TWO_PARTIALS, split)
     assert record.ok and record.saw_done and record.finish_reason == "stop" and record.inputs == 1
+    assert record.output_bytes == 48  # the image's decoded bytes (the partial images are not counted)
     assert record.ttft_s == pytest.approx(0.1) and record.ttfo_s == pytest.approx(0.1)
     assert record.e2e_s == pytest.approx(0.3) and record.events == 3 and list(record.itl_us) == [50_000, 150_000]
     assert (record.output_tokens, record.prompt_tokens, record.token_source) == (3, 7, TokenSource.USAGE)
@@ -72,6 +73,7 @@ def test_several_images_each_counted_and_the_stream_s_end_ends_it():
     events = [(partial(0), 0.1), (completed(), 0.2), (partial(0), 0.3), (completed({"output_tokens": 4}), 0.4)]
     record = run(events)
     assert record.ok and record.inputs == 2 and record.events == 4 and record.output_tokens == 4
+    assert record.output_bytes == 2 * 48
     without_partials = run([(completed(None), 0.25)])
     assert without_partials.ok and without_partials.ttft_s == pytest.approx(0.25) and without_partials.inputs == 1
     assert without_partials.token_source == TokenSource.EVENTS and without_partials.prompt_tokens is None
@@ -129,6 +131,7 @@ def test_the_json_body_counts_its_images_or_fails():
     record = RequestRecord(endpoint="images", t_send=0.0)
     images_api.read_images(body([{"b64_json": IMAGE}, {"b64_json": IMAGE}]), record, 1)
     assert record.ok and record.inputs == 2 and (record.usage_completion_tokens, record.prompt_tokens) == (3, 7)
+    assert record.output_bytes == 2 * 48
     hostile = (
         b"<html>",
         body([]),
@@ -188,7 +191,16 @@ def test_the_simulator_s_events_and_body_read_by_the_client():
     assert [e["type"] for e in images][:3] == [images_api.PARTIAL, images_api.PARTIAL, images_api.COMPLETED]
     assert [e.get("partial_image_index") for e in images][:2] == [0, 1]
     assert {len(base64.b64decode(e["b64_json"])) for e in images} == {256 * 128 // 64}
+    assert record.output_bytes == 2 * sim_images.image_bytes("256x128")
     whole = sim_spec(prompt="a red fox", n=3, size="256x128")
     record = RequestRecord(endpoint="images", t_send=0.0)
     images_api.read_images(sim_images.ImagesEncoder(whole, "img-2", 1, "sim", 0).body(), record, 1)
     assert record.ok and record.inputs == 3 and record.prompt_tokens == 3
+    assert record.output_bytes == 3 * sim_images.image_bytes("256x128")
+
+
+@pytest.mark.parametrize("size", range(12))
+def test_decoded_bytes_from_the_base64_length(size):
+    text = base64.b64encode(bytes(range(size))).decode()
+    assert images_api.decoded_bytes(text) == size
+    assert images_api.decoded_bytes(text.rstrip("=")) == size  # unpadded, as some servers send it
