@@ -163,7 +163,8 @@ class Workload:
         turn = 0 if self.agent_mode else self.turn  # an agent session is one user turn; its steps: "agent_step"
         data, content_type = self.api.encode_body(body)
         return RequestSpec(data, expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
-                           reference=reference, content_type=content_type)  # fmt: skip
+                           reference=reference, content_type=content_type,
+                           streamed=self.api.streams_body(body))  # fmt: skip
 
     @property
     def starts_session(self) -> bool:
@@ -239,7 +240,8 @@ class Workload:
         data, content_type = self.api.encode_body(body)
         return RequestSpec(data, tokens, (request.prefix_blocks, request.prefix_blocks_seen),
                            request.session, turn=request.turn, keep_answer=reference is not None, model=model,
-                           reference=reference, content_type=content_type)  # fmt: skip
+                           reference=reference, content_type=content_type,
+                           streamed=self.api.streams_body(body))  # fmt: skip
 
     @property
     def in_trace_session(self) -> bool:
