@@ -1,8 +1,15 @@
 """Speech to text (`POST /v1/audio/transcriptions`, OpenAI's and vLLM's): the audio `file`, `model`, `language`,
-`response_format` as multipart/form-data (`bodies.multipart_body`); answered with one JSON object, `{"text": ...}`
-(`response_format` "json", the default), with its usage when the server sends it in tokens (`usage.input_tokens`:
-the audio's, `usage.output_tokens`: the text's; a `{"type": "duration"}` usage counts no tokens). Its output tokens are
-the usage's, else the transcript's words.
+`response_format`, `stream` as multipart/form-data (`bodies.multipart_body`). It answers each request as its body
+asks (`Api.streams_body`): a built-in user's streams (`stream: true`), a scenario's call as it says.
+
+- Streamed (SSE, the openai SDK's `TranscriptionStreamEvent`s): each `transcript.text.delta` with a non-empty `delta`
+  is an output token event (TTFT, ITL); `transcript.text.done` ends the stream with its `usage` (`type: "tokens"`:
+  `input_tokens` the audio's, `output_tokens` the text's). vLLM's form is read too: OpenAI-style
+  `transcription.chunk`s (`choices[0].delta.content`, a `usage` of `prompt_tokens` / `completion_tokens`) ending in
+  `data: [DONE]`. An `error` event (or an `error` object) is a `stream_error` failure.
+- Not streamed: one JSON object, `{"text": ...}` (`response_format` "json", the default), with its usage when the
+  server counts tokens (a `{"type": "duration"}` usage counts none); its output tokens are the usage's, else the
+  transcript's words; its latency is E2E.
 
 A built-in user speaks its prompt: `speech_wav` makes a WAV (16 kHz, 16-bit mono) as long as the prompt read at
 `WORDS_PER_S` — a prompt of `--prompt-tokens 25` words is 10 s of audio — its samples silence and its text in the
@@ -23,8 +30,17 @@ import orjson
 from llm_locust.apis.bodies import multipart_body
 from llm_locust.apis.registry import Api, openai_paths
 from llm_locust.apis.shapes import joined
-from llm_locust.metrics.protocol import check_usage, error_text
+from llm_locust.metrics.protocol import (
+    TokenChunks,
+    apply_chunk,
+    apply_token,
+    check_usage,
+    decode_object,
+    error_text,
+    guarded,
+)
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import openai_parts, openai_text
 
 WORDS_PER_S = 2.5
 """How fast a built-in user's prompt is spoken: 150 words a minute, a usual speaking rate."""
@@ -82,17 +98,76 @@ def read_transcription(content: bytes, record: RequestRecord, inputs: int) -> No
         record.fail(ErrorKind.NO_TOKENS, "transcription is empty")
 
 
+DELTA, DONE = "transcript.text.delta", "transcript.text.done"
+VLLM_CHUNK = "transcription.chunk"
+"""vLLM's streamed chunk object (OpenAI chunks: `choices[0].delta.content`)."""
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, chunks: TokenChunks | None = None) -> bool:
+    """Apply one transcription stream event's data that arrived at `t` (perf_counter s) to `record` (`chunks`
+    unused); True when the stream is over for the client (its last event, `[DONE]`, a failure). Never raises."""
+    if data == b"[DONE]":
+        record.saw_done = True
+        return True
+    event = decode_object(record, data)
+    return True if event is None else guarded(_apply, record, event, t)
+
+
+def _apply(record: RequestRecord, event: dict, t: float) -> bool:
+    """`apply_event` on the decoded event; raises on fields of unexpected types."""
+    kind = event.get("type")
+    if kind == DELTA:
+        if event["delta"]:
+            apply_token(record, t)
+        return False
+    if kind == DONE:
+        usage = event.get("usage") or {}
+        if usage.get("type") == "tokens":
+            output_tokens, input_tokens = usage.get("output_tokens"), usage.get("input_tokens")
+            if type(output_tokens) is int and output_tokens >= 0:
+                record.usage_completion_tokens = output_tokens
+            if type(input_tokens) is int and input_tokens >= 0:
+                record.prompt_tokens = input_tokens
+        record.finish_reason = "stop"
+        record.saw_done = True
+        return True
+    if kind == "error" or event.get("error"):
+        record.fail(ErrorKind.STREAM_ERROR, f"error in stream: {error_text(event.get('error') or event)}")
+        return True
+    if event.get("object") == VLLM_CHUNK:
+        return apply_chunk(record, event, t)
+    return False
+
+
+def event_text(event: dict) -> str | None:
+    """The text an event carries (a delta; vLLM's chunk's content), else None: what `--tokenizer` counts."""
+    delta = event.get("delta")
+    if event.get("type") == DELTA:
+        return delta if type(delta) is str else None
+    return openai_text(event) if event.get("object") == VLLM_CHUNK else None
+
+
+def event_parts(event: dict) -> tuple[str | None, str | None]:
+    """(answer text, reasoning text) of one event: a delta's text, no reasoning."""
+    if event.get("object") == VLLM_CHUNK:
+        return openai_parts(event)
+    return event_text(event), None
+
+
 def shape(body: dict[str, Any]) -> None:
-    """The prompt (or the messages' texts) spoken (`speech_wav`) as the `file`; `response_format` json."""
+    """The prompt (or the messages' texts) spoken (`speech_wav`) as the `file`, streamed (a built-in user's request:
+    `--extra-body '{"stream": false}'` asks for one JSON body); `response_format` json."""
     if "prompt" in body or "messages" in body:
         text = body.pop("prompt") if "prompt" in body else joined(body.pop("messages"))
         body["file"] = ("speech.wav", speech_wav(text), "audio/wav")
+        body.setdefault("stream", True)
     body.setdefault("response_format", "json")
 
 
 API = Api(
     "transcriptions", "audio transcriptions",
     openai_paths("/v1/audio/transcriptions", azure="audio/transcriptions", databricks=False), shape,
-    max_tokens_field="", forces_length=False, read_body=read_transcription, encode_body=multipart_body,
+    max_tokens_field="", forces_length=False, parser=apply_event, event_text=event_text, answer_parts=event_parts,
+    read_body=read_transcription, encode_body=multipart_body,
     mount="audio.transcriptions.create", user="TranscriptionsUser",
 )  # fmt: skip

@@ -1,11 +1,13 @@
 """Speech to text measured against the simulator: locustfiles/transcriptions.py through the `locust` CLI — master + 2
-worker processes — over HTTP and HTTPS (each request a multipart upload of its spoken prompt): 0 failures, the
-requests and tokens the simulator's trace holds, E2E within 1 ms of the simulator's own times at p50; a scenario's
-`self.llm.audio.transcriptions.create(...)` with `name=`, `catch_response` and `score=`."""
+worker processes — over HTTP and HTTPS (each request a multipart upload of its spoken prompt), streamed and not: 0
+failures, the requests and tokens the simulator's trace holds, TTFT and the gaps between text deltas (streamed) or E2E
+against the simulator's own times; a scenario's `self.llm.audio.transcriptions.create(...)` with `name=`,
+`catch_response` and `score=`, streamed and not."""
 
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -34,38 +36,89 @@ def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return served, ("--ca-bundle", str(pki / "ca.pem"))
 
 
-@pytest.mark.alone  # E2E within 1 ms of the trace
-@pytest.mark.parametrize("scheme", ["http", "https"])
-def test_transcriptions_through_master_and_two_workers(tmp_path, pki, scheme):
-    served_tls, trust = tls_args(pki, scheme)
-    with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), *served_tls) as sim:
-        assert sim.url.startswith(f"{scheme}://")
-        proc = run_locust(LOCUSTFILE, "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--processes", "2",
-                          "--max-requests", str(REQUESTS), "--prompt-tokens", str(WORDS), "--requests-jsonl",
-                          "--results-dir", str(tmp_path), *trust)  # fmt: skip
-        trace = sim.trace()
+def run(sim, tmp_path, *args: str):
+    """`REQUESTS` requests of locustfiles/transcriptions.py from master + 2 worker processes against `sim`, each
+    written to requests.jsonl; the run's summary, its lines and the simulator's trace by id."""
+    proc = run_locust(LOCUSTFILE, "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--processes", "2",
+                      "--max-requests", str(REQUESTS), "--prompt-tokens", str(WORDS), "--requests-jsonl",
+                      "--results-dir", str(tmp_path), *args)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    trace = sim.trace()
     summary = read_summary(tmp_path)
-    m, t = summary["metrics"], summary["throughput"]
+    t = summary["throughput"]
     assert summary["failures"] == {} and t["requests_ok"] == len(trace) == REQUESTS
     assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
-    # each request spoke its prompt: WORDS words, 8 s of audio, heard back word for word
+    # each request spoke its prompt: WORDS words, 8 s of audio (50 audio tokens a second), heard back word for word
     assert {r["completion_tokens"] for r in trace} == {WORDS} and t["output_tokens"] == WORDS * REQUESTS
     assert {r["prompt_tokens"] for r in trace} == {WORDS / 2.5 * 50} and t["prompt_tokens"] == 400 * REQUESTS
     assert summary["tokens"]["sources"] == {"usage": REQUESTS}
-    assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0  # not streamed: its latency is E2E
-    served = {r["id"]: r for r in trace}
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    served = {r["id"]: r for r in trace}
     assert {line["request_id"] for line in lines} == set(served)
+    return summary, lines, served
+
+
+def steady(lines: list[dict]) -> list[dict]:
+    """The requests sent once every user's connection is up (after the run's first second: connecting and spawning
+    delay a few sends on a shared machine, for every API alike — as gemini's runs count)."""
+    t_up = min(line["t_send"] for line in lines) + 1.0
+    kept = [line for line in lines if line["t_send"] > t_up]
+    assert len(kept) >= REQUESTS // 3
+    return kept
+
+
+@pytest.mark.alone  # TTFT and ITL within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_streamed_transcriptions_through_master_and_two_workers(tmp_path, pki, scheme):
+    """TTFT (the first text delta) and every gap between deltas against the simulator's write times."""
+    served_tls, trust = tls_args(pki, scheme)
+    with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), *served_tls) as sim:
+        assert sim.url.startswith(f"{scheme}://")
+        summary, lines, served = run(sim, tmp_path, *trust)
+    m = summary["metrics"]
+    truth_itl_ms = [(b - a) * 1e3 for r in served.values() for a, b in pairwise(r["token_times"])]
+    assert m["itl_ms"]["count"] == len(truth_itl_ms) == (WORDS - 1) * REQUESTS and m["ttfo_ms"]["count"] == REQUESTS
+    kept = steady(lines)
+    ours_ms = [(line["t_first"] - line["t_send"]) * 1e3 for line in kept]
+    truth_ms = [(served[line["request_id"]]["token_times"][0] - served[line["request_id"]]["t_recv"]) * 1e3
+                for line in kept]  # fmt: skip
+    figures = {
+        "ttft p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
+        "ttft p99": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
+        "itl p50": (m["itl_ms"]["p50"], percentile(truth_itl_ms, 0.5)),
+        "itl p99": (m["itl_ms"]["p99"], percentile(truth_itl_ms, 0.99)),
+    }
+    upload_ms = percentile([(line["t_uploaded"] - line["t_send"]) * 1e3 for line in kept], 0.5)
+    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(kept),
+          f"upload p50 {upload_ms:.3f} ms")  # fmt: skip
+    # the gaps within 1 ms at p50, 3 ms at p99; TTFT's p50 within 1 ms plus the median upload of the 256 KB audio
+    # (`t_uploaded` − `t_send`: over HTTPS its encryption too — the client's time before the simulator can see the
+    # request); TTFT's p99 is printed, not held: on a loaded machine (load 16-20 on 2 cores) it moved by up to 70 ms
+    ttft_bound_ms = 1.0 + upload_ms
+    for key, bound_ms in (("ttft p50", ttft_bound_ms), ("itl p50", 1.0), ("itl p99", 3.0)):
+        ours, truth = figures[key]
+        assert abs(ours - truth) <= bound_ms, (key, figures)
+
+
+@pytest.mark.alone  # E2E within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_transcriptions_not_streamed_through_master_and_two_workers(tmp_path, pki, scheme):
+    """`--extra-body '{"stream": false}'`: one JSON body per request, its latency E2E, against the simulator's."""
+    served_tls, trust = tls_args(pki, scheme)
+    with run_sim("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), *served_tls) as sim:
+        summary, lines, served = run(sim, tmp_path, "--extra-body", '{"stream": false}', *trust)
+    m = summary["metrics"]
+    assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0  # not streamed: its latency is E2E
+    assert {r["stream"] for r in served.values()} == {False}
     ours_ms = [(line["t_done"] - line["t_send"]) * 1e3 for line in lines]
     truth_ms = [(served[line["request_id"]]["t_done"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]
-    t_up = min(line["t_send"] for line in lines) + 1.0  # p99 once every user's connection is up (as gemini's runs)
-    steady = [i for i, line in enumerate(lines) if line["t_send"] > t_up]
-    figures = {"e2e p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
-               "e2e p99 (connections up)": (percentile([ours_ms[i] for i in steady], 0.99),
-                                            percentile([truth_ms[i] for i in steady], 0.99))}  # fmt: skip
-    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(steady))
-    assert len(steady) >= REQUESTS // 3
+    kept = [i for i, line in enumerate(lines) if line in steady(lines)]
+    figures = {
+        "e2e p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
+        "e2e p99 (connections up)": (percentile([ours_ms[i] for i in kept], 0.99),
+                                     percentile([truth_ms[i] for i in kept], 0.99)),
+    }  # fmt: skip
+    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()})
     assert m["e2e_ms"]["count"] == REQUESTS and m["e2e_ms"]["p50"] == pytest.approx(figures["e2e p50"][0], abs=0.2)
     # p50 within 1 ms. p99 is printed, not held: a body read whole is timed when its greenlet runs again (not at its
     # kernel receive time, as a stream's events are), which a loaded machine delays (load 18 on 2 cores: +100-220 ms)
@@ -80,11 +133,12 @@ class TranscriptionScenario(LLMUser):
     """A scenario sending its own audio, as an openai SDK application would."""
 
     answers: list = []
+    stream = False
 
     @task
     def transcribe(self):
         with self.llm.audio.transcriptions.create(
-            file=("fox.wav", AUDIO, "audio/wav"), language="en", name="fox", catch_response=True,
+            file=("fox.wav", AUDIO, "audio/wav"), language="en", stream=self.stream, name="fox", catch_response=True,
             score=lambda answer: answer.text.split()[-1] == "dog",
         ) as answer:  # fmt: skip
             if "fox" not in answer.text:
@@ -92,8 +146,10 @@ class TranscriptionScenario(LLMUser):
             TranscriptionScenario.answers.append(answer)
 
 
-def test_a_scenario_transcribes_its_own_audio(tmp_path):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_scenario_transcribes_its_own_audio(tmp_path, monkeypatch, stream):
     TranscriptionScenario.answers = []
+    monkeypatch.setattr(TranscriptionScenario, "stream", stream)
     with run_sim("--ttft-ms", "10", "--itl-ms", "2") as sim:
         opts = options("--host", sim.url, "--results-dir", str(tmp_path))
         run_local(opts, users=2, seconds=1.5, user_classes=[TranscriptionScenario], stop_timeout_s=5)
@@ -103,6 +159,8 @@ def test_a_scenario_transcribes_its_own_audio(tmp_path):
     for answer in answers:
         assert answer.text == "the quick brown fox jumps over the lazy dog" and answer.score == 1.0
         assert answer.usage.completion_tokens == 9 and trace[answer.request_id]["completion_tokens"] == 9
+        assert trace[answer.request_id]["stream"] is stream and len(answer.itl_s) == (8 if stream else 0)
+        assert (answer.ttft_s is not None) is stream
     summary = read_summary(tmp_path)
     (fox,) = summary["breakdowns"]["name"]
     assert (fox["label"], fox["requests_ok"]) == ("fox", len(answers))

@@ -7,8 +7,11 @@ frames). What it "hears": the text of the file's `LIST`/`INFO` `ICMT` comment (l
 its words there), else the simulator's words, `WORDS_PER_S` of them per second of audio. Each word is one output
 token, sent with the space before it (the first without).
 
-Not streamed: one JSON object, `{"text": ..., "usage": {"type": "tokens", "input_tokens", "output_tokens",
-"total_tokens"}}` (`response_format=text`: the text alone, as text/plain is written — here in the same JSON body).
+Streamed (`stream=true`), as OpenAI streams it (the openai SDK's `TranscriptionStreamEvent`s): one
+`data: {"type": "transcript.text.delta", "delta": ...}` event per word (per `--tokens-per-chunk` words), then
+`{"type": "transcript.text.done", "text": ..., "usage": {"type": "tokens", "input_tokens", "output_tokens",
+"total_tokens"}}`; the events carry no id: the `x-request-id` header names the request. A mid-stream failure is an
+`{"type": "error", "error": {...}}` event. Not streamed: one JSON object, `{"text": ..., "usage": {...}}`.
 """
 
 from __future__ import annotations
@@ -100,14 +103,51 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     )  # fmt: skip
 
 
-class TranscriptEncoder:
-    """The response of one transcription: its whole JSON body."""
+def _delta(text: str) -> bytes:
+    """One `transcript.text.delta` event carrying `text`."""
+    return b"data: " + orjson.dumps({"type": "transcript.text.delta", "delta": text}) + b"\n\n"
 
-    __slots__ = ("_model", "spec")
+
+class TranscriptEncoder:
+    """The response of one transcription: its delta events (one per word, encoded up front) and its done event, or
+    its whole JSON body."""
+
+    __slots__ = ("_events", "_model", "spec")
 
     def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
         self.spec = spec
         self._model = model
+        pieces = spec.answer.pieces  # type: ignore[union-attr]
+        self._events = tuple(_delta(piece) for piece in pieces) if spec.stream else ()
+
+    def _text(self) -> str:
+        return "".join(self.spec.answer.pieces)  # type: ignore[union-attr]
+
+    def start_events(self) -> bytes:
+        """None: the first event is the first word's."""
+        return b""
+
+    def token_event(self, index: int) -> tuple[bytes, bytes]:
+        """Word `index`'s event as (empty prefix, event)."""
+        return b"", self._events[index]
+
+    def tokens_event(self, start: int, stop: int) -> bytes:
+        """One delta event carrying words `start` .. `stop - 1`."""
+        return _delta("".join(self.spec.answer.pieces[start:stop]))  # type: ignore[union-attr]
+
+    def text_event(self, text: str) -> bytes:
+        """A delta event carrying `text`."""
+        return _delta(text)
+
+    def end_events(self) -> list[bytes]:
+        """The `transcript.text.done` event: the whole text and the usage."""
+        done = {"type": "transcript.text.done", "text": self._text(), "usage": self._usage()}
+        return [b"data: " + orjson.dumps(done) + b"\n\n"]
+
+    def error_event(self, message: str) -> bytes:
+        """A mid-stream failure's `error` event."""
+        error = {"message": message, "type": "InternalServerError", "code": 500}
+        return b"data: " + orjson.dumps({"type": "error", "error": error}) + b"\n\n"
 
     def _usage(self) -> dict[str, Any]:
         spec = self.spec
@@ -116,7 +156,7 @@ class TranscriptEncoder:
 
     def body(self) -> bytes:
         """The transcription JSON: its text and usage."""
-        return orjson.dumps({"text": "".join(self.spec.answer.pieces), "usage": self._usage()})  # type: ignore[union-attr]
+        return orjson.dumps({"text": self._text(), "usage": self._usage()})
 
 
 API = Api(
@@ -124,6 +164,7 @@ API = Api(
     paths=("/v1/audio/transcriptions", "/openai/deployments/{deployment}/audio/transcriptions"),  # OpenAI's, Azure's
     id_prefix="trsc",
     parse=parse,
-    encoder=TranscriptEncoder,  # type: ignore[arg-type]
+    encoder=TranscriptEncoder,
+    request_id_header="x-request-id",
     decode=multipart_form,
 )

@@ -6,10 +6,23 @@ from __future__ import annotations
 import io
 import wave
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llm_locust.apis import APIS
-from llm_locust.apis.transcriptions import WORDS_PER_S, read_transcription, shape, speech_wav, wav_duration_s
+from llm_locust.apis.transcriptions import (
+    WORDS_PER_S,
+    apply_event,
+    event_parts,
+    event_text,
+    read_transcription,
+    shape,
+    speech_wav,
+    wav_duration_s,
+)
+from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.sim.apis import BY_NAME, parse_request
 from llm_locust.sim.apis.transcriptions import AUDIO_TOKENS_PER_S, spoken_text
@@ -66,11 +79,11 @@ def _parsed(fields: dict) -> tuple[CompletionSpec, dict]:
 
 
 def test_a_prompt_is_spoken_and_sent_as_a_multipart_form_the_simulator_reads() -> None:
-    fields = {"prompt": "say these five words please"}
+    fields = {"prompt": "say these five words please", "stream": False}
     shape(fields)
     spec, data = _parsed(fields)
     assert data["response_format"] == "json" and data["model"] == "m" and data["file"].filename == "speech.wav"
-    assert spec.output_tokens == 5 and not spec.stream
+    assert spec.output_tokens == 5 and not spec.stream and data["stream"] == "false"
     assert spec.prompt_tokens == 5 / WORDS_PER_S * AUDIO_TOKENS_PER_S
     body = BY_NAME["transcriptions"].encoder(spec, "trsc-1", 0, "m", 0).body()
     record = _record()
@@ -103,3 +116,68 @@ def test_the_simulator_refuses_what_it_cannot_transcribe(fields: dict, needle: s
     with pytest.raises(ApiError, match=needle) as refused:
         _parsed(fields)
     assert refused.value.status == 400
+
+
+def _stream(events: list[bytes]) -> RequestRecord:
+    """A record after the SSE data payloads `events`, one a millisecond, and the stream's end."""
+    record = _record()
+    for i, data in enumerate(events):
+        if apply_event(record, data, 1.0 + i / 1e3):
+            break
+    return finish(record, 2.0)
+
+
+DELTA = b'{"type": "transcript.text.delta", "delta": "%s"}'
+DONE = b'{"type": "transcript.text.done", "text": "a b", "usage": {"type": "tokens", "input_tokens": 50, "output_tokens": 2, "total_tokens": 52}}'  # noqa: E501
+
+
+def test_stream_of_deltas_and_done_with_usage() -> None:
+    record = _stream([DELTA % b"a", DELTA % b"", DELTA % b" b", DONE])
+    assert record.ok and record.events == 2 and list(record.itl_us) == [2000]  # the empty delta is no token
+    assert (record.output_tokens, record.prompt_tokens, record.finish_reason) == (2, 50, "stop")
+    assert record.t_first == record.t_first_content == 1.0
+
+
+def test_vllm_transcription_chunks_and_done() -> None:
+    chunk = b'{"id": "trsc-1", "object": "transcription.chunk", "choices": [{"delta": {"content": "%s"}}]}'
+    usage = b'{"object": "transcription.chunk", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}'
+    record = _stream([chunk % b"a", chunk % b" b", usage, b"[DONE]"])
+    assert record.ok and record.events == 2 and record.output_tokens == 2 and record.prompt_tokens == 9
+    assert record.server_request_id == "trsc-1"
+    assert event_text(orjson.loads(chunk % b" b")) == " b" and event_parts(orjson.loads(DELTA % b"x")) == ("x", None)
+
+
+@pytest.mark.parametrize(
+    ("events", "kind"),
+    [
+        ([DELTA % b"a"], ErrorKind.INCOMPLETE),
+        ([DELTA % b"a", b'{"type": "error", "error": {"message": "engine died"}}'], ErrorKind.STREAM_ERROR),
+        ([DELTA % b"a", b"not json"], ErrorKind.BAD_STREAM),
+        ([b'{"type": "transcript.text.delta", "delta": 5}', DONE], None),  # a number is a non-empty delta
+        ([b'{"type": "transcript.text.delta"}'], ErrorKind.BAD_STREAM),
+        ([DONE], ErrorKind.NO_TOKENS),
+        ([b"[1, 2]"], ErrorKind.BAD_STREAM),
+    ],
+)
+def test_hostile_streams_fail_by_kind(events: list[bytes], kind: ErrorKind | None) -> None:
+    assert _stream(events).error_kind is kind
+
+
+@given(st.lists(st.binary(max_size=40), max_size=6))
+def test_any_payloads_never_raise(payloads: list[bytes]) -> None:
+    _stream(payloads)
+
+
+def test_the_simulators_stream_reads_back_word_for_word() -> None:
+    fields = {"prompt": "one two three four five six"}
+    shape(fields)
+    spec, data = _parsed(fields)
+    assert spec.stream and data["stream"] == "true"
+    encoder = BY_NAME["transcriptions"].encoder(spec, "trsc-1", 0, "m", 0)
+    events = [encoder.token_event(i)[1] for i in range(spec.output_tokens)] + encoder.end_events()
+    texts = [event_text(orjson.loads(event[6:])) for event in events]
+    assert "".join(text or "" for text in texts) == "one two three four five six"
+    record = _stream([event[6:-2] for event in events])
+    assert record.ok and record.events == record.output_tokens == 6 and record.prompt_tokens == spec.prompt_tokens
+    assert encoder.tokens_event(0, 2) == b'data: {"type":"transcript.text.delta","delta":"one two"}\n\n'
+    assert _stream([encoder.error_event("boom")[6:-2]]).error_kind is ErrorKind.STREAM_ERROR
