@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from llm_locust.metrics.hdr import cumulative
 from llm_locust.metrics.vocabulary import PERCENTILES, ci_key, pct_key
 
 CONFIDENCE = 0.95
@@ -112,16 +113,11 @@ def quantile_interval(
     max. No values: (None, None)."""
     if hist is None or hist.get_total_count() == 0:
         return Interval(None, None)
-    return _read_interval(hist, _cumulative(hist), q, confidence, scale)
-
-
-def _cumulative(hist: HdrHistogram) -> np.ndarray:
-    """How many values `hist` holds up to each of its buckets, inclusive."""
-    return np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len], dtype=np.int64)
+    return _read_interval(hist, cumulative(hist), q, confidence, scale)
 
 
 def _read_interval(hist: HdrHistogram, cumulative: np.ndarray, q: float, confidence: float, scale: float) -> Interval:
-    """`quantile_interval` of a histogram with values, given its `_cumulative` counts."""
+    """`quantile_interval` of a histogram with values, given its `hdr.cumulative` counts."""
     n = int(cumulative[-1])
     low_rank, high_rank = quantile_ranks(n, q, confidence)
     low = high = None
@@ -150,17 +146,17 @@ def with_intervals(
     """`stats` (`hdr.distribution` of `hist`, values divided by `scale`) with each percentile's 95 % interval
     right after it (`ci_key`: [low, high], an open end None; None without values): `quantile_interval`, widened by the
     batch quantiles of that percentile in `batches` (`widen_by_batches`)."""
-    cumulative = None if hist is None or hist.get_total_count() == 0 else _cumulative(hist)
+    counts = None if hist is None or hist.get_total_count() == 0 else cumulative(hist)
     out: dict[str, Any] = {}
     for key, value in stats.items():
         out[key] = value
         p = _PERCENTILE_OF.get(key)
         if p is None:
             continue
-        if hist is None or cumulative is None:
+        if hist is None or counts is None:
             out[ci_key(p)] = None
             continue
-        interval = _read_interval(hist, cumulative, p / 100.0, CONFIDENCE, scale)
+        interval = _read_interval(hist, counts, p / 100.0, CONFIDENCE, scale)
         interval = widen_by_batches(interval, value, (batches or {}).get(key, ()))
         out[ci_key(p)] = [interval.low, interval.high]
     return out
