@@ -53,6 +53,8 @@ COUNTERS = (
                   attrgetter("prompt_tokens")),
     CounterFamily("llm_locust.inputs", "{input}", "Inputs answered by successful requests of an API that counts "
                   "inputs: embeddings' texts, rerank's and score's documents", attrgetter("inputs")),
+    CounterFamily("llm_locust.output_bytes", "By", "Decoded media bytes (images) of successful requests' answers",
+                  attrgetter("output_bytes")),
     CounterFamily("llm_locust.answers_scored", "{answer}", "Successful requests whose answer was scored",
                   attrgetter("answers_scored")),
     CounterFamily("llm_locust.answers_correct", "{answer}", "Scored answers that were right (score 1)",

@@ -82,6 +82,11 @@ class Counts:
         return sum(self.failures.values())
 
     @property
+    def output_bytes_per_input(self) -> float:
+        """Decoded media bytes per input answered (bytes per image), 0.0 without inputs."""
+        return round(self.output_bytes / self.inputs, 1) if self.inputs else 0.0
+
+    @property
     def requests_finished(self) -> int:
         """Requests that ended: successful, failed or cancelled."""
         return self.requests_ok + self.requests_failed + self.requests_cancelled

@@ -43,8 +43,9 @@ BASE_COLUMNS = (
 """The first columns of llm_timeseries.csv; then each declared series latency's p50, p90, p99, then the two below."""
 FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
-EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s")
-"""Embeddings: inputs and their (usage) tokens per second of the interval (last: files of older runs lack them)."""
+EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s", "output_bytes_per_input")
+"""An API that counts inputs: inputs and their (usage) tokens per second of the interval, decoded media bytes per input
+(bytes per image) (last: files of older runs lack them)."""
 
 
 def latency_columns() -> tuple[str, ...]:
@@ -129,7 +130,8 @@ class TimeseriesWriter:
             row.update({latency_key(metric.name, p): "" if stats[p] is None else stats[p] for p in SERIES_PERCENTILES})
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         row.update(inputs_per_s=per_s(window.inputs, self.interval_s),
-                   input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s))  # fmt: skip
+                   input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s),
+                   output_bytes_per_input=window.output_bytes_per_input)  # fmt: skip
         return row
 
     def write(self, row: dict[str, Any]) -> None:

@@ -68,7 +68,7 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "inputs_per_s": per_s(window.inputs, duration_s),
         "input_tokens_per_s": per_s(window.prompt_tokens, duration_s),
         "output_bytes": window.output_bytes,
-        "output_bytes_per_input": round(window.output_bytes / window.inputs, 1) if window.inputs else 0.0,
+        "output_bytes_per_input": window.output_bytes_per_input,
     }
 
 

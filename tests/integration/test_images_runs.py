@@ -5,6 +5,7 @@ times (within 1 ms at p50, 2 ms at p99), its images and tokens equal to the trac
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 from collections import Counter
@@ -106,6 +107,9 @@ def test_not_streamed_images_are_counted_with_their_e2e(tmp_path):
     n = t["requests_ok"]
     assert summary["failures"] == {} and n == len(trace) >= 10 and t["inputs"] == 3 * n
     assert t["output_bytes_per_input"] == image_bytes("256x256") and t["output_bytes"] == 3 * n * 1024
+    with (tmp_path / "llm_timeseries.csv").open() as series:  # each window's bytes per image (the live view's)
+        windows = [row for row in csv.DictReader(series) if row["requests_ok"] != "0"]
+    assert windows and {row["output_bytes_per_input"] for row in windows} == {"1024.0"}
     assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0 and m["e2e_ms"]["count"] == n
     served_ms = [(r["t_done"] - r["t_recv"]) * 1000 for r in trace]
     assert abs(m["e2e_ms"]["p50"] - statistics.median(served_ms)) < 5

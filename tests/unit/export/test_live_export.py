@@ -191,3 +191,24 @@ def test_inputs_are_exported_as_a_counter_per_series():
     assert samples[("llm_locust_inputs_total", totals)] == run.total.inputs == 2 * 16 * 4
     by_name = sum(samples[("llm_locust_inputs_total", totals | {("name", n)})] for n in ("rank", "again"))
     assert by_name == run.total.inputs
+
+
+def test_output_bytes_are_exported_as_a_counter_per_series():
+    """The decoded bytes of images (`Counts.output_bytes`) are `llm_locust_output_bytes_total`, per series, beside the
+    images (`llm_locust_inputs_total`): bytes per image is their ratio."""
+    live, run = LiveMetrics(), RunMetrics()
+    recorder = MetricsRecorder(5.0)
+    for i in range(10):
+        record = RequestRecord("images", t_send=0.0)
+        record.t_done = record.t_last = 0.05
+        record.inputs, record.output_bytes = 2, 2 * 16_384
+        if i % 5 == 0:
+            record.fail(ErrorKind.BAD_STREAM, "no image")  # a failed request's bytes are not counted
+        recorder.record(record, 1_000.0)
+    delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+    run.merge_delta(delta)
+    live.add(delta)
+    samples = _scrape(live, run)
+    totals = frozenset({("run", "r1")})
+    assert samples[("llm_locust_output_bytes_total", totals)] == run.total.output_bytes == 8 * 2 * 16_384
+    assert run.total.output_bytes_per_input == 16_384.0
