@@ -15,9 +15,12 @@ text of their token-bearing events. Pure; never raises.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
+
+if TYPE_CHECKING:
+    from llm_locust.metrics.record import RequestRecord
 
 _DONE = b"[DONE]"
 _QUOTE = b'"'
@@ -31,6 +34,19 @@ call's name and arguments are neither)."""
 
 KeepPayload = Callable[[bytes], None]
 """Where a stream's reader hands each event's payload (`StreamText.keep`)."""
+
+
+class TokenCounter(Protocol):
+    """Anything that counts the tokens of a text (`--tokenizer`: `workload.tokens`; the transport counts a stream's
+    generated text with it, `keep_text`)."""
+
+    exact_words: bool
+    """True when every whitespace-separated word of the synthetic vocabulary is exactly one token."""
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        ...
+
 
 KEEP_EVENTS = 4096
 """Payloads a `StreamText` holds before decoding them to text (bounds its memory per stream)."""
@@ -205,3 +221,17 @@ _ONE_PASS: dict[tuple[Any, Any], Callable[[dict], tuple[str | None, str | None, 
 }
 """(event text, answer parts) → the reader that returns both in one pass (`StreamText` uses it when the pair is its
 own)."""
+
+
+def keep_text(
+    record: RequestRecord, text: str, counter: TokenCounter | None, keep_answer: bool, parts: tuple[str, str]
+) -> None:
+    """Put a finished stream's generated `text` on `record`: its tokens counted by `counter` (--tokenizer) when the
+    request succeeded, the text itself as `answer_text` when `keep_answer` (also of a failed or cancelled stream:
+    what arrived), with its `parts`, (the answer's own text, the reasoning text), as `content_text` and
+    `reasoning_text`."""
+    if counter is not None and record.ok:
+        record.local_output_tokens = counter.count(text)
+    if keep_answer:
+        record.answer_text = text
+        record.content_text, record.reasoning_text = parts

@@ -27,14 +27,14 @@ from llm_locust.metrics.protocol import error_text, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.metrics.request import JSON
 from llm_locust.metrics.sse import DEFAULT_MAX_EVENT_BYTES, EventTooLarge
-from llm_locust.metrics.stream_text import StreamText
+from llm_locust.metrics.stream_text import StreamText, TokenCounter, keep_text
 from llm_locust.transport import patches, pump
 from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.byte_arrival import body_chunks, take_bytes
 from llm_locust.transport.cancel import Cancel, StreamCancelled
 from llm_locust.transport.pump import BodyCallback
 from llm_locust.transport.redirects import is_redirect, redirect_reason
-from llm_locust.transport.request import NextSend, Prepared, TokenCounter
+from llm_locust.transport.request import NextSend, Prepared
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls import tls_problem
 from llm_locust.transport.tls_memory import TLSConnection
@@ -229,20 +229,6 @@ def _closed_before_response(resp: Any) -> bool:
         return False
     original = getattr(error, "original", None)  # RetriesExceeded(url, 0, original=the real error)
     return isinstance(original if isinstance(original, BaseException) else error, HTTPConnectionClosed)
-
-
-def keep_text(
-    record: RequestRecord, text: str, counter: TokenCounter | None, keep_answer: bool, parts: tuple[str, str]
-) -> None:
-    """Put a finished stream's generated `text` on `record`: its tokens counted by `counter` (--tokenizer) when the
-    request succeeded, the text itself as `answer_text` when `keep_answer` (also of a failed or cancelled stream:
-    what arrived), with its `parts`, (the answer's own text, the reasoning text), as `content_text` and
-    `reasoning_text`."""
-    if counter is not None and record.ok:
-        record.local_output_tokens = counter.count(text)
-    if keep_answer:
-        record.answer_text = text
-        record.content_text, record.reasoning_text = parts
 
 
 def _stop(watchdog: TimeoutWatchdog, watch: Watch, cancel: Cancel | None) -> None:

@@ -7,7 +7,8 @@ headers, its replica and cancellation draw, the wait for its due time. The user'
 (the openai SDK), chosen once per user — sends it, reads the answer onto its record as its `Api` says (an SSE
 stream, or one JSON body) and returns the finished `RequestRecord`; it neither reports the request to Locust nor
 tells the workload (the caller does both, once: `runtime.llm_client`). It knows nothing of the workload, the load or
-the wiring: what it needs of them reaches it as values (`wait_due`, a `TokenCounter`, the process's next send due).
+the wiring: what it needs of them reaches it as values (`wait_due`, a `metrics.stream_text.TokenCounter`, the
+process's next send due).
 """
 
 from __future__ import annotations
@@ -27,13 +28,6 @@ if TYPE_CHECKING:
 NextSend = Callable[[float], float | None]
 """The process's next send due after a perf_counter instant (perf_counter s; None: none due): what the stream pump
 ends its turn by (`load.due_sends.DueSends.next_s`, handed in by the wiring)."""
-
-
-class TokenCounter(Protocol):
-    """What counts a text's tokens (`--tokenizer`: the workload's counter, `workload.tokens`, handed in by the
-    wiring)."""
-
-    def count(self, text: str) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

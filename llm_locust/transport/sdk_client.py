@@ -24,11 +24,12 @@ import orjson
 
 from llm_locust.metrics.protocol import apply_chunk, finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.metrics.stream_text import TokenCounter, keep_text
 from llm_locust.redact import redact
-from llm_locust.transport.client import keep_text, status_kind
+from llm_locust.transport.client import status_kind
 from llm_locust.transport.endpoint_settings import EndpointSettings
 from llm_locust.transport.redirects import is_redirect, redirect_reason
-from llm_locust.transport.request import Prepared, TokenCounter
+from llm_locust.transport.request import Prepared
 from llm_locust.transport.settings import TimeoutSettings
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.tls import client_context, tls_problem

@@ -9,20 +9,9 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Protocol
 
 from llm_locust.errors import ConfigError
-
-
-class TokenCounter(Protocol):
-    """Anything that counts the tokens of a text."""
-
-    exact_words: bool
-    """True when every whitespace-separated word of the synthetic vocabulary is exactly one token."""
-
-    def count(self, text: str) -> int:
-        """Number of tokens in `text`."""
-        ...
+from llm_locust.metrics.stream_text import TokenCounter
 
 
 class WordCounter:
