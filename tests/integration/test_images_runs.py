@@ -1,10 +1,12 @@
 """Image generation measured against the simulator: the built-in user through the `locust` CLI — master + 2 worker
 processes — over HTTP and HTTPS, its time to the first partial image and its gaps against the simulator's own write
 times (within 1 ms at p50, 2 ms at p99), its images and tokens equal to the trace; not streamed (E2E); a scenario's
-`self.llm.images.generate(...)` with `name=`, `catch_response` and `score=`; faults counted exactly."""
+`self.llm.images.generate(...)` with `name=`, `catch_response` and `score=`; faults counted exactly; the openai SDK
+reads the simulator's images."""
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import statistics
@@ -165,3 +167,20 @@ def test_fault_kinds_counted_exactly(tmp_path):
     assert summary["failures"] == {"stream_error": injected["stream_error"], "http_5xx": injected["http_500"],
                                    "bad_stream": injected["bad_json"]}  # fmt: skip
     assert summary["throughput"]["requests_ok"] == len(trace) - sum(injected.values())
+
+
+def test_the_openai_sdk_reads_the_simulator_s_images():
+    """The openai SDK's own `client.images.generate` against the simulator: its typed stream events
+    (`ImageGenPartialImageEvent`, `ImageGenCompletedEvent` with usage) and its `ImagesResponse` — the wire format the
+    client measures is the one OpenAI's SDK reads."""
+    from openai import OpenAI
+
+    with run_sim("--ttft-ms", "5", "--itl-ms", "2") as sim:
+        client = OpenAI(base_url=f"{sim.url}/v1", api_key="unused", max_retries=0)
+        events = list(client.images.generate(model="llm-locust-sim", prompt="a fox", size="512x256", n=1, stream=True,
+                                             partial_images=2))  # fmt: skip
+        whole = client.images.generate(model="llm-locust-sim", prompt="a fox", size="256x256", n=2)
+    assert [type(event).__name__ for event in events] == ["ImageGenPartialImageEvent"] * 2 + ["ImageGenCompletedEvent"]
+    assert [event.partial_image_index for event in events[:2]] == [0, 1] and events[2].usage.output_tokens == 3
+    assert {len(base64.b64decode(event.b64_json)) for event in events} == {image_bytes("512x256")}
+    assert [len(base64.b64decode(image.b64_json)) for image in whole.data or []] == [image_bytes("256x256")] * 2
