@@ -7,6 +7,9 @@
   another letter). With `--degrade-above-batch N`, a request admitted into a running batch of more than N sequences
   (itself included: `engine.Sequence.batch`) is right with probability `--degraded-accuracy` instead. The draw is
   made when the first token is produced, i.e. after its admission.
+- **An answer its API's parse makes** (a transcript: `apis/transcriptions.py`) is given the answerer: each of its
+  words is heard right with probability `--accuracy` (`--degraded-accuracy` above `--degrade-above-batch`), else as
+  another word, drawn as it is settled.
 - **A structured output** (a request asking for JSON in its API's field, as its API reads it: `Api.output_format`,
   e.g. chat's `response_format`, Responses' `text.format`, text completions' `structured_outputs` / `json_schema`)
   is answered with a JSON value valid for the schema (`instance`: object with its properties, string, number,
@@ -184,7 +187,11 @@ class Answerer:
     def plan(self, spec: CompletionSpec, data: dict[str, Any], output_format: OutputFormat | None) -> CompletionSpec:
         """`spec` (of request `data`) answering a structured output — read with its API's `output_format` (None:
         its API has none) — or a recognised question (`spec.answer`, its output tokens the answer's), or `spec`
-        itself."""
+        itself; an answer its API's parse made already (a transcript's words) is given this answerer, whose draws
+        decide it as it is settled (its `answerer`)."""
+        if spec.answer is not None:  # its API's parse made it (a transcript): right or wrong by these draws
+            spec.answer.answerer = self  # type: ignore[attr-defined]
+            return spec
         try:
             asked = output_format(data) if output_format is not None else None
             if asked is not None:
