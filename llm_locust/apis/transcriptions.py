@@ -15,7 +15,8 @@ A built-in user speaks its prompt: `speech_wav` makes a WAV (16 kHz, 16-bit mono
 `WORDS_PER_S` — a prompt of `--prompt-tokens 25` words is 10 s of audio — its samples silence and its text in the
 file's INFO comment (`ICMT`): a real server transcribes the audio and ignores it, the simulator transcribes that text.
 A scenario sends any file (`self.llm.audio.transcriptions.create(file=open("a.wav", "rb"), ...)`, every form
-`bodies.multipart_body` takes).
+`bodies.multipart_body` takes); with its reference transcript, `score=heard_right(reference)` scores each answer by
+its word error rate (jiwer's), the run's accuracy then 1 − the mean word error rate under load.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from __future__ import annotations
 import io
 import struct
 import wave
+from collections.abc import Callable
 from typing import Any
 
+import jiwer
 import orjson
 
 from llm_locust.apis.bodies import multipart_body
@@ -71,6 +74,20 @@ def wav_duration_s(content: bytes) -> float:
     not a WAV file."""
     with wave.open(io.BytesIO(content), "rb") as wav:
         return wav.getnframes() / wav.getframerate()
+
+
+def word_error_rate(reference: str, heard: str) -> float:
+    """The word error rate of the transcript `heard` against `reference` (jiwer's: substitutions, deletions and
+    insertions over the reference's words; 0 for two empty texts, 1 for a transcript of an empty reference)."""
+    if not reference.split():
+        return 0.0 if not heard.split() else 1.0
+    return float(jiwer.wer(reference, heard))
+
+
+def heard_right(reference: str) -> Callable[[Any], float]:
+    """A scenario's `score=` for a transcription of `reference`: 1 − its word error rate (at least 0), so the run's
+    accuracy is 1 − the mean word error rate under load (summary.json `accuracy`, with its standard error)."""
+    return lambda answer: max(0.0, 1.0 - word_error_rate(reference, answer.text))
 
 
 def read_transcription(content: bytes, record: RequestRecord, inputs: int) -> None:

@@ -2,7 +2,8 @@
 worker processes — over HTTP and HTTPS (each request a multipart upload of its spoken prompt), streamed and not: 0
 failures, the requests and tokens the simulator's trace holds, TTFT and the gaps between text deltas (streamed) or E2E
 against the simulator's own times; a scenario's `self.llm.audio.transcriptions.create(...)` with `name=`,
-`catch_response` and `score=`, streamed and not."""
+`catch_response` and `score=`, streamed and not; the word error rate under load against the simulator's share of
+wrong words."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
 from locust import task
 
-from llm_locust.apis.transcriptions import speech_wav
+from llm_locust.apis.transcriptions import heard_right, speech_wav
 from llm_locust.runtime.users import LLMUser
 from llm_locust.sim import run_sim
 
@@ -165,3 +166,47 @@ def test_a_scenario_transcribes_its_own_audio(tmp_path, monkeypatch, stream):
     (fox,) = summary["breakdowns"]["name"]
     assert (fox["label"], fox["requests_ok"]) == ("fox", len(answers))
     assert summary["accuracy"]["scored"] == len(answers) and summary["accuracy"]["correct"] == len(answers)
+
+
+SAID = " ".join(f"word{i}" for i in range(40))
+SPOKEN = speech_wav(SAID)
+
+
+class WerScenario(LLMUser):
+    """A scenario scoring each transcript by its word error rate against the words it spoke (`heard_right`)."""
+
+    @task
+    def transcribe(self):
+        self.llm.audio.transcriptions.create(file=("said.wav", SPOKEN), stream=True, score=heard_right(SAID))
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_word_error_rate_under_load_measures_the_simulators_share_of_wrong_words(tmp_path, processes):
+    """The simulator hears each word wrong with probability 0.2 (`--accuracy 0.8`): the run's accuracy (1 − the mean
+    WER, jiwer's) is 1 − the share of wrong words its trace counts, exactly, and within three standard errors of 0.8;
+    in a local runner and through --processes 2."""
+    with run_sim("--ttft-ms", "10", "--itl-ms", "1", "--accuracy", "0.8", "--answer-seed", "5") as sim:
+        if processes:
+            locustfile = tmp_path / "wer.py"
+            locustfile.write_text(
+                "from locust import events, task\nfrom llm_locust.runtime.plugin import install\n"
+                "from llm_locust.runtime.users import LLMUser\nfrom llm_locust.apis.transcriptions import heard_right,"
+                " speech_wav\ninstall(events)\nSAID = " + repr(SAID) + "\nSPOKEN = speech_wav(SAID)\n\n\n"
+                "class WerScenario(LLMUser):\n    @task\n    def transcribe(self):\n"
+                "        self.llm.audio.transcriptions.create(file=('said.wav', SPOKEN), stream=True,"
+                " score=heard_right(SAID))\n"
+            )  # fmt: skip
+            proc = run_locust(locustfile, "--host", sim.url, "-u", "4", "-r", "4", "-t", "60s", "--processes", "2",
+                              "--max-requests", "150", "--results-dir", str(tmp_path))  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        else:
+            opts = options("--host", sim.url, "--results-dir", str(tmp_path))
+            run_local(opts, users=4, seconds=2.5, user_classes=[WerScenario], stop_timeout_s=5)
+        trace = sim.trace()
+    accuracy = read_summary(tmp_path)["accuracy"]
+    wrong, words = sum(r["answer"]["wrong_words"] for r in trace), 40 * len(trace)
+    assert accuracy["scored"] == len(trace) >= 60
+    assert accuracy["accuracy"] == pytest.approx(1 - wrong / words, abs=1e-6)  # every error a substitution
+    stderr = (0.2 * 0.8 / words) ** 0.5  # of the share of wrong words, over every word heard
+    print(f"WER {1 - accuracy['accuracy']:.4f} (wrong words {wrong}/{words}), configured 0.2 ± {stderr:.4f}")
+    assert abs((1 - accuracy["accuracy"]) - 0.2) <= 3 * stderr

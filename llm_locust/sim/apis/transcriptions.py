@@ -4,7 +4,8 @@ The request is multipart/form-data (`forms.multipart_form`): a WAV `file` (the o
 is HTTP 400), `model`, `language`, `response_format` (`json`, the default, or `text`). The audio's duration is its
 header's (frames over frame rate); its prompt is `AUDIO_TOKENS_PER_S` tokens per second of it (Whisper's encoder
 frames). What it "hears": the text of the file's `LIST`/`INFO` `ICMT` comment (llm-locust's synthetic speech carries
-its words there), else the simulator's words, `WORDS_PER_S` of them per second of audio. Each word is one output
+its words there), else the simulator's words, `WORDS_PER_S` of them per second of audio; each word heard right with
+probability `--accuracy`, else as another word (`Transcript`: a word error rate under load). Each word is one output
 token, sent with the space before it (the first without).
 
 Streamed (`stream=true`), as OpenAI streams it (the openai SDK's `TranscriptionStreamEvent`s): one
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import io
 import math
+import random
 import re
 import struct
 import wave
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -60,23 +62,52 @@ def spoken_text(content: bytes) -> tuple[float, str | None]:
     return duration_s, None
 
 
+class Draws(Protocol):
+    """The simulator's answer draws (`answers.Answerer`): is an answer right, and the draws of its values."""
+
+    values: random.Random
+
+    def right(self, batch: int) -> bool: ...
+
+
 class Transcript:
     """What the simulator hears in one audio: its `pieces` (one per output token: each word with the space before
-    it), settled from the start (`wire.Scripted`; `kind` None: not an answer the simulator's metrics count)."""
+    it; `wire.Scripted`, `kind` None: not an answer the simulator's metrics count by kind). With an `answerer`
+    (`answers.Answerer.plan` gives it), each word is heard right with its probability (`--accuracy`), else as another
+    word (`wrong`: how many), drawn once as it is settled for the batch the request was admitted into."""
 
-    __slots__ = ("pieces",)
+    __slots__ = ("answerer", "batch", "pieces", "settled", "wrong")
 
     kind = None
 
     def __init__(self, text: str) -> None:
         self.pieces = tuple(_PIECE.findall(text.strip()))
+        self.answerer: Draws | None = None
+        self.settled = False
+        self.wrong = 0
+        self.batch = 0
 
     def settle(self, batch: int) -> None:
-        """Nothing to decide: the words are known from the request."""
+        """Decide which words are heard wrong (once), for a request admitted into a batch of `batch` sequences."""
+        if self.settled:
+            return
+        self.settled, self.batch, answerer = True, batch, self.answerer
+        if answerer is None:
+            return
+        pieces = list(self.pieces)
+        for i, piece in enumerate(pieces):
+            if not answerer.right(batch):
+                word = piece.lstrip()
+                other = word
+                while other == word:
+                    other = answerer.values.choice(WORDS).strip()
+                pieces[i] = piece[: len(piece) - len(word)] + other
+                self.wrong += 1
+        self.pieces = tuple(pieces)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form served by /sim/trace."""
-        return {"kind": "transcript", "text": "".join(self.pieces), "batch": 0}
+        """The JSON-ready form served by /sim/trace: the text sent and its words heard wrong."""
+        return {"kind": "transcript", "text": "".join(self.pieces), "batch": self.batch, "wrong_words": self.wrong}
 
 
 def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
@@ -109,16 +140,14 @@ def _delta(text: str) -> bytes:
 
 
 class TranscriptEncoder:
-    """The response of one transcription: its delta events (one per word, encoded up front) and its done event, or
-    its whole JSON body."""
+    """The response of one transcription: its delta events (one per word) and its done event, or its whole JSON
+    body."""
 
-    __slots__ = ("_events", "_model", "spec")
+    __slots__ = ("_model", "spec")
 
     def __init__(self, spec: CompletionSpec, response_id: str, created_s: int, model: str, offset: int) -> None:
         self.spec = spec
         self._model = model
-        pieces = spec.answer.pieces  # type: ignore[union-attr]
-        self._events = tuple(_delta(piece) for piece in pieces) if spec.stream else ()
 
     def _text(self) -> str:
         return "".join(self.spec.answer.pieces)  # type: ignore[union-attr]
@@ -128,8 +157,9 @@ class TranscriptEncoder:
         return b""
 
     def token_event(self, index: int) -> tuple[bytes, bytes]:
-        """Word `index`'s event as (empty prefix, event)."""
-        return b"", self._events[index]
+        """Word `index`'s event as (empty prefix, event), encoded as it is written (its words are settled at the
+        first token)."""
+        return b"", _delta(self.spec.answer.pieces[index])  # type: ignore[union-attr]
 
     def tokens_event(self, start: int, stop: int) -> bytes:
         """One delta event carrying words `start` .. `stop - 1`."""
@@ -165,6 +195,7 @@ API = Api(
     id_prefix="trsc",
     parse=parse,
     encoder=TranscriptEncoder,
+    answer_encoder=TranscriptEncoder,  # (its words right or wrong by the answerer's draws: `answers.Answerer.plan`)
     request_id_header="x-request-id",
     decode=multipart_form,
 )

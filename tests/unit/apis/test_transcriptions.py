@@ -17,13 +17,16 @@ from llm_locust.apis.transcriptions import (
     apply_event,
     event_parts,
     event_text,
+    heard_right,
     read_transcription,
     shape,
     speech_wav,
     wav_duration_s,
+    word_error_rate,
 )
 from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.sim.answers import Answerer
 from llm_locust.sim.apis import BY_NAME, parse_request
 from llm_locust.sim.apis.transcriptions import AUDIO_TOKENS_PER_S, spoken_text
 from llm_locust.sim.apis.transcriptions import WORDS_PER_S as SIM_WORDS_PER_S
@@ -181,3 +184,27 @@ def test_the_simulators_stream_reads_back_word_for_word() -> None:
     assert record.ok and record.events == record.output_tokens == 6 and record.prompt_tokens == spec.prompt_tokens
     assert encoder.tokens_event(0, 2) == b'data: {"type":"transcript.text.delta","delta":"one two"}\n\n'
     assert _stream([encoder.error_event("boom")[6:-2]]).error_kind is ErrorKind.STREAM_ERROR
+
+
+def test_word_error_rate_is_jiwers_and_a_score_is_one_minus_it() -> None:
+    assert word_error_rate("the cat sat on the mat", "the cat sat on the mat") == 0.0
+    assert word_error_rate("the cat sat on the mat", "the dog sat on mat") == pytest.approx(2 / 6)  # 1 sub, 1 del
+    assert (word_error_rate("", ""), word_error_rate("", "noise")) == (0.0, 1.0)
+    answer = type("A", (), {"text": "a x c d"})()
+    assert heard_right("a b c d")(answer) == 0.75
+    assert heard_right("a")(type("A", (), {"text": "x y z"})()) == 0.0  # WER 3: no score below 0
+
+
+def test_the_simulator_hears_each_word_right_with_its_accuracy() -> None:
+    fields = {"prompt": " ".join(f"w{i}" for i in range(2000))}
+    shape(fields)
+    spec, data = _parsed(fields)
+    spec = Answerer(0.8, 0, 1.0, 0.0, seed=7).plan(spec, data, None)
+    transcript = spec.answer
+    transcript.settle(3)
+    transcript.settle(3)  # once
+    heard = "".join(transcript.pieces)
+    assert len(transcript.pieces) == 2000 and transcript.to_dict()["wrong_words"] == transcript.wrong
+    said = " ".join(f"w{i}" for i in range(2000))
+    assert word_error_rate(said, heard) == transcript.wrong / 2000  # every error a substitution
+    assert abs(transcript.wrong / 2000 - 0.2) < 3 * (0.2 * 0.8 / 2000) ** 0.5
