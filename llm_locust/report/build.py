@@ -45,7 +45,7 @@ from llm_locust.report.tables import (
 STEP_COLUMNS = {
     "label": "step", "users": "users", "rate_per_s": "offered req/s", "achieved_rate_per_s": "achieved req/s",
     "output_tokens_per_s": "output tok/s", "inputs_per_s": "inputs/s", "input_tokens_per_s": "input tok/s",
-    "requests_ok": "ok", "failures": "failed", "ended": "ended by",
+    "output_bytes_per_input": "bytes/input", "requests_ok": "ok", "failures": "failed", "ended": "ended by",
 }  # fmt: skip
 """The steps table's first columns; then the latencies' (`tables.latency_table_columns`), goodput, SLO attainment,
 energy and cost (`tables.EFFICIENCY_COLUMNS`)."""

@@ -98,8 +98,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
             **{key: throughput.get(key) for key in THROUGHPUT_KEYS},
             "failures": sum((source.get("failures") or {}).values()),
         }
-        if counting is not OUTPUTS:  # embeddings: inputs and their tokens, no output
-            row.update(output_tokens_per_s=None, **{rate.key: throughput.get(rate.key) for rate in counting.rates})
+        if counting is not OUTPUTS:  # its own rates (embeddings: inputs and their tokens), output tok/s only if one
+            row.update({"output_tokens_per_s": None, **{rate.key: throughput.get(rate.key) for rate in counting.rates}})
         metrics = source["metrics"]
         for metric in row_latencies():
             stats = metrics.get(f"{metric}_ms") or {}

@@ -18,6 +18,9 @@ import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
 from locust import task
 
+from llm_locust.report.build import build_report
+from llm_locust.report.run_data import load_run
+from llm_locust.report.tables import step_rows
 from llm_locust.runtime.users import ImagesUser
 from llm_locust.sim import run_sim
 from llm_locust.sim.apis.images import image_bytes
@@ -112,6 +115,11 @@ def test_not_streamed_images_are_counted_with_their_e2e(tmp_path):
     with (tmp_path / "llm_timeseries.csv").open() as series:  # each window's bytes per image (the live view's)
         windows = [row for row in csv.DictReader(series) if row["requests_ok"] != "0"]
     assert windows and {row["output_bytes_per_input"] for row in windows} == {"1024.0"}
+    steps = step_rows(load_run(tmp_path)).iloc[0]  # the report's steps table: images/s, bytes/image, output tok/s
+    assert (steps["inputs_per_s"], steps["output_bytes_per_input"]) == (t["inputs_per_s"], 1024.0)
+    assert steps["output_tokens_per_s"] == t["output_tokens_per_s"]
+    page = build_report([tmp_path], tmp_path / "report.html", png=False).html_path.read_text()
+    assert "images/s" in page and "bytes/image" in page and "inputs/s" not in page
     assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0 and m["e2e_ms"]["count"] == n
     served_ms = [(r["t_done"] - r["t_recv"]) * 1000 for r in trace]
     assert abs(m["e2e_ms"]["p50"] - statistics.median(served_ms)) < 5
