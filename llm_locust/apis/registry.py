@@ -95,7 +95,9 @@ class Api:
     `mount`: where a scenario calls it on `self.llm`, a dotted attribute path ending in the call's name (default
     `<endpoint>.create`; "chat.completions.create", as its SDK names it); `user`: the name of its built-in User class
     (`runtime.users` makes it; "": none), `agent_user`: that of its User class playing agent sessions ("": none).
-    `encode_body`: how its body goes on the wire (`bodies.json_body`, or `bodies.multipart_body`: multipart/form-data,
+    `input_seconds`: the seconds of media a request's body carries (speech to text: its audio's duration, for the
+    audio seconds transcribed per second and the real-time factor); None: none. `encode_body`: how its body goes on
+    the wire (`bodies.json_body`, or `bodies.multipart_body`: multipart/form-data,
     a file upload's).
     """
 
@@ -124,6 +126,7 @@ class Api:
     mount: str = ""
     user: str = ""
     agent_user: str = ""
+    input_seconds: Callable[[Mapping[str, Any]], float] | None = None
     encode_body: BodyEncoder = bodies.json_body
 
     def __post_init__(self) -> None:
@@ -139,6 +142,10 @@ class Api:
         """Its responses are streams (SSE or event-stream, its `framing`, read by `parser`); else one JSON body (read by
         `read_body`). An API with both answers each request as its body asks (`streams_body`)."""
         return self.parser is not None
+
+    def input_s(self, body: Mapping[str, Any]) -> float:
+        """The seconds of media (audio) a request of `body` carries, as its `input_seconds` reads them (0.0: none)."""
+        return 0.0 if self.input_seconds is None else self.input_seconds(body)
 
     def streams_body(self, body: Mapping[str, Any]) -> bool:
         """A request of `body` is answered by a stream: always for an API with only a parser; for one that answers

@@ -155,6 +155,17 @@ class RequestRecord:
     score: float | None = None  # its answer's score in [0, 1] (`metrics.scoring`), None: not scored
 
     @property
+    def input_s(self) -> float:
+        """Seconds of media (audio) the request carried (`RequestSpec.input_s`; 0.0: none)."""
+        return self.spec.input_s
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """Processing time over the media's duration: E2E / `input_s` (None: no media, or not finished)."""
+        e2e_s = self.e2e_s
+        return None if e2e_s is None or not self.spec.input_s else e2e_s / self.spec.input_s
+
+    @property
     def expected_prompt_tokens(self) -> int | None:
         """The client's count of the prompt it sent, when known (`RequestSpec.expected_prompt_tokens`)."""
         return self.spec.expected_prompt_tokens

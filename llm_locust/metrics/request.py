@@ -38,6 +38,7 @@ class RequestSpec:
     groups: tuple[tuple[str, str], ...] = ()
     reference: Reference | None = None
     content_type: str = JSON  # the body's (`apis.Api.encode_body`): multipart's names its boundary
+    input_s: float = 0.0  # seconds of media (audio) the request carries (`apis.Api.input_seconds`)
     streamed: bool = True  # False: an API answering both ways is asked for one JSON body (`Api.streams_body`)
 
 

@@ -57,6 +57,8 @@ class Counts:
     prompt_max_abs_diff: int = field(default=0, metadata=_MAX)  # largest |server - client| prompt-token difference
     inputs: int = 0  # embeddings: inputs embedded by successful requests
     output_bytes: int = 0  # decoded media bytes (images) of successful requests' answers
+    input_s: float = 0.0  # seconds of media (audio) successful requests carried
+    input_e2e_s: float = 0.0  # ... those requests' E2E, summed: real-time factor = input_e2e_s / input_s
     output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
     output_mismatches: int = 0  # ... of which the counts differ
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
@@ -85,6 +87,12 @@ class Counts:
     def output_bytes_per_input(self) -> float:
         """Decoded media bytes per input answered (bytes per image), 0.0 without inputs."""
         return round(self.output_bytes / self.inputs, 1) if self.inputs else 0.0
+
+    @property
+    def real_time_factor(self) -> float | None:
+        """The successful requests' processing time over their media's duration (E2E summed / seconds summed), None
+        without media."""
+        return round(self.input_e2e_s / self.input_s, 6) if self.input_s else None
 
     @property
     def requests_finished(self) -> int:
@@ -202,6 +210,9 @@ class WindowMetrics(Counts):
         self.prompt_tokens += record.prompt_tokens or 0
         self.inputs += record.inputs
         self.output_bytes += record.output_bytes
+        if record.input_s:
+            self.input_s += record.input_s
+            self.input_e2e_s += record.e2e_s or 0.0
         self.token_events += record.events
         self.token_sources[str(record.token_source)] += 1
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:

@@ -69,6 +69,9 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "input_tokens_per_s": per_s(window.prompt_tokens, duration_s),
         "output_bytes": window.output_bytes,
         "output_bytes_per_input": window.output_bytes_per_input,
+        "input_s": round(window.input_s, 6),
+        "input_s_per_s": per_s(window.input_s, duration_s),
+        "real_time_factor": window.real_time_factor,
     }
 
 

@@ -334,7 +334,7 @@ class LLMClient:
         streamed = sent.streams_body(body)
         keep = streamed and sent.event_text is not None
         spec = RequestSpec(data, None, inputs=count, keep_answer=keep, model=model, groups=groups, reference=reference,
-                           content_type=content_type, streamed=streamed)  # fmt: skip
+                           content_type=content_type, streamed=streamed, input_s=sent.input_s(body))  # fmt: skip
         record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
         if callable(scorer) and record.ok:

@@ -164,7 +164,7 @@ class Workload:
         data, content_type = self.api.encode_body(body)
         return RequestSpec(data, expected, blocks, self.session, turn=turn, keep_answer=keep, model=model,
                            reference=reference, content_type=content_type,
-                           streamed=self.api.streams_body(body))  # fmt: skip
+                           streamed=self.api.streams_body(body), input_s=self.api.input_s(body))  # fmt: skip
 
     @property
     def starts_session(self) -> bool:
@@ -241,7 +241,7 @@ class Workload:
         return RequestSpec(data, tokens, (request.prefix_blocks, request.prefix_blocks_seen),
                            request.session, turn=request.turn, keep_answer=reference is not None, model=model,
                            reference=reference, content_type=content_type,
-                           streamed=self.api.streams_body(body))  # fmt: skip
+                           streamed=self.api.streams_body(body), input_s=self.api.input_s(body))  # fmt: skip
 
     @property
     def in_trace_session(self) -> bool:
@@ -264,7 +264,8 @@ class Workload:
         body = request_body(self.api, shaped, model, self.settings.extra_body)
         data, content_type = self.api.encode_body(body)
         return RequestSpec(data, expected, session=self.session, inputs=len(texts), model=model,
-                           content_type=content_type, streamed=self.api.streams_body(body))  # fmt: skip
+                           content_type=content_type, streamed=self.api.streams_body(body),
+                           input_s=self.api.input_s(body))  # fmt: skip
 
     def _next_fields(self, prompt_tokens: int | None) -> tuple[dict[str, Any], int | None, tuple[int, int]]:
         """Body fields with the prompt (or messages) of `prompt_tokens` tokens (None: drawn from --prompt-tokens), the

@@ -190,3 +190,23 @@ def test_step_measured_from_its_steady_start() -> None:
     assert run.step_windows.to_summary(1, 999.5)["reached"] is False
     run.step_windows.settle(2, None, judged=False)  # too short to hold the test's windows: not "never steady"
     assert run.step_windows.to_summary(2, 999.5) == {"settled": True, "reached": None, "after_s": None}
+
+
+def test_media_seconds_and_the_real_time_factor_through_the_wire():
+    """A request carrying media (`RequestSpec.input_s`: audio) counts its seconds and its E2E; the real-time factor is
+    their ratio, and both survive the worker -> master wire and the merge; requests without media add nothing."""
+    from llm_locust.metrics.request import RequestSpec
+    from llm_locust.results.sections import throughput
+
+    worker = MetricsRecorder(1.0)
+    for e2e_s, audio_s in ((0.5, 10.0), (1.5, 10.0), (0.2, 0.0)):
+        r = RequestRecord("transcriptions", t_send=0.0, spec=RequestSpec(b"", None, input_s=audio_s))
+        r.t_first, r.t_last, r.events = e2e_s / 2, e2e_s, 2
+        worker.record(r, 1000.0)
+    assert (r.input_s, r.real_time_factor) == (0.0, None)
+    merged = RunMetrics()
+    merged.merge_delta(delta_from_wire(delta_to_wire(worker.take_delta())))
+    run = merged.total
+    assert (run.input_s, run.input_e2e_s, run.real_time_factor) == (20.0, 2.0, 0.1)
+    figures = throughput(run, 4.0)
+    assert (figures["input_s"], figures["input_s_per_s"], figures["real_time_factor"]) == (20.0, 5.0, 0.1)
