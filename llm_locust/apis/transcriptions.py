@@ -16,15 +16,18 @@ A built-in user speaks its prompt: `speech_wav` makes a WAV (16 kHz, 16-bit mono
 file's INFO comment (`ICMT`): a real server transcribes the audio and ignores it, the simulator transcribes that text.
 A scenario sends any file (`self.llm.audio.transcriptions.create(file=open("a.wav", "rb"), ...)`, every form
 `bodies.multipart_body` takes); with its reference transcript, `score=heard_right(reference)` scores each answer by
-its word error rate (jiwer's), the run's accuracy then 1 − the mean word error rate under load.
+its word error rate (jiwer's), the run's accuracy then 1 − the mean word error rate under load. A request's audio
+seconds (`audio_seconds`, a WAV's header) give summary.json's `input_s`, `input_s_per_s` (audio seconds transcribed
+per second) and `real_time_factor` (E2E over the audio's duration).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 import wave
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jiwer
@@ -88,6 +91,20 @@ def heard_right(reference: str) -> Callable[[Any], float]:
     """A scenario's `score=` for a transcription of `reference`: 1 − its word error rate (at least 0), so the run's
     accuracy is 1 − the mean word error rate under load (summary.json `accuracy`, with its standard error)."""
     return lambda answer: max(0.0, 1.0 - word_error_rate(reference, answer.text))
+
+
+def audio_seconds(body: Mapping[str, Any]) -> float:
+    """The duration of the WAV audio a request's `file` carries (bytes, a (file name, bytes[, type]) tuple or a path),
+    seconds; 0.0 for another form (an open file: read once, by the body's encoder) or audio that is not WAV."""
+    audio = body.get("file")
+    content = audio[1] if isinstance(audio, tuple) and len(audio) >= 2 else audio
+    try:
+        if isinstance(content, os.PathLike):
+            with open(content, "rb") as file:
+                content = file.read()
+        return wav_duration_s(bytes(content)) if isinstance(content, bytes | bytearray) else 0.0
+    except (OSError, wave.Error, EOFError, ZeroDivisionError):
+        return 0.0
 
 
 def read_transcription(content: bytes, record: RequestRecord, inputs: int) -> None:
@@ -186,5 +203,5 @@ API = Api(
     openai_paths("/v1/audio/transcriptions", azure="audio/transcriptions", databricks=False), shape,
     max_tokens_field="", forces_length=False, parser=apply_event, event_text=event_text, answer_parts=event_parts,
     read_body=read_transcription, encode_body=multipart_body,
-    mount="audio.transcriptions.create", user="TranscriptionsUser",
+    mount="audio.transcriptions.create", user="TranscriptionsUser", input_seconds=audio_seconds,
 )  # fmt: skip

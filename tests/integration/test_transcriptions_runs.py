@@ -53,6 +53,16 @@ def run(sim, tmp_path, *args: str):
     assert {r["completion_tokens"] for r in trace} == {WORDS} and t["output_tokens"] == WORDS * REQUESTS
     assert {r["prompt_tokens"] for r in trace} == {WORDS / 2.5 * 50} and t["prompt_tokens"] == 400 * REQUESTS
     assert summary["tokens"]["sources"] == {"usage": REQUESTS}
+    # the audio's seconds (the WAV header, read by the client and the simulator alike) exactly; the real-time factor,
+    # E2E over them, within 2 % of the simulator's own (its t_done − t_recv over the seconds it heard): the client's E2E
+    # also holds each 256 KB upload and, on a loaded machine (load 16-20 on 2 cores), a few late reads — measured
+    # +0.2 % to +1.3 % there, so 1 % is not held
+    served_s = sum(r["answer"]["audio_s"] for r in trace)
+    assert t["input_s"] == pytest.approx(served_s, rel=1e-6) == pytest.approx(WORDS / 2.5 * REQUESTS)
+    assert t["input_s_per_s"] == pytest.approx(t["input_s"] / t["duration_s"], rel=1e-3)
+    served_rtf = sum(r["t_done"] - r["t_recv"] for r in trace) / served_s
+    print(f"real-time factor {t['real_time_factor']:.5f}, the simulator's {served_rtf:.5f}")
+    assert t["real_time_factor"] == pytest.approx(served_rtf, rel=0.02)
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     served = {r["id"]: r for r in trace}
     assert {line["request_id"] for line in lines} == set(served)

@@ -76,12 +76,13 @@ class Transcript:
     (`answers.Answerer.plan` gives it), each word is heard right with its probability (`--accuracy`), else as another
     word (`wrong`: how many), drawn once as it is settled for the batch the request was admitted into."""
 
-    __slots__ = ("answerer", "batch", "pieces", "settled", "wrong")
+    __slots__ = ("answerer", "audio_s", "batch", "pieces", "settled", "wrong")
 
     kind = None
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, audio_s: float = 0.0) -> None:
         self.pieces = tuple(_PIECE.findall(text.strip()))
+        self.audio_s = audio_s
         self.answerer: Draws | None = None
         self.settled = False
         self.wrong = 0
@@ -106,8 +107,9 @@ class Transcript:
         self.pieces = tuple(pieces)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form served by /sim/trace: the text sent and its words heard wrong."""
-        return {"kind": "transcript", "text": "".join(self.pieces), "batch": self.batch, "wrong_words": self.wrong}
+        """The JSON-ready form served by /sim/trace: the text sent, its words heard wrong, the audio's seconds."""
+        return {"kind": "transcript", "text": "".join(self.pieces), "batch": self.batch, "wrong_words": self.wrong,
+                "audio_s": self.audio_s}  # fmt: skip
 
 
 def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
@@ -122,7 +124,7 @@ def parse(data: dict[str, Any], natural_tokens: int) -> CompletionSpec:
     duration_s, text = spoken_text(audio.content)
     if text is None:
         text = " ".join(WORDS[i % len(WORDS)].strip() for i in range(max(round(duration_s * WORDS_PER_S), 1)))
-    transcript = Transcript(text)
+    transcript = Transcript(text, duration_s)
     if not transcript.pieces:
         raise bad_request("the audio says nothing: its comment has no words")
     stream = data.get("stream", "false")

@@ -15,6 +15,7 @@ from llm_locust.apis import APIS
 from llm_locust.apis.transcriptions import (
     WORDS_PER_S,
     apply_event,
+    audio_seconds,
     event_parts,
     event_text,
     heard_right,
@@ -208,3 +209,13 @@ def test_the_simulator_hears_each_word_right_with_its_accuracy() -> None:
     said = " ".join(f"w{i}" for i in range(2000))
     assert word_error_rate(said, heard) == transcript.wrong / 2000  # every error a substitution
     assert abs(transcript.wrong / 2000 - 0.2) < 3 * (0.2 * 0.8 / 2000) ** 0.5
+
+
+def test_audio_seconds_of_each_file_form(tmp_path) -> None:
+    audio = speech_wav("a b c d e")  # 2 s
+    path = tmp_path / "a.wav"
+    path.write_bytes(audio)
+    seconds = [audio_seconds({"file": form}) for form in (audio, ("a.wav", audio), ("a.wav", audio, "audio/wav"), path)]
+    assert seconds == [2.0] * 4
+    assert audio_seconds({"file": b"not a wav"}) == audio_seconds({}) == audio_seconds({"file": io.BytesIO(audio)}) == 0
+    assert APIS["transcriptions"].input_s({"file": audio}) == 2.0
