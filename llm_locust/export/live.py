@@ -55,6 +55,8 @@ COUNTERS = (
                   "inputs: embeddings' texts, rerank's and score's documents", attrgetter("inputs")),
     CounterFamily("llm_locust.output_bytes", "By", "Decoded media bytes (images) of successful requests' answers",
                   attrgetter("output_bytes")),
+    CounterFamily("llm_locust.input_seconds", "s", "Seconds of media (audio) successful requests carried",
+                  attrgetter("input_s")),
     CounterFamily("llm_locust.answers_scored", "{answer}", "Successful requests whose answer was scored",
                   attrgetter("answers_scored")),
     CounterFamily("llm_locust.answers_correct", "{answer}", "Scored answers that were right (score 1)",

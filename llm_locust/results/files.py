@@ -43,9 +43,16 @@ BASE_COLUMNS = (
 """The first columns of llm_timeseries.csv; then each declared series latency's p50, p90, p99, then the two below."""
 FAILURE_COLUMNS = tuple(f"failed_{kind}" for kind in ErrorKind)
 """Failed requests of the interval by kind (after the columns above: files of older runs lack them)."""
-EMBEDDING_COLUMNS = ("inputs_per_s", "input_tokens_per_s", "output_bytes_per_input")
+EMBEDDING_COLUMNS = (
+    "inputs_per_s",
+    "input_tokens_per_s",
+    "output_bytes_per_input",
+    "input_s_per_s",
+    "real_time_factor",
+)
 """An API that counts inputs: inputs and their (usage) tokens per second of the interval, decoded media bytes per input
-(bytes per image) (last: files of older runs lack them)."""
+(bytes per image); an API whose requests carry media: its seconds per second of the interval (audio seconds
+transcribed per second) and the real-time factor ("" without media) (last: files of older runs lack them)."""
 
 
 def latency_columns() -> tuple[str, ...]:
@@ -131,7 +138,9 @@ class TimeseriesWriter:
         row.update({f"failed_{kind}": window.failures.get(kind, 0) for kind in ErrorKind})
         row.update(inputs_per_s=per_s(window.inputs, self.interval_s),
                    input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s),
-                   output_bytes_per_input=window.output_bytes_per_input)  # fmt: skip
+                   output_bytes_per_input=window.output_bytes_per_input,
+                   input_s_per_s=per_s(window.input_s, self.interval_s),
+                   real_time_factor="" if window.real_time_factor is None else window.real_time_factor)  # fmt: skip
         return row
 
     def write(self, row: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ wrong words."""
 
 from __future__ import annotations
 
+import csv
 import json
 from itertools import pairwise
 from pathlib import Path
@@ -63,6 +64,11 @@ def run(sim, tmp_path, *args: str):
     served_rtf = sum(r["t_done"] - r["t_recv"] for r in trace) / served_s
     print(f"real-time factor {t['real_time_factor']:.5f}, the simulator's {served_rtf:.5f}")
     assert t["real_time_factor"] == pytest.approx(served_rtf, rel=0.02)
+    with (tmp_path / "llm_timeseries.csv").open() as csv_file:  # per window: audio seconds per second, the factor
+        windows = [row for row in csv.DictReader(csv_file) if row["requests_ok"] != "0"]
+    assert windows and all(
+        float(row["input_s_per_s"]) > 0 and 0 < float(row["real_time_factor"]) < 1 for row in windows
+    )
     lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
     served = {r["id"]: r for r in trace}
     assert {line["request_id"] for line in lines} == set(served)

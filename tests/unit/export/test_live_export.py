@@ -212,3 +212,24 @@ def test_output_bytes_are_exported_as_a_counter_per_series():
     totals = frozenset({("run", "r1")})
     assert samples[("llm_locust_output_bytes_total", totals)] == run.total.output_bytes == 8 * 2 * 16_384
     assert run.total.output_bytes_per_input == 16_384.0
+
+
+def test_media_seconds_are_exported_as_a_counter_per_series():
+    """The seconds of audio successful requests carried (`Counts.input_s`) are `llm_locust_input_seconds_total`:
+    audio seconds transcribed per second is its rate."""
+    from llm_locust.metrics.request import RequestSpec
+
+    live, run = LiveMetrics(), RunMetrics()
+    recorder = MetricsRecorder(5.0)
+    for i in range(10):
+        record = RequestRecord("transcriptions", t_send=0.0, spec=RequestSpec(b"", None, input_s=2.5))
+        record.t_first = record.t_done = record.t_last = 0.05
+        record.events = 1
+        if i % 5 == 0:
+            record.fail(ErrorKind.BAD_STREAM, "no text")  # a failed request's audio is not counted
+        recorder.record(record, 1_000.0)
+    delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+    run.merge_delta(delta)
+    live.add(delta)
+    samples = _scrape(live, run)
+    assert samples[("llm_locust_input_seconds_total", frozenset({("run", "r1")}))] == run.total.input_s == 8 * 2.5
