@@ -113,7 +113,6 @@ def test_converse_stream_signed_through_master_and_two_workers(tmp_path):
     assert abs(m["ttft_ms"]["p99"] - percentile(truth["ttft_ms"], 99)) < 150.0
 
 
-@pytest.mark.alone  # exact counts through master and workers
 def test_chat_completions_with_a_bedrock_api_key_through_master_and_two_workers(tmp_path):
     """Bedrock's OpenAI-compatible path (/openai/v1/chat/completions) with AWS_BEARER_TOKEN_BEDROCK as bearer: 0
     failures, every request's key checked by the simulator."""
@@ -157,7 +156,6 @@ def test_unusable_credentials_stop_the_run_before_anything_is_sent(tmp_path, val
     assert SECRET[:-2] not in output and API_KEY not in output
 
 
-@pytest.mark.alone  # exact refusal counts against the server's
 def test_a_wrong_secret_is_refused_by_the_server_and_named(tmp_path):
     """A well-formed secret that is not the credential's: it cannot be told before sending; the simulator refuses
     every signature (HTTP 403, InvalidSignatureException) and the run says what to check (exit 2)."""

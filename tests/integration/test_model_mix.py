@@ -38,7 +38,6 @@ def _get(sim: SimProcess, path: str) -> str:
     return body
 
 
-@pytest.mark.alone  # exact counts per model through master and workers
 def test_mix_through_master_and_two_workers_matches_the_simulator(tmp_path: Path) -> None:
     results = tmp_path / "mix"
     with run_sim("--models", "a,b", "--ttft-ms", "15", "--itl-ms", "2", "--output-tokens", "8") as sim:

@@ -8,7 +8,6 @@ import json
 import urllib.request
 from collections import defaultdict
 
-import pytest
 from conftest import LOCUSTFILE, options, read_summary, run_local, run_locust
 
 from llm_locust.report.build import build_report
@@ -75,7 +74,6 @@ def _conversations(count: int, turns: int) -> list[dict]:
     return result
 
 
-@pytest.mark.alone  # every session whole in a short run
 def test_sessions_stay_whole_and_in_order_through_master_and_three_workers(tmp_path):
     """Each conversation is played by one user: its turns reach the server one after the other (each sent after
     the previous answer's last token), each with the whole history (so the server's prefix cache hits it), and no
