@@ -8,12 +8,11 @@ wrong words."""
 from __future__ import annotations
 
 import csv
-import json
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
+from harness.trace_agreement import first_output_pairs, percentile, request_lines, served_gaps_ms, steady
 from locust import task
 
 from llm_locust.apis.transcriptions import heard_right, speech_wav
@@ -22,12 +21,6 @@ from llm_locust.sim import run_sim
 
 LOCUSTFILE = ROOT / "locustfiles" / "transcriptions.py"
 TTFT_MS, ITL_MS, WORDS, REQUESTS = 30, 4, 20, 120
-
-
-def percentile(values: list[float], share: float) -> float:
-    """The `share` quantile of `values` (nearest rank, as the client's histograms)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * len(ordered)) - 1)]
 
 
 def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -69,17 +62,15 @@ def run(sim, tmp_path, *args: str):
     assert windows and all(
         float(row["input_s_per_s"]) > 0 and 0 < float(row["real_time_factor"]) < 1 for row in windows
     )
-    lines = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    lines = request_lines(tmp_path)
     served = {r["id"]: r for r in trace}
     assert {line["request_id"] for line in lines} == set(served)
     return summary, lines, served
 
 
-def steady(lines: list[dict]) -> list[dict]:
-    """The requests sent once every user's connection is up (after the run's first second: connecting and spawning
-    delay a few sends on a shared machine, for every API alike — as gemini's runs count)."""
-    t_up = min(line["t_send"] for line in lines) + 1.0
-    kept = [line for line in lines if line["t_send"] > t_up]
+def steady_enough(lines: list[dict]) -> list[dict]:
+    """The requests sent once every user's connection is up (`trace_agreement.steady`), a third of them at least."""
+    kept = steady(lines)
     assert len(kept) >= REQUESTS // 3
     return kept
 
@@ -93,12 +84,10 @@ def test_streamed_transcriptions_through_master_and_two_workers(tmp_path, pki, s
         assert sim.url.startswith(f"{scheme}://")
         summary, lines, served = run(sim, tmp_path, *trust)
     m = summary["metrics"]
-    truth_itl_ms = [(b - a) * 1e3 for r in served.values() for a, b in pairwise(r["token_times"])]
+    truth_itl_ms = served_gaps_ms(list(served.values()))
     assert m["itl_ms"]["count"] == len(truth_itl_ms) == (WORDS - 1) * REQUESTS and m["ttfo_ms"]["count"] == REQUESTS
-    kept = steady(lines)
-    ours_ms = [(line["t_first"] - line["t_send"]) * 1e3 for line in kept]
-    truth_ms = [(served[line["request_id"]]["token_times"][0] - served[line["request_id"]]["t_recv"]) * 1e3
-                for line in kept]  # fmt: skip
+    kept = steady_enough(lines)
+    ours_ms, truth_ms = first_output_pairs(kept, served)
     figures = {
         "ttft p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
         "ttft p99": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
@@ -129,7 +118,7 @@ def test_transcriptions_not_streamed_through_master_and_two_workers(tmp_path, pk
     assert {r["stream"] for r in served.values()} == {False}
     ours_ms = [(line["t_done"] - line["t_send"]) * 1e3 for line in lines]
     truth_ms = [(served[line["request_id"]]["t_done"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]
-    kept = [i for i, line in enumerate(lines) if line in steady(lines)]
+    kept = [i for i, line in enumerate(lines) if line in steady_enough(lines)]
     figures = {
         "e2e p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
         "e2e p99 (connections up)": (percentile([ours_ms[i] for i in kept], 0.99),
