@@ -126,10 +126,11 @@ def test_transcriptions_not_streamed_through_master_and_two_workers(tmp_path, pk
     }  # fmt: skip
     print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()})
     assert m["e2e_ms"]["count"] == REQUESTS and m["e2e_ms"]["p50"] == pytest.approx(figures["e2e p50"][0], abs=0.2)
-    # p50 within 1 ms. p99 is printed, not held: a body read whole is timed when its greenlet runs again (not at its
-    # kernel receive time, as a stream's events are), which a loaded machine delays (load 18 on 2 cores: +100-220 ms)
+    # p50 within 1.5 ms (0.5-0.8 ms measured on a quiet 2-core machine, as rerank's). p99 is printed, not held: a body
+    # read whole is timed when its greenlet runs again (not at its kernel receive time, as a stream's events are),
+    # which a loaded machine delays (load 18 on 2 cores: +100-220 ms)
     (ours_p50, truth_p50), _p99 = figures.values()
-    assert abs(ours_p50 - truth_p50) <= 1.0, figures
+    assert abs(ours_p50 - truth_p50) <= 1.5, figures
 
 
 AUDIO = speech_wav("the quick brown fox jumps over the lazy dog")
