@@ -87,10 +87,10 @@ class FastTransport:
             return self._stream(prepared)
         return self._post_json(prepared)
 
-    def _post(self, prepared: Prepared, streamed: bool) -> Callable[[], Any]:
+    def _post(self, prepared: Prepared) -> Callable[[], Any]:
         """The call that posts `prepared` through the session (to its replica, with its credentials, if any; with the
         headers of the transport's `auth`, computed now), Locust's `catch_response` context as its result (never
-        entered: it reports nothing)."""
+        entered: it reports nothing), its body not read yet (`stream`: read as it arrives, streamed or not)."""
         headers = {**self.headers, **prepared.headers} if prepared.headers else self.headers
         if prepared.spec.content_type != JSON:  # a body not JSON (multipart: its boundary is the request's own)
             headers = {**headers, "Content-Type": prepared.spec.content_type}
@@ -100,13 +100,13 @@ class FastTransport:
             final_url = url if replica is not None else self.session.base_url + path
             headers = {**headers, **self.auth.headers("POST", final_url, prepared.spec.body)}
         return partial(self.session.post, url, data=prepared.spec.body, headers=headers, catch_response=True, name=path,
-                       **({"stream": True} if streamed else {}), **({"auth": auth} if auth else {}))  # fmt: skip
+                       stream=True, **({"auth": auth} if auth else {}))  # fmt: skip
 
     def _stream(self, prepared: Prepared) -> RequestRecord:
         """POST a request of a streamed API, read its SSE stream to the end (`prepared.cancel`: closed early when
         it says); return its finished record."""
         watchdog, counter, cancel, keep_answer = self.watchdog, self.counter, prepared.cancel, prepared.spec.keep_answer
-        post = self._post(prepared, streamed=True)
+        post = self._post(prepared)
         record = prepared.record
         api = prepared.api
         kept = (
@@ -146,21 +146,32 @@ class FastTransport:
         """POST a request of a non-streamed API (embeddings) carrying `RequestSpec.inputs` inputs, read its JSON
         response with the API's body reader (`Api.read_body`); return its finished record.
 
-        Not streamed: the request's latency is E2E (`t_last` = `t_done`, when the whole body is in), it has no first
-        token (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
+        Not streamed: the request's latency is E2E (`t_last` = `t_done`, the arrival of the body's last byte, the
+        kernel's receive time as a stream's events', so a busy loop does not lengthen it), it has no first token
+        (`t_first` None: the first-token timeout does not apply). It fails when the response is not 2xx or the
         reader refuses its body (embeddings: not JSON, or another number of embeddings than `inputs`).
         """
         watchdog = self.watchdog
-        post = self._post(prepared, streamed=False)
+        post = self._post(prepared)
         record = prepared.record
         watch = watchdog.start(record, first_token=False)
         try:
-            resp = _post_noting_connection(record, post, prepared.wait_due, streamed=False)
-            t_body = perf_counter()  # the whole body is in (not streamed: read before post returns)
+            resp = _post_noting_connection(record, post, prepared.wait_due)
             record.status_code = resp.status_code or 0
+            content, t_body = b"", perf_counter()
             if _check_status(resp, record):
-                prepared.api.read_body(resp.content or b"", record, prepared.spec.inputs)  # type: ignore[misc]
+                raw = resp._response
+                try:
+                    content, t_body = _read_whole_body(raw, watch, self.next_send_s)
+                except OSError as e:  # RequestTimeout and ssl.SSLError included
+                    record.fail(*_transport_failure(e))
+                except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
+                    record.fail(ErrorKind.TRANSPORT, f"{type(e).__name__}: {e}")
+                finally:
+                    raw.release()
             watchdog.end(watch)
+            if record.ok:
+                prepared.api.read_body(content, record, prepared.spec.inputs)  # type: ignore[misc]
             record.t_done = t_body
             if record.ok:
                 record.t_last = record.t_done
@@ -174,7 +185,6 @@ def _post_noting_connection(
     post: Callable[[], Any],
     wait_due: Callable[[], None] | None,
     cancel: Cancel | None = None,
-    streamed: bool = True,
 ) -> Any:
     """Send the request: `post()` (through Locust's session, `catch_response`: its response context, not entered,
     so not reported). Once the session has assembled it, right before it takes a connection
@@ -184,7 +194,7 @@ def _post_noting_connection(
     (a stale kept-alive connection: `record.retried_stale`; never once a byte of the response arrived); the first
     attempt's time stays in the request's (`t_send` is the first attempt's). Notes the connection on `record`: new or
     reused, a new one's connect and TLS handshake times, when its last byte was handed to the kernel (`t_uploaded`),
-    and (`streamed`: the body is not read yet) the arrival of the response head, `t_headers`; and the server's request
+    and the arrival of the response head, `t_headers`; and the server's request
     id, from its `x-request-id` (AWS: `x-amzn-RequestId`) header."""
 
     def leave() -> None:
@@ -211,7 +221,7 @@ def _post_noting_connection(
             record.tls_handshake_s = connection.tls_handshake_s if isinstance(connection, TLSConnection) else None
         if connection.t_sent_s >= record.t_send:  # this request's own send (not the connection's previous one)
             record.t_uploaded = connection.t_sent_s
-        if streamed and resp.status_code:  # its head was read: the connection's last read completed it
+        if resp.status_code:  # its head was read (its body not yet): the connection's last read completed it
             record.t_headers = connection.t_arrival_s or None
     request_id = None
     if resp.status_code and resp.headers:
@@ -315,6 +325,31 @@ def _read_events(
                         watch.t_active_s = t_rest
                 return
     events.flush(perf_counter())  # a last event without its blank line
+
+
+def _read_whole_body(raw: Any, watch: Watch, next_send_s: NextSend) -> tuple[bytes, float]:
+    """Read a response's body to its end as `_read_events` reads a stream (the `StreamPump` on Linux); the body and
+    the arrival of its last piece (the kernel's receive time where there is one)."""
+    pieces: list[bytes] = []
+    t_last = perf_counter()
+
+    def on_body(data: bytes | bytearray, t: float) -> bool:
+        nonlocal t_last
+        pieces.append(bytes(data))
+        t_last = t
+        return False
+
+    if pump.available(raw):
+        body = raw._body_buffer  # what arrived together with the headers
+        if body:
+            on_body(take_bytes(body), getattr(raw._sock, "t_arrival_s", None) or perf_counter())
+        if not raw.message_complete:
+            pump.pump(next_send_s).read(raw, on_body, watch, False)
+    else:
+        for data, t in body_chunks(raw):
+            watch.t_active_s = t
+            on_body(data, t)
+    return b"".join(pieces), t_last
 
 
 def _token_limit(feed: BodyCallback, record: RequestRecord, after_tokens: int) -> BodyCallback:
