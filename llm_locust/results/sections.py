@@ -31,9 +31,15 @@ def metric_distributions(window: WindowMetrics) -> dict[str, dict[str, Any]]:
     return stats
 
 
-def metric_stats(window: WindowMetrics, batches: Mapping[str, BatchValues] | None = None) -> dict[str, dict[str, Any]]:
+def metric_stats(
+    window: WindowMetrics, batches: Mapping[str, BatchValues] | None = None, intervals: bool = True
+) -> dict[str, dict[str, Any]]:
     """`metric_distributions` with each percentile's 95 % interval beside it (`intervals.with_intervals`), widened by
-    `batches` (the scope's window quantiles by metric key, `intervals.Batches.of`); none: order statistics alone."""
+    `batches` (the scope's window quantiles by metric key, `intervals.Batches.of`); none: order statistics alone.
+    `intervals` False: the distributions alone (a snapshot taken while the test runs: the intervals are the final
+    summary's; the snapshot's cost is a stall of the client's loop every few seconds)."""
+    if not intervals:
+        return metric_distributions(window)
     batches = batches or {}
     return {
         key: with_intervals(window.hist.get(_metric_of(key)), dist, 1.0 if key in COUNT_METRICS else 1000.0,
@@ -81,11 +87,12 @@ def step_summary(
     warmup_requests: int,
     steady_state: dict[str, Any],
     batches: Mapping[str, BatchValues] | None = None,
+    intervals: bool = True,
 ) -> dict[str, Any]:
-    """One sweep step: its load, its measurement window and the metrics of the requests sent in
-    it (from its steady start, `steady_state`: `metrics.step_windows.StepWindows.to_summary`, or its warm-up floor
-    when it never was steady), and why it ended. Throughput divides by the measurement window: in a steady state as
-    many requests are sent in it as finish in it."""
+    """One sweep step (`intervals`: as `metric_stats`): its load, its measurement window and the metrics of the
+    requests sent in it (from its steady start, `steady_state`: `metrics.step_windows.StepWindows.to_summary`, or its
+    warm-up floor when it never was steady), and why it ended. Throughput divides by the measurement window: in a
+    steady state as many requests are sent in it as finish in it."""
     window = window or WindowMetrics()
     step = span.step
     measured = throughput(window, span.measure_s)
@@ -103,7 +110,7 @@ def step_summary(
         "warmup_requests": warmup_requests,
         "steady_state": steady_state,
         "ended": None if span.ended is None else {"reason": span.ended, "detail": span.ended_detail},
-        "metrics": metric_stats(window, batches),
+        "metrics": metric_stats(window, batches, intervals),
         "throughput": measured,
         "achieved_rate_per_s": measured["achieved_rate_per_s"],
         "failures": dict(window.failures),
@@ -111,9 +118,12 @@ def step_summary(
     }
 
 
-def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) -> dict[str, list[dict[str, Any]]]:
-    """summary.json's "breakdowns": per dimension, one entry per (step, label) group in step then natural label
-    order ("8-15" before "16-31"); rates divide by the step's measurement window, or the run's outside sweeps."""
+def breakdowns(
+    run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...], intervals: bool = True
+) -> dict[str, list[dict[str, Any]]]:
+    """summary.json's "breakdowns" (`intervals`: as `metric_stats`): per dimension, one entry per (step, label)
+    group in step then natural label order ("8-15" before "16-31"); rates divide by the step's measurement window, or
+    the run's outside sweeps."""
     measure_s = {span.step.index: span.measure_s for span in spans}
     document: dict[str, list[dict[str, Any]]] = {}
     for key in sorted(run.groups, key=lambda k: (k.dimension, k.step, _natural(k.label))):
@@ -125,7 +135,7 @@ def breakdowns(run: RunMetrics, duration_s: float, spans: tuple[StepSpan, ...]) 
                 "requests_ok": window.requests_ok,
                 "requests_failed": window.requests_failed,
                 "requests_cancelled": window.requests_cancelled,
-                "metrics": metric_stats(window),
+                "metrics": metric_stats(window, intervals=intervals),
                 "throughput": throughput(window, measure_s.get(key.step, duration_s)),
                 "failures": dict(window.failures),
                 "accuracy": accuracy_stats(window),

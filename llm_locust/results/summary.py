@@ -131,7 +131,7 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
     tokens = token_accounting(run.total)
     warnings.extend(token_warnings(tokens))
     complete = final and not view.interrupted and not lost
-    stats = metric_stats(run.total, view.batches.of(None))
+    stats = metric_stats(run.total, view.batches.of(None), intervals=final)  # a snapshot's: none (`metric_stats`)
     summary: dict[str, Any] = {
         "status": "complete" if complete else "incomplete",
         "llm_locust_version": __version__,
@@ -168,9 +168,9 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
         "accuracy": accuracy_stats(run.total),
         "unfinished": view.unfinished.as_dict() if final else None,
         "slo": [r.as_dict() for r in evaluate(objectives.slo, stats)],
-        "steps": [_step(view, span, run) for span in view.spans],
+        "steps": [_step(view, span, run, final) for span in view.spans],
         "search": None if view.search is None else dict(view.search),
-        "breakdowns": breakdowns(run, duration_s, view.spans),
+        "breakdowns": breakdowns(run, duration_s, view.spans, intervals=final),
         "failures": dict(run.total.failures),
         "throttling": throttling(run.total, duration_s),
         "backoff": backoff(run.total),
@@ -204,12 +204,13 @@ def build_summary(view: RunFacts, run: RunMetrics, final: bool = True) -> dict[s
     return summary
 
 
-def _step(view: RunFacts, span: StepSpan, run: RunMetrics) -> dict[str, Any]:
-    """One `steps[]` entry: `sections.step_summary` and the energy and cost of its measurement window."""
+def _step(view: RunFacts, span: StepSpan, run: RunMetrics, final: bool) -> dict[str, Any]:
+    """One `steps[]` entry: `sections.step_summary` (its intervals only in the `final` summary) and the energy and cost
+    of its measurement window."""
     index = span.step.index
     window = run.step_windows.measured(index)
     steady = run.step_windows.to_summary(index, span.start_s)
-    entry = step_summary(span, window, run.warmup_requests[index], steady, view.batches.of(index))
+    entry = step_summary(span, window, run.warmup_requests[index], steady, view.batches.of(index), intervals=final)
     return {
         **entry,
         **_efficiency(view, window or WindowMetrics(), span.measure_from_s, span.measure_from_s + span.measure_s),

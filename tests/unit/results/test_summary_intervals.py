@@ -30,6 +30,16 @@ def test_summary_distributions_carry_an_interval_beside_each_percentile() -> Non
     assert metric_stats(WindowMetrics())["output_tokens"]["p50_ci95"] is None
 
 
+def test_a_snapshot_has_the_distributions_without_intervals() -> None:
+    """`intervals=False` (a summary snapshot taken while the test runs): the same distributions, no interval keys."""
+    window = WindowMetrics()
+    record_values(window.hist["ttft"], np.random.default_rng(3).lognormal(math.log(50_000.0), 0.5, 2_000).astype(int))
+    snapshot, final = metric_stats(window, intervals=False), metric_stats(window)
+    assert snapshot == metric_distributions(window)
+    assert snapshot["ttft_ms"] == {key: value for key, value in final["ttft_ms"].items() if not key.endswith("_ci95")}
+    assert all(not key.endswith("_ci95") for stats in snapshot.values() for key in stats)
+
+
 def test_window_batches_widen_the_summary_interval() -> None:
     batches = Batches()
     window = WindowMetrics()
