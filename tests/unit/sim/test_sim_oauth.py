@@ -88,7 +88,8 @@ def test_the_verifier_refuses_missing_unknown_and_expired_tokens() -> None:
         ("/v1beta1/projects/p/locations/global/endpoints/openapi/chat/completions", "chat"),
         ("/v1/chat/completions", "chat"),
         ("/serving-endpoints/a/b/invocations", None),
-        ("/openai/deployments/gpt4o/images/generations", None),
+        ("/openai/deployments/gpt4o/images/generations", "images"),
+        ("/openai/deployments/gpt4o/audio/speech", None),
     ],
 )
 def test_cloud_paths(path, api) -> None:
