@@ -1,7 +1,7 @@
 """vLLM's score API (`POST /v1/score`) measured against the simulator: through the `locust` CLI — master + 2 worker
 processes — over plain HTTP and HTTPS, its counts equal the simulator's trace (requests, documents, prompt tokens) and
-its latency agrees with the simulator's own times (`test_rerank_runs`' checks); faults counted exactly; a scenario's
-`self.llm.score.create` with `name=`, `catch_response` and `score=`."""
+its latency agrees with the simulator's own times (`harness.document_runs`, as rerank's); faults counted exactly; a
+scenario's `self.llm.score.create` with `name=`, `catch_response` and `score=`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local
+from harness.document_runs import assert_agrees_with_the_trace, run_through_workers
 from locust import task
-from test_rerank_runs import assert_agrees_with_the_trace, run_through_workers
 
 from llm_locust.runtime.users import LLMUser, ScoreUser
 from llm_locust.sim import run_sim
