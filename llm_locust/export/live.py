@@ -57,6 +57,8 @@ COUNTERS = (
                   attrgetter("output_bytes")),
     CounterFamily("llm_locust.input_seconds", "s", "Seconds of media (audio) successful requests carried",
                   attrgetter("input_s")),
+    CounterFamily("llm_locust.output_seconds", "s", "Seconds of media (audio) successful requests' answers carried",
+                  attrgetter("output_s")),
     CounterFamily("llm_locust.answers_scored", "{answer}", "Successful requests whose answer was scored",
                   attrgetter("answers_scored")),
     CounterFamily("llm_locust.answers_correct", "{answer}", "Scored answers that were right (score 1)",

@@ -126,6 +126,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None  # usage.completion_tokens_details.reasoning_tokens, when sent
     inputs: int = 0  # embeddings: the inputs the request carried (0 for a completion)
     output_bytes: int = 0  # decoded bytes of the media its answer carried, as its API's reader counts them (images)
+    output_s: float = 0.0  # seconds of media its answer carried, as its API's reader counts them (text to speech)
     finish_reason: str | None = None
     saw_done: bool = False
     status_code: int = 0
@@ -161,9 +162,10 @@ class RequestRecord:
 
     @property
     def real_time_factor(self) -> float | None:
-        """Processing time over the media's duration: E2E / `input_s` (None: no media, or not finished)."""
-        e2e_s = self.e2e_s
-        return None if e2e_s is None or not self.spec.input_s else e2e_s / self.spec.input_s
+        """Processing time over the media's duration: E2E / the seconds of media the request carried (`input_s`) or
+        its answer did (`output_s`) (None: no media, or not finished)."""
+        e2e_s, media_s = self.e2e_s, self.spec.input_s + self.output_s
+        return None if e2e_s is None or not media_s else e2e_s / media_s
 
     @property
     def expected_prompt_tokens(self) -> int | None:

@@ -59,6 +59,8 @@ class Counts:
     output_bytes: int = 0  # decoded media bytes (images) of successful requests' answers
     input_s: float = 0.0  # seconds of media (audio) successful requests carried
     input_e2e_s: float = 0.0  # ... those requests' E2E, summed: real-time factor = input_e2e_s / input_s
+    output_s: float = 0.0  # seconds of media (audio) successful requests' answers carried
+    output_e2e_s: float = 0.0  # ... those requests' E2E, summed
     output_checks: int = 0  # successful requests with both usage.completion_tokens and the --tokenizer count
     output_mismatches: int = 0  # ... of which the counts differ
     output_diff_sum: int = 0  # sum of (client - server) output-token differences
@@ -90,9 +92,10 @@ class Counts:
 
     @property
     def real_time_factor(self) -> float | None:
-        """The successful requests' processing time over their media's duration (E2E summed / seconds summed), None
-        without media."""
-        return round(self.input_e2e_s / self.input_s, 6) if self.input_s else None
+        """The successful requests' processing time over their media's duration (E2E summed / seconds summed, of the
+        media requests carried and answers carried), None without media."""
+        media_s = self.input_s + self.output_s
+        return round((self.input_e2e_s + self.output_e2e_s) / media_s, 6) if media_s else None
 
     @property
     def requests_finished(self) -> int:
@@ -213,6 +216,9 @@ class WindowMetrics(Counts):
         if record.input_s:
             self.input_s += record.input_s
             self.input_e2e_s += record.e2e_s or 0.0
+        if record.output_s:
+            self.output_s += record.output_s
+            self.output_e2e_s += record.e2e_s or 0.0
         self.token_events += record.events
         self.token_sources[str(record.token_source)] += 1
         if record.usage_completion_tokens is not None and record.usage_completion_tokens != record.events:

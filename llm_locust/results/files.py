@@ -49,10 +49,12 @@ EMBEDDING_COLUMNS = (
     "output_bytes_per_input",
     "input_s_per_s",
     "real_time_factor",
+    "output_s_per_s",
 )
 """An API that counts inputs: inputs and their (usage) tokens per second of the interval, decoded media bytes per input
 (bytes per image); an API whose requests carry media: its seconds per second of the interval (audio seconds
-transcribed per second) and the real-time factor ("" without media) (last: files of older runs lack them)."""
+transcribed per second) and the real-time factor ("" without media); an API whose answers carry media: its seconds per
+second of the interval (audio seconds produced per second) (last: files of older runs lack them)."""
 
 
 def latency_columns() -> tuple[str, ...]:
@@ -140,7 +142,8 @@ class TimeseriesWriter:
                    input_tokens_per_s=per_s(window.prompt_tokens, self.interval_s),
                    output_bytes_per_input=window.output_bytes_per_input,
                    input_s_per_s=per_s(window.input_s, self.interval_s),
-                   real_time_factor="" if window.real_time_factor is None else window.real_time_factor)  # fmt: skip
+                   real_time_factor="" if window.real_time_factor is None else window.real_time_factor,
+                   output_s_per_s=per_s(window.output_s, self.interval_s))  # fmt: skip
         return row
 
     def write(self, row: dict[str, Any]) -> None:

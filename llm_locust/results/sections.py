@@ -77,6 +77,8 @@ def throughput(window: WindowMetrics, duration_s: float) -> dict[str, float | in
         "output_bytes_per_input": window.output_bytes_per_input,
         "input_s": round(window.input_s, 6),
         "input_s_per_s": per_s(window.input_s, duration_s),
+        "output_s": round(window.output_s, 6),
+        "output_s_per_s": per_s(window.output_s, duration_s),
         "real_time_factor": window.real_time_factor,
     }
 

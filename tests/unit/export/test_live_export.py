@@ -233,3 +233,22 @@ def test_media_seconds_are_exported_as_a_counter_per_series():
     live.add(delta)
     samples = _scrape(live, run)
     assert samples[("llm_locust_input_seconds_total", frozenset({("run", "r1")}))] == run.total.input_s == 8 * 2.5
+
+
+def test_media_seconds_answered_are_exported_as_a_counter_per_series():
+    """The seconds of audio successful requests' answers carried (`Counts.output_s`: text to speech) are
+    `llm_locust_output_seconds_total`: audio seconds produced per second is its rate."""
+    live, run = LiveMetrics(), RunMetrics()
+    recorder = MetricsRecorder(5.0)
+    for i in range(10):
+        record = RequestRecord("speech", t_send=0.0, output_s=1.5)
+        record.t_first = record.t_done = record.t_last = 0.05
+        record.events = 1
+        if i % 5 == 0:
+            record.fail(ErrorKind.BAD_STREAM, "cut")  # a failed request's audio is not counted
+        recorder.record(record, 1_000.0)
+    delta = delta_from_wire(delta_to_wire(recorder.take_delta()))
+    run.merge_delta(delta)
+    live.add(delta)
+    samples = _scrape(live, run)
+    assert samples[("llm_locust_output_seconds_total", frozenset({("run", "r1")}))] == run.total.output_s == 8 * 1.5

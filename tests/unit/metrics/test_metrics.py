@@ -210,3 +210,25 @@ def test_media_seconds_and_the_real_time_factor_through_the_wire():
     assert (run.input_s, run.input_e2e_s, run.real_time_factor) == (20.0, 2.0, 0.1)
     figures = throughput(run, 4.0)
     assert (figures["input_s"], figures["input_s_per_s"], figures["real_time_factor"]) == (20.0, 5.0, 0.1)
+
+
+def test_media_seconds_answered_and_their_real_time_factor_through_the_wire():
+    """A request whose answer carries media (`RequestRecord.output_s`: text to speech's audio) counts its seconds and
+    its E2E apart from a request's own media; the real-time factor is E2E over the seconds, after the worker -> master
+    wire and the merge; failed requests and requests without media add nothing."""
+    from llm_locust.results.sections import throughput
+
+    worker = MetricsRecorder(1.0)
+    for e2e_s, audio_s, failed in ((0.5, 4.0, False), (1.5, 6.0, False), (0.2, 0.0, False), (0.9, 3.0, True)):
+        r = RequestRecord("speech", t_send=0.0)
+        r.t_first, r.t_last, r.events, r.output_s = e2e_s / 2, e2e_s, 2, audio_s
+        if failed:
+            r.fail(ErrorKind.BAD_STREAM, "cut")
+        worker.record(r, 1000.0)
+    assert RequestRecord("speech", t_send=0.0, t_last=1.0, output_s=4.0).real_time_factor == 0.25
+    merged = RunMetrics()
+    merged.merge_delta(delta_from_wire(delta_to_wire(worker.take_delta())))
+    run = merged.total
+    assert (run.output_s, run.output_e2e_s, run.input_s, run.real_time_factor) == (10.0, 2.0, 0.0, 0.2)
+    figures = throughput(run, 4.0)
+    assert (figures["output_s"], figures["output_s_per_s"], figures["real_time_factor"]) == (10.0, 2.5, 0.2)
