@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gevent import GreenletExit
+
 from llm_locust.apis import APIS, Api, api
 from llm_locust.load.backoff import Backoff
 from llm_locust.load.pacing import Ticket
@@ -237,13 +239,14 @@ class LLMClient:
         return self._state.pacer.plan.step
 
     def send(
-        self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket
+        self, sent: Api, path: str, spec: RequestSpec, headers: Mapping[str, str], ticket: Ticket, name: str
     ) -> RequestRecord:
         """Send one request — `spec` of API `sent` to `path` (its `{model}`, if any, the request's model), with its own
         `headers`, under `ticket` — to a replica, with its cancellation draw, when the ticket is due (everything else is
         ready by then) — never once the test began to stop its users (`UserContext.hold_if_stopping`); its finished
         record (not reported yet: `report`), its answer scored when the spec has a reference and the request
-        succeeded (`scoring.score`)."""
+        succeeded (`scoring.score`). A user stopped while its ended request waits for a gap between the other users'
+        sends reports it under `name` before it stops: the server answered it, so it is counted."""
         cancel = self._canceller.draw() if sent.streams and spec.streamed else None
         sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
         pacer = self._state.pacer
@@ -257,7 +260,11 @@ class LLMClient:
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
             pacer.forget(ticket)  # (had the request failed before it could leave)
-        pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
+        try:
+            pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
+        except GreenletExit:  # the runner stopped this user meanwhile
+            self.report(name, record)
+            raise
         if record.reference is not None and record.ok:  # the record is closed: scoring costs the stream nothing
             record.score = score(record.reference, record.content_text or "")
         return record
@@ -279,7 +286,7 @@ class LLMClient:
     ) -> RequestRecord:
         """One request from start to end: `send` it, let `answered` hear of its finished record (once, before the
         report: what it adds to the record is reported with it), `report` it under `path`; its record."""
-        record = self.send(sent, path, spec, headers, ticket)
+        record = self.send(sent, path, spec, headers, ticket, path)
         answered(record)
         self.report(path, record)
         return record
@@ -335,8 +342,8 @@ class LLMClient:
         keep = streamed and sent.event_text is not None
         spec = RequestSpec(data, None, inputs=count, keep_answer=keep, model=model, groups=groups, reference=reference,
                            content_type=content_type, streamed=streamed, input_s=sent.input_s(body))  # fmt: skip
-        record = self.send(sent, path, spec, headers or {}, ticket)
         row = name or path
+        record = self.send(sent, path, spec, headers or {}, ticket, row)
         if callable(scorer) and record.ok:
             try:
                 record.score = checked_score(scorer(Answer(record, row)))

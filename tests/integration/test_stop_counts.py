@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 
+import gevent
 import pytest
 from conftest import LOCUSTFILE, ChatUser, options, read_summary, run_local, run_locust
 from locust import constant_throughput, task
 
 from llm_locust.results.request_lines import REQUESTS_FILE
+from llm_locust.runtime.pacer import Pacer
 from llm_locust.runtime.users import LLMUser
 from llm_locust.sim import run_sim
 
@@ -82,3 +84,16 @@ def test_two_processes_count_every_request_the_server_received(sim, tmp_path):
         seen.append((len(sim.trace()), total, lines))
     assert all(trace == total for trace, total, _ in seen), seen
     assert all(lines > 0 for *_, lines in seen), seen
+
+
+def test_a_request_ended_while_its_user_waits_for_a_gap_between_sends_is_counted(sim, tmp_path, monkeypatch):
+    """An open loop's ended request waits for a gap between the other users' sends before its report
+    (`Pacer.yield_to_sends`); a user stopped in that wait reports it first. Here no gap ever comes (the wait lasts
+    longer than the run), so every request is ended and waiting when the stop kills its user: each must be counted."""
+    monkeypatch.setattr(Pacer, "yield_to_sends", lambda self: gevent.sleep(60))
+    opts = options("--host", sim.url, "--model", "llm-locust-sim", "--max-tokens", "16", "--requests-jsonl",
+                   "--results-dir", str(tmp_path), "--request-rate", "20")  # fmt: skip
+    sim.reset()
+    run_local(opts, users=4, seconds=1.0)
+    total, lines = counted(tmp_path)
+    assert len(sim.trace()) == total == lines == 4  # each user's one request, ended, reported at the stop
