@@ -38,6 +38,13 @@ class App(Protocol):
         """The client of `generation` went away before its end."""
 
 
+class Upgraded(Protocol):
+    """What a connection switched to another protocol hands every read to (`websocket.ApiSocket`)."""
+
+    def received(self, data: bytes, t_read_s: float) -> None:
+        """`data`, read at `t_read_s` (perf_counter s: the kernel's receive time where kept)."""
+
+
 class StampedSocket(StampedRecv, socket.socket):
     """A connection's socket whose `recv` (what asyncio's transport reads with) also keeps the
     kernel's receive time of what it read: `t_arrival_s`.
@@ -114,6 +121,7 @@ class SimConnection(asyncio.Protocol):
         self._delayed: tuple[asyncio.TimerHandle, TraceRecord] | None = None  # a held-back request
         self._stamped: StampedSocket | None = None  # the socket, when it keeps kernel receive times
         self._t_first_s = 0.0  # when the first byte of the request being read arrived (perf_counter s)
+        self.upgraded: Upgraded | None = None  # the protocol the connection switched to (WebSocket), if any
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""
@@ -131,6 +139,9 @@ class SimConnection(asyncio.Protocol):
         loop's time on other connections meanwhile, are the server's); `Request.t_body_s`: the read that completed
         it."""
         t_read_s = perf_counter() if self._stamped is None else self._stamped.t_arrival_s
+        if self.upgraded is not None:
+            self.upgraded.received(data, t_read_s)
+            return
         t_first_s = t_read_s if self._parser.idle else self._t_first_s
         try:
             requests = self._parser.feed(data)

@@ -38,7 +38,8 @@ from llm_locust.sim.sigv4 import Credential, verify
 from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.timeline import Timeline
 from llm_locust.sim.trace import RecentRecords, TraceRecord
-from llm_locust.sim.words import WORDS
+from llm_locust.sim.websocket import upgrade
+from llm_locust.sim.words import word_offset
 
 _GET_ROUTES = ("/v1/models", "/health", "/metrics", "/gpu-metrics", "/node-metrics", "/sim/trace", "/sim/auth")
 _POST_ROUTES = ("/sim/reset",)
@@ -97,7 +98,10 @@ class SimApp:
             if (self.config.api_key or self.sigv4) and path.startswith(PREFIXES):  # under an API's first path segment
                 self._check_credentials(request)
             api, path_model = route(path, request.query)
-            if api is not None and method == "POST":
+            if api is not None and api.websocket is not None:
+                self.tokens.check(request)
+                upgrade(self, request, conn, api)
+            elif api is not None and method == "POST":
                 self.tokens.check(request)
                 self._start_generation(request, conn, api, t_recv_s, path_model)
             elif method == "GET" and path in _GET_ROUTES:
@@ -212,11 +216,8 @@ class SimApp:
             spec = self.tool_caller.answer(spec, api.tool_call_prefix)
         if spec.tool_call is None and api.answer_encoder is not None:
             spec = self.answerer.plan(spec, data, api.output_format)
-        number = next(self._request_numbers)
-        response_id = f"{api.id_prefix}-{number}"
-        record = TraceRecord(response_id, api.name, spec.stream, t_recv_s, spec.prompt_tokens)
+        record = self.new_record(api, spec, t_recv_s)
         record.t_body, record.parse_s = request.t_body_s or t_recv_s, perf_counter() - t_parse_s
-        record.model = spec.model
         record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history
         record.answer = spec.answer
         if self.config.session_header:
@@ -244,7 +245,7 @@ class SimApp:
         `late`: the request was held back (`slow_headers`); its timing starts now, not at t_recv.
         """
         created_s = int(time.time())
-        offset = _word_offset(record)
+        offset = word_offset(record.id)
         model = spec.model
         chunked = request.version == "HTTP/1.1"
         encoder = encoder_of(spec)(spec, record.id, created_s, model, offset)
@@ -268,15 +269,33 @@ class SimApp:
         else:
             generation = Generation(*args, **kwargs, tokens_per_chunk=self.config.tokens_per_chunk)
         generation.seq.cached_tokens = min(spec.prompt_tokens, record.prefix_blocks_hit * BLOCK_TOKENS)
-        seq = generation.seq
         if late:
-            seq.t_recv_s = perf_counter()
-        seq.t_ready_s = self.adapters.ready_s(spec.model, seq.t_recv_s)  # in arrival order, as the engine loads
-        record.lora_wait_s = seq.t_ready_s - seq.t_recv_s
+            generation.seq.t_recv_s = perf_counter()
+        generation.start()
+        self.submit(conn, generation)
+
+    def new_record(self, api: Api, spec: CompletionSpec, t_recv_s: float) -> TraceRecord:
+        """The trace record of a request to `api` for `spec`, received at `t_recv_s`, numbered in arrival order."""
+        record = TraceRecord(f"{api.id_prefix}-{next(self._request_numbers)}", api.name, spec.stream, t_recv_s,
+                             spec.prompt_tokens)  # fmt: skip
+        record.model = spec.model
+        return record
+
+    def submit(self, conn: SimConnection, generation: Generation) -> None:
+        """Hand `generation` (answering on `conn`) to the timing model, once its LoRA adapter is ready."""
+        seq = generation.seq
+        # in arrival order, as the engine loads
+        seq.t_ready_s = self.adapters.ready_s(generation.spec.model, seq.t_recv_s)
+        generation.record.lora_wait_s = seq.t_ready_s - seq.t_recv_s
         self.in_flight.add(generation)
         conn.generation = generation
-        generation.start()
         self.driver.submit(generation)
+
+    def finished(self, generation: Generation) -> None:
+        """`generation` is over (finished or cancelled): traced and counted."""
+        self.in_flight.discard(generation)
+        self.trace.add(generation.record)
+        self.metrics.finished(generation.record)
 
     def _pre_response_fault(
         self, fault: str, request: http.Request, conn: SimConnection, spec: CompletionSpec, record: TraceRecord
@@ -321,21 +340,14 @@ class SimApp:
 
     def _generation_done(self, conn: SimConnection, generation: Generation) -> None:
         record = generation.record
-        self.in_flight.discard(generation)
         spec = generation.spec
         if self.prefix_cache is not None and record.finish_reason is not None and spec.output_tokens:
             # a finished answer's blocks stay cached with its prompt's, for the conversation's next turn
-            answer = "".join(spec.tool_call.pieces) if spec.tool_call else output_text(spec, _word_offset(record))
+            answer = "".join(spec.tool_call.pieces) if spec.tool_call else output_text(spec, word_offset(record.id))
             self.prefix_cache.store((spec.prompt_text + answer).split())
-        self.trace.add(record)
-        self.metrics.finished(record)
+        self.finished(generation)
         if not record.cancelled:
             conn.response_done(generation.keep_alive)
-
-
-def _word_offset(record: TraceRecord) -> int:
-    """The index in `WORDS` of the first word a response generates (varied by its request number)."""
-    return (int(record.id.rsplit("-", 1)[1]) * 37) % len(WORDS)
 
 
 async def serve(

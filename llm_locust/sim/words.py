@@ -20,3 +20,9 @@ WORDS: tuple[str, ...] = tuple(
     """.split()
 )
 """Every token's text; index with (request offset + token index) % len(WORDS)."""
+
+
+def word_offset(response_id: str) -> int:
+    """The index in `WORDS` of the first word the response `response_id` (`<prefix>-<number>`) generates: varied by
+    its request number."""
+    return (int(response_id.rsplit("-", 1)[1]) * 37) % len(WORDS)

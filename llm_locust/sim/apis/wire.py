@@ -201,7 +201,9 @@ class Api:
     stream carries no id (Bedrock's `x-amzn-RequestId`). An API that can answer a question or a structured output
     (`llm_locust.sim.answers`) has `answer_encoder` (the spec carrying the answer) and `output_format`, how its
     request asks for a structured output. `decode`: how its request body (and its Content-Type) becomes its fields —
-    a JSON object (`json_object`), or a multipart form (`forms.multipart_form`)."""
+    a JSON object (`json_object`), or a multipart form (`forms.multipart_form`). An API served over WebSocket has
+    `websocket`: (the upgraded connection, `sim.websocket.ApiSocket`) → its session, which the connection's text
+    messages go to (its paths answer a GET with `Upgrade: websocket`, nothing else)."""
 
     name: str
     paths: tuple[str, ...]
@@ -216,6 +218,7 @@ class Api:
     output_format: OutputFormat | None = None
     query: str = ""
     decode: Callable[[bytes, str], dict[str, Any]] = json_object
+    websocket: Callable[[Any], Any] | None = None
 
 
 def decode_request(data: dict[str, Any], models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:
