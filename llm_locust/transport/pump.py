@@ -92,6 +92,12 @@ def available(raw: Any) -> bool:
     )
 
 
+def reads_sockets() -> bool:
+    """True when the pump can read a connection of its own framing (`StreamPump.read_socket`): epoll and kernel
+    receive times (Linux)."""
+    return KERNEL_TIMESTAMPS and _epoll is not None
+
+
 class _Stream:
     """One response being read by the pump."""
 
@@ -126,6 +132,26 @@ class _Stream:
         the read arrived at `self.t`. Must return a false value (a true one is a parse error)."""
         if not self.done:
             self.done = self.on_body(piece, self.t)
+
+
+class _SocketStream:
+    """A connection read by the pump as a byte stream of its own framing, not an HTTP body (`StreamPump.read_socket`: a
+    WebSocket's frames): each read's bytes (decrypted, over TLS) go to `on_bytes` until it has what it waits for."""
+
+    __slots__ = ("closed", "error", "fd", "on_body", "parse", "reading", "recvmsg_into", "tls", "waiter", "watch")
+
+    def __init__(self, conn: Any, on_bytes: BodyCallback, watch: Watch, parse: Callable[..., None]) -> None:
+        self.on_body = on_bytes
+        self.watch = watch
+        self.parse = parse
+        self.tls: TLSConnection | None = conn if isinstance(conn, TLSConnection) else None
+        tcp = conn.raw if self.tls is not None else conn
+        self.recvmsg_into = tcp._sock.recvmsg_into
+        self.fd = tcp.fileno()
+        self.closed = "the server closed the connection"  # the end of input, said as the stream's error
+        self.error: BaseException | None = None
+        self.waiter = Waiter()
+        self.reading = True
 
 
 class StreamPump:
@@ -174,6 +200,58 @@ class StreamPump:
             del raw._on_body  # raw -> stream.body -> stream -> raw: a cycle only the GC would free
         if stream.error is not None:
             raise stream.error
+
+    def read_socket(self, conn: Any, on_bytes: BodyCallback, watch: Watch) -> None:
+        """Read `conn` (a connected `patches.StampedSocket`, or a `TLSConnection` over one) as bytes of its own framing,
+        not an HTTP response (a WebSocket's frames): each read's bytes — decrypted, over TLS; what TLS had decrypted
+        already first — go to `on_bytes` with their kernel receive time, in the pump's greenlet, until it returns True;
+        return then, the connection open and no longer read (what arrives meanwhile waits in the kernel with its
+        receive time for the next call).
+
+        Raises `ConnectionError` (the server closed first: `ConnectionResetError`), what reading raised (socket and
+        `ssl` errors), an exception of `on_bytes`, and what is thrown into the waiting greenlet (the watchdog's
+        `RequestTimeout`, a stopping user's `GreenletExit`)."""
+        stream = _SocketStream(conn, on_bytes, watch, self._parse_socket)
+        self._epoll.register(stream.fd, _EPOLLIN)
+        self._streams[stream.fd] = stream  # type: ignore[assignment]
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._run)
+        try:
+            if stream.tls is not None:
+                self._parse_socket(stream, None, stream.tls.t_arrival_s or perf_counter(), None)
+            stream.waiter.get()
+        finally:
+            self._forget(stream)  # type: ignore[arg-type]
+        if stream.error is not None:
+            raise stream.error
+
+    def _parse_socket(self, stream: _SocketStream, data: bytes | None, t: float, error: BaseException | None) -> None:
+        """Hand one read of a `read_socket` stream (arrived at `t`; empty: the end of input; None: what TLS decrypted
+        before; `error`: the read failed) to its `on_bytes`, decrypted first over TLS; end it once that has what it
+        waits for, or at the end of input."""
+        if self._streams.get(stream.fd) is not stream:  # its caller ended meanwhile (a timeout, a stop)
+            return
+        end_of_input = data == b""
+        if error is None and stream.tls is not None and not end_of_input:
+            try:
+                data, end = stream.tls.take_plaintext() if data is None else stream.tls.decrypt(data)
+            except OSError as e:  # ssl.SSLError: a TLS alert, a bad record
+                error = e
+            else:
+                if end is not None:  # close_notify, or a TCP close without it
+                    self._stop_reading(stream)  # type: ignore[arg-type]
+                    stream.closed, end_of_input = end, True
+        if error is None and data:
+            try:
+                if stream.on_body(data, t):
+                    self._end(stream, None)  # type: ignore[arg-type]
+                    return
+            except BaseException as e:
+                error = e
+        if error is None and end_of_input:
+            error = ConnectionResetError(stream.closed)
+        if error is not None:
+            self._end(stream, error)  # type: ignore[arg-type]
 
     def _forget(self, stream: _Stream) -> None:
         if self._streams.get(stream.fd) is stream:
