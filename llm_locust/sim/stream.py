@@ -71,6 +71,7 @@ class Generation:
         start = self._encoder.start_events()
         if start:
             head += self._frame(start)
+        self.record.t_head = perf_counter()  # before the write, as a token's time
         self._transport.write(head)
 
     def emit(self, count: int) -> None:
@@ -90,6 +91,7 @@ class Generation:
                 head = http.response_head(
                     200, "application/json", content_length=len(body), keep_alive=self.keep_alive, extra=named
                 )
+                self.record.t_head = perf_counter()
                 self._transport.write(head + body)
                 self._finish(perf_counter())
             return

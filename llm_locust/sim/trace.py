@@ -11,6 +11,8 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
   earlier — stamped after the write, a client on another core could read them first); for a
   non-streamed response, when the timing model produced each token (only the last coincides
   with a write);
+- `t_head`: right before the response head was handed to the socket (a streamed response's when its answer starts, a
+  whole body's with it; None when no answer started: a fault's response, a request cut before its start);
 - `t_done`: the end of the response was written (or the client went away);
 - `queue_s`: seconds waiting for a batch slot (batching model; 0 for the fixed model);
 - `cancelled`: the client disconnected before the end; `completion_tokens` then counts what was
@@ -66,6 +68,7 @@ class TraceRecord:
         "stream",
         "t_body",
         "t_done",
+        "t_head",
         "t_recv",
         "token_times",
         "tool_call",
@@ -83,6 +86,7 @@ class TraceRecord:
         self.token_times = array("d")
         self.completion_tokens = 0
         self.finish_reason: str | None = None
+        self.t_head: float | None = None
         self.t_done = 0.0
         self.queue_s = 0.0
         self.cancelled = False
@@ -111,6 +115,7 @@ class TraceRecord:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "finish_reason": self.finish_reason,
+            "t_head": self.t_head,
             "t_done": self.t_done,
             "queue_s": self.queue_s,
             "cancelled": self.cancelled,

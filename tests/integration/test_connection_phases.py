@@ -5,6 +5,7 @@ kept-alive connection (closed by the server before any byte of the response) ret
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import gevent
@@ -58,17 +59,30 @@ def test_every_request_has_its_upload_between_its_send_and_its_headers(tmp_path)
     assert len(lines) == ok and all(line["t_send"] < line["t_uploaded"] < line["t_first"] for line in lines)
 
 
+def served_head_ms(trace: list[dict]) -> float:
+    """The median time from a request's arrival to its response head in the simulator's `trace` (ms; requests the
+    run's end cut before their head left out)."""
+    return statistics.median((r["t_head"] - r["t_recv"]) * 1e3 for r in trace if r["t_head"] is not None)
+
+
 def test_time_to_response_headers_with_a_known_header_delay(tmp_path):
     """Every response head sent 40 ms after its request (the simulator's `slow_headers`), on kept-alive
-    connections: the time to the headers is 40 ms, within 1 ms."""
+    connections: the time to the headers is longer by the simulator's own delay, within 1 ms. The delay is 40 ms or
+    a little more — the simulator's asyncio timer wakes on epoll's millisecond ticks, 1-2 ms late — and is read from
+    its trace: the median time from a request's arrival to its response head (`t_head`), delayed against not."""
     with run_sim(*SIM_ARGS) as sim:
         base = local_summary(tmp_path / "base", sim.url, users=2)
+        base_head_ms = served_head_ms(sim.trace())
     with run_sim(*SIM_ARGS, "--fault", "slow_headers=1", "--fault-slow-headers-ms", str(DELAY_MS)) as sim:
         summary = local_summary(tmp_path / "delayed", sim.url, users=2)
+        delayed_head_ms = served_head_ms(sim.trace())
     for s in (base, summary):
         assert s["failures"] == {} and s["connections"]["reused"] >= 10
+    served_delay_ms = delayed_head_ms - base_head_ms
     delayed_ms, base_ms = summary["metrics"]["ttfb_ms"]["p50"], base["metrics"]["ttfb_ms"]["p50"]
-    assert delayed_ms >= DELAY_MS and abs(delayed_ms - base_ms - DELAY_MS) <= 1.0, (delayed_ms, base_ms)
+    print(f"time to headers p50: {delayed_ms:.3f} ms delayed, {base_ms:.3f} ms not; served delay {served_delay_ms:.3f}")
+    assert DELAY_MS <= served_delay_ms < DELAY_MS + 5.0 and delayed_ms >= DELAY_MS
+    assert abs(delayed_ms - base_ms - served_delay_ms) <= 1.0, (delayed_ms, base_ms, served_delay_ms)
 
 
 def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, pki):

@@ -216,7 +216,7 @@ def test_t_recv_is_when_the_request_arrived_not_when_the_busy_loop_read_it(sim: 
 def test_t_recv_is_the_first_byte_and_t_body_the_last(sim: SimProcess) -> None:
     """A request whose body's end comes 0.3 s after its head: `t_recv` is the head's arrival (a server's clock starts
     there), `t_body` the end's, and the simulator's TTFT (first write − t_recv) holds the wait; `parse_s` is its
-    decoding of the body."""
+    decoding of the body; the response head (`t_head`) leaves once the body is whole, before the first token."""
     body = json.dumps(chat(max_tokens=2, ignore_eos=True)).encode()
     head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
     with socket.create_connection(("127.0.0.1", sim.port), timeout=10) as conn:
@@ -231,6 +231,7 @@ def test_t_recv_is_the_first_byte_and_t_body_the_last(sim: SimProcess) -> None:
     record = trace_record(sim, response_id)
     assert 0 <= record["t_recv"] - t_send < 0.1 and record["t_body"] - record["t_recv"] >= 0.3, record
     assert record["token_times"][0] - record["t_recv"] >= 0.3 and 0 < record["parse_s"] < 0.1, record
+    assert record["t_body"] <= record["t_head"] <= record["token_times"][0], record
 
 
 def test_disconnect_mid_stream_is_cancelled(sim: SimProcess) -> None:
