@@ -65,9 +65,10 @@ class Generation:
         """Write the response head (and the API's start events: chat's role event, ...) right away."""
         if not self.spec.stream:
             return
-        api = BY_NAME[self.spec.endpoint]  # its content type: SSE, or AWS event-stream (ConverseStream)
+        api = BY_NAME[self.spec.endpoint]  # its content type: SSE, AWS event-stream (ConverseStream), the request's
+        content_type = api.content_type if api.stream_content_type is None else api.stream_content_type(self.spec)
         named = (f"{api.request_id_header}: {self.record.id}",) if api.request_id_header else ()
-        head = http.response_head(200, api.content_type, content_length=None, keep_alive=self.keep_alive, extra=named)
+        head = http.response_head(200, content_type, content_length=None, keep_alive=self.keep_alive, extra=named)
         start = self._encoder.start_events()
         if start:
             head += self._frame(start)

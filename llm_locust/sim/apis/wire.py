@@ -197,13 +197,14 @@ class Api:
     request's JSON object, the server's natural output length → spec; raises `ApiError`). `encoder`: (spec, response
     id, created s, model, first word's offset) → `Encoder`. An API that can answer with a tool call has `tool_encoder`
     (same arguments, the spec carrying the call) and `tool_call_prefix`, its call ids' prefix. `content_type`: its
-    streamed responses'; `request_id_header`: the response header naming the request (its trace id), for an API whose
-    stream carries no id (Bedrock's `x-amzn-RequestId`). An API that can answer a question or a structured output
-    (`llm_locust.sim.answers`) has `answer_encoder` (the spec carrying the answer) and `output_format`, how its
-    request asks for a structured output. `decode`: how its request body (and its Content-Type) becomes its fields —
-    a JSON object (`json_object`), or a multipart form (`forms.multipart_form`). An API served over WebSocket has
-    `websocket`: (the upgraded connection, `sim.websocket.ApiSocket`) → its session, which the connection's text
-    messages go to (its paths answer a GET with `Upgrade: websocket`, nothing else)."""
+    streamed responses' (`stream_content_type`, when given: each stream's, as its spec says — text to speech
+    streams SSE events or the audio's own bytes); `request_id_header`: the response header naming the request (its
+    trace id), for an API whose stream carries no id (Bedrock's `x-amzn-RequestId`). An API that can answer a question
+    or a structured output (`llm_locust.sim.answers`) has `answer_encoder` (the spec carrying the answer) and
+    `output_format`, how its request asks for a structured output. `decode`: how its request body (and its
+    Content-Type) becomes its fields — a JSON object (`json_object`), or a multipart form (`forms.multipart_form`). An
+    API served over WebSocket has `websocket`: (the upgraded connection, `sim.websocket.ApiSocket`) → its session,
+    which the connection's text messages go to (its paths answer a GET with `Upgrade: websocket`, nothing else)."""
 
     name: str
     paths: tuple[str, ...]
@@ -213,6 +214,7 @@ class Api:
     tool_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     tool_call_prefix: str = "call_"
     content_type: str = "text/event-stream"
+    stream_content_type: Callable[[CompletionSpec], str] | None = None
     request_id_header: str = ""
     answer_encoder: Callable[[CompletionSpec, str, int, str, int], Encoder] | None = None
     output_format: OutputFormat | None = None
