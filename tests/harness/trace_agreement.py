@@ -1,12 +1,21 @@
 """Our figures against the simulator's own times (its `/sim/trace`): each request's first output and gaps as the
 simulator wrote them, the requests a run sent once every user's connection was up, nearest-rank percentiles as the
-client's histograms, and the check of p50 within 1 ms and p99 within 3 ms. The API run tests share it."""
+client's histograms, and the check of p50 within 1 ms and p99 within 3 ms; the simulator's TLS options and the client's
+trust for a run over HTTP or HTTPS. The API run tests share it."""
 
 from __future__ import annotations
 
 import json
 from itertools import pairwise
 from pathlib import Path
+
+
+def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The simulator's certificate options and the client's trust (`pki`: the test certificates) for `scheme`."""
+    if scheme == "http":
+        return (), ()
+    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
+    return served, ("--ca-bundle", str(pki / "ca.pem"))
 
 
 def percentile(values: list[float], share: float) -> float:

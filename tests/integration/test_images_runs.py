@@ -10,7 +10,6 @@ import base64
 import csv
 import statistics
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
@@ -22,6 +21,7 @@ from harness.trace_agreement import (
     served_first_ms,
     served_gaps_ms,
     steady,
+    tls_args,
 )
 from locust import task
 
@@ -36,14 +36,6 @@ from llm_locust.users import LLMUser
 LOCUSTFILE = ROOT / "locustfiles" / "images.py"
 TTFT_MS, ITL_MS, REQUESTS, IMAGES, PARTIALS = 40, 8, 240, 4, 3
 EVENTS = IMAGES * (PARTIALS + 1)  # per image: its partial images, then the image
-
-
-def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The simulator's certificate options and the client's trust for `scheme`."""
-    if scheme == "http":
-        return (), ()
-    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
-    return served, ("--ca-bundle", str(pki / "ca.pem"))
 
 
 @pytest.mark.alone  # first image and gaps within 1 ms of the trace

@@ -8,11 +8,10 @@ wrong words."""
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
-from harness.trace_agreement import first_output_pairs, percentile, request_lines, served_gaps_ms, steady
+from harness.trace_agreement import first_output_pairs, percentile, request_lines, served_gaps_ms, steady, tls_args
 from locust import task
 
 from llm_locust.apis.transcriptions import heard_right, speech_wav
@@ -21,14 +20,6 @@ from llm_locust.sim import run_sim
 
 LOCUSTFILE = ROOT / "locustfiles" / "transcriptions.py"
 TTFT_MS, ITL_MS, WORDS, REQUESTS = 30, 4, 20, 120
-
-
-def tls_args(pki: Path, scheme: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The simulator's TLS options and the client's trust for `scheme`."""
-    if scheme == "http":
-        return (), ()
-    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
-    return served, ("--ca-bundle", str(pki / "ca.pem"))
 
 
 def run(sim, tmp_path, *args: str):
