@@ -207,9 +207,10 @@ def _sections(
             frame = rows[rows["run"] == run.name]
             if frame.empty:
                 continue
-            columns = [c for c in step_columns if c in frame.columns and frame[c].notna().any()]
             units = {rate.key: rate.unit for rate in summary_counting(run.summary or {}).rates}  # "documents/s"
-            headers = [units.get(c, step_columns[c]) for c in columns]
+            named = {**step_columns, **units}  # a counting's own rate (audio s/s) after the usual columns
+            columns = [c for c in named if c in frame.columns and frame[c].notna().any()]
+            headers = [units.get(c, named[c]) for c in columns]
             body = cells_with_intervals(frame, columns)
             if hardware is not None:
                 headers.append("MBU %")
