@@ -98,7 +98,10 @@ class Api:
     `input_seconds`: the seconds of media a request's body carries (speech to text: its audio's duration, for the
     audio seconds transcribed per second and the real-time factor); None: none. `encode_body`: how its body goes on
     the wire (`bodies.json_body`, or `bodies.multipart_body`: multipart/form-data,
-    a file upload's).
+    a file upload's). `turn`: an API spoken over a WebSocket (the Realtime API) — a turn's fields (a scenario's keyword
+    arguments) → the client events that ask for one answer, the last one asking for it; its events are read by `parser`
+    (each a text message's bytes), its mount opens a session (default `<endpoint>.connect`: `runtime.socket_session`),
+    and it has no built-in User class of the registry's (`user` ""): a locustfile plays its sessions.
     """
 
     endpoint: str
@@ -128,12 +131,13 @@ class Api:
     agent_user: str = ""
     input_seconds: Callable[[Mapping[str, Any]], float] | None = None
     encode_body: BodyEncoder = bodies.json_body
+    turn: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         if self.parser is None and self.read_body is None:
             raise ValueError(f"API {self.endpoint!r}: give either a stream parser or a body reader (or both)")
         if not self.mount:
-            object.__setattr__(self, "mount", f"{self.endpoint}.create")
+            object.__setattr__(self, "mount", f"{self.endpoint}.{'create' if self.turn is None else 'connect'}")
         for name in ("paths", "fixed_fields", "family_max_tokens_fields"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 

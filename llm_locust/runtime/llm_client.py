@@ -43,9 +43,11 @@ from llm_locust.load.pacing import Ticket
 from llm_locust.metrics.record import RequestRecord, open_record
 from llm_locust.metrics.request import RequestSpec
 from llm_locust.metrics.scoring import Reference, checked_score, reference_problem, score
+from llm_locust.metrics.stream_text import StreamText, keep_text
 from llm_locust.redact import register_call_value
 from llm_locust.runtime.answer import Answer, CheckedAnswer
 from llm_locust.runtime.route import report
+from llm_locust.runtime.socket_session import Connect
 from llm_locust.transport.cancel import Canceller
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Prepared, Transport
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from llm_locust.load.due_sends import DueSends
     from llm_locust.load.pacing import Plan
     from llm_locust.transport.timeouts import TimeoutWatchdog
+    from llm_locust.transport.websocket import Opener, WebSocket
     from llm_locust.workload.prefix_pool import PrefixPool
     from llm_locust.workload.traces import Trace
 
@@ -180,8 +183,9 @@ class LLMClient:
         events: Any,
         context: Any,
         first_model: Any,
+        sockets: Opener | None = None,
     ) -> None:
-        self._state = state
+        self._state, self.sockets = state, sockets  # sockets: a WebSocket API's sessions' (`socket_session`)
         self._transport = transport
         self._replicas = replicas
         self._canceller = canceller
@@ -194,7 +198,8 @@ class LLMClient:
         self._pause: tuple[float, RequestRecord | None] = (0.0, None)  # the pause due, after that request
         self._paths: dict[str, str] = {}
         for registered in APIS.values():
-            _mount(self, _Call(self, registered.endpoint), registered.mount)
+            call = _Call if registered.turn is None else Connect  # a WebSocket API's mount opens a session
+            _mount(self, call(self, registered.endpoint), registered.mount)
 
     @property
     def settings(self) -> Settings:
@@ -260,8 +265,28 @@ class LLMClient:
                 record = self._transport.send(prepared)  # waits for the due time right before the request leaves
         finally:
             pacer.forget(ticket)  # (had the request failed before it could leave)
+        return self._ended(record, name)
+
+    def exchange(
+        self, sent: Api, socket: WebSocket, events: list[dict[str, Any]], spec: RequestSpec, ticket: Ticket, name: str
+    ) -> RequestRecord:
+        """`send` for a WebSocket session's turn (`socket_session`): `events` on `socket` when the ticket is due."""
+        kept = StreamText(sent.event_text, sent.answer_parts)  # type: ignore[arg-type]  # the answer, for the scenario
         try:
-            pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
+            self._state.hold_if_stopping()
+            if ticket.t_sched is not None:  # an open loop's
+                self._leave_on_time(ticket)
+            record = open_record(sent.endpoint, spec, ticket)
+            socket.exchange(events, record, sent.parser, self._state.watchdog, kept.keep)  # type: ignore[arg-type]
+        finally:
+            self._state.pacer.forget(ticket)
+        keep_text(record, kept.text(), None, True, kept.answer())
+        return self._ended(record, name)
+
+    def _ended(self, record: RequestRecord, name: str) -> RequestRecord:
+        """A request just ended: a gap between the other users' sends (`name`: its row), then its reference's score."""
+        try:
+            self._state.pacer.yield_to_sends()  # its end and report wait for a gap between the other users' sends
         except GreenletExit:  # the runner stopped this user meanwhile
             self.report(name, record)
             raise
@@ -319,17 +344,8 @@ class LLMClient:
         sent = api(endpoint)
         if sent.streams and sent.read_body is None and fields.get("stream", True) is False:
             raise ValueError(f"{sent.title}: stream=False is not measured; llm-locust reads the stream")
-        reference = scorer if isinstance(scorer, Reference) else None
-        problem = None if reference is None else reference_problem(reference)
-        if problem:
-            raise ValueError(f"score=Reference(...): {problem}")
-        for value in (headers or {}).values():  # redacted like --header values, before anything could echo one
-            register_call_value(value)
-        ticket = self._ticket
-        if ticket is None:
-            ticket = self._ticket = self.take_ticket(new_session=True)
-        else:  # a later call of the same task: goes at once, in the arrival's step
-            ticket = ticket._replace(t_sched=None, index=None)
+        reference = self.reference(scorer, headers)
+        ticket = self.arrival_ticket()
         own = dict(fields)
         model = str(own.pop("model", None) or self.model)  # in the body, or only in the path (Gemini, Converse)
         body = request_body(sent, own, model, self._state.settings.workload.extra_body)
@@ -344,6 +360,33 @@ class LLMClient:
                            content_type=content_type, streamed=streamed, input_s=sent.input_s(body))  # fmt: skip
         row = name or path
         record = self.send(sent, path, spec, headers or {}, ticket, row)
+        return self.answer(record, row, scorer, catch_response)
+
+    def reference(
+        self, scorer: Callable[[Answer], Any] | Reference | None, headers: Mapping[str, str] | None
+    ) -> Reference | None:
+        """A call's `score=` if a `scoring.Reference` (ValueError: it cannot score); `headers`' values redacted."""
+        reference = scorer if isinstance(scorer, Reference) else None
+        problem = None if reference is None else reference_problem(reference)
+        if problem:
+            raise ValueError(f"score=Reference(...): {problem}")
+        for value in (headers or {}).values():
+            register_call_value(value)
+        return reference
+
+    def arrival_ticket(self) -> Ticket:
+        """A call's ticket: the running task's first call takes the arrival's (waiting for the pacer); a later one goes
+        at once, in the arrival's step."""
+        if self._ticket is None:
+            self._ticket = self.take_ticket(new_session=True)
+            return self._ticket
+        return self._ticket._replace(t_sched=None, index=None)
+
+    def answer(
+        self, record: RequestRecord, row: str, scorer: Callable[[Answer], Any] | Reference | None, catch_response: bool
+    ) -> Answer:
+        """A call's finished `record` as its `Answer` in the stats row `row`: scored by a callable `scorer` and reported
+        now — or, `catch_response`, a `CheckedAnswer` reported when its `with` block ends."""
         if callable(scorer) and record.ok:
             try:
                 record.score = checked_score(scorer(Answer(record, row)))

@@ -41,6 +41,7 @@ from llm_locust.transport.redirects import is_redirect, redirect_reason
 from llm_locust.transport.replicas import ReplicaSet
 from llm_locust.transport.request import Transport
 from llm_locust.transport.tls import context_factory, tls_problem
+from llm_locust.transport.websocket import Opener
 from llm_locust.workload.builder import Workload
 from llm_locust.workload.tokens import token_counter
 
@@ -94,13 +95,13 @@ class LLMUser(FastHttpUser):
         # the draws of cancellations: a stream of their own (seeded by --seed)
         canceller = Canceller(settings.cancel, self._cancel_seed() if settings.cancel.cancel_rate else 0)
         transport: Transport
+        point = settings.endpoint  # --provider bedrock without an API key: each request SigV4-signed as sent;
+        auth = sigv4.signer(point.aws_region) if point.signs else state.request_auth  # else the OAuth token, if any
         if settings.endpoint.client == "openai-sdk":
             from llm_locust.transport.sdk_client import SdkTransport  # imports openai: only when asked for
 
             transport = SdkTransport(self.host or "", settings.endpoint, settings.timeouts, state.watchdog, counter)
         else:
-            point = settings.endpoint  # --provider bedrock without an API key: each request SigV4-signed as sent;
-            auth = sigv4.signer(point.aws_region) if point.signs else state.request_auth  # else the OAuth token, if any
             transport = FastTransport(  # its stream pump's turns end by the process's next send due
                 self.client,
                 headers,
@@ -111,7 +112,10 @@ class LLMUser(FastHttpUser):
                 state.pacer.sends.next_s,
             )
         models = partial(_first_model, self.client, self.host or "", headers, replicas)
-        self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models)
+        # a WebSocket API's sessions (`Api.turn`) go over sockets of their own, whichever the client
+        tls_context, connect_s = self.ssl_context_factory(), settings.timeouts.connect_timeout_s
+        sockets = Opener(self.host or "", headers, auth, tls_context, connect_s, state.pacer.sends.next_s)
+        self.llm = LLMClient(state, transport, replicas, canceller, environment.events, self.context, models, sockets)
         task_wait = self.wait_time
 
         def wait_time() -> float:  # Locust asks it after each task, in the waiting state: the task's arrival ends

@@ -14,7 +14,7 @@ import contextlib
 import socket
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,9 +26,11 @@ from wsproto.events import AcceptConnection, CloseConnection, Ping, RejectConnec
 from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.transport import pump
+from llm_locust.transport.auth import RequestAuth
 from llm_locust.transport.byte_arrival import READ_BYTES
 from llm_locust.transport.kernel_time import connect_rtt_s
 from llm_locust.transport.patches import StampedSocket
+from llm_locust.transport.request import NextSend
 from llm_locust.transport.timeouts import RequestTimeout, TimeoutWatchdog, Watch
 from llm_locust.transport.tls_memory import TLSConnection
 
@@ -48,11 +50,18 @@ class HandshakeRefused(ConnectionError):
 
 class WebSocket:
     """A connected WebSocket to `url` (`ws://` / `http://`, `wss://` / `https://`; `headers`: the upgrade request's,
-    auth included; `context`: TLS's, for wss). `connect_s`, `tls_handshake_s`: the set-up's times, seconds."""
+    auth included; `context`: TLS's, for wss; `next_send_s`: the process's next send due, by which the pump's turns
+    end, `pump.turn_end`). `connect_s`, `tls_handshake_s`: the set-up's times, seconds."""
 
     def __init__(
-        self, url: str, headers: dict[str, str], context: ssl.SSLContext | None = None, timeout_s: float = 30.0
+        self,
+        url: str,
+        headers: dict[str, str],
+        context: ssl.SSLContext | None = None,
+        timeout_s: float = 30.0,
+        next_send_s: NextSend = pump.no_sends,
     ) -> None:
+        self.next_send_s = next_send_s
         parts = urlsplit(url)
         secure = parts.scheme in ("wss", "https")
         host = parts.hostname or "127.0.0.1"
@@ -128,7 +137,7 @@ class WebSocket:
             return done
 
         if pump.reads_sockets():
-            pump.pump().read_socket(self.conn, on_bytes, watch)
+            pump.pump(self.next_send_s).read_socket(self.conn, on_bytes, watch)
             return
         while not done:  # (no epoll or no kernel receive times: read here)
             data = self.conn.recv(READ_BYTES)
@@ -154,18 +163,27 @@ class WebSocket:
         return messages
 
     def exchange(
-        self, events: list[dict[str, Any]], record: RequestRecord, apply: Applier, watchdog: TimeoutWatchdog
+        self,
+        events: list[dict[str, Any]],
+        record: RequestRecord,
+        apply: Applier,
+        watchdog: TimeoutWatchdog,
+        keep: Callable[[bytes], None] | None = None,
     ) -> RequestRecord:
         """One exchange: send `events`, the last one asking for the answer (`t_send`: right before it is handed to the
-        kernel), then apply the server's events to `record` (`apply`, the API's) until it says the answer is over — its
-        arrival is the record's end (`t_done`); `watchdog`'s timeouts as any request's. The finished record."""
+        kernel), then apply the server's events to `record` (`apply`, the API's; `keep`, when given, gets each one's
+        bytes first) until it says the answer is over — its arrival is the record's end (`t_done`); `watchdog`'s
+        timeouts as any request's. The finished record."""
         record.t_send = perf_counter()  # (the timeouts count from here; taken again as the answer is asked for)
         watch = watchdog.start(record)
         t_done = 0.0
 
         def on_message(text: str, t: float) -> bool:
             nonlocal t_done
-            if apply(record, text.encode(), t):
+            data = text.encode()
+            if keep is not None:
+                keep(data)
+            if apply(record, data, t):
                 t_done = t
                 return True
             return False
@@ -189,3 +207,32 @@ class WebSocket:
         with contextlib.suppress(Exception):  # closed already, or wsproto's state allows no close: closed below
             self.conn.sendall(self._ws.send(CloseConnection(code=1000)))
         self.conn.close()
+
+
+class Opener:
+    """Opens a user's WebSockets to its host (`host`: http:// or https://, the scheme of the socket: ws or wss, TLS with
+    `context`): each upgrade request with the user's fixed `headers` (auth included), the headers `auth` computes for
+    it (SigV4, an OAuth bearer token), and its own; `connect_timeout_s` bounds the connect and the handshake;
+    `next_send_s`: the process's next send due (`WebSocket`)."""
+
+    def __init__(
+        self,
+        host: str,
+        headers: Mapping[str, str],
+        auth: RequestAuth | None,
+        context: ssl.SSLContext | None,
+        connect_timeout_s: float,
+        next_send_s: NextSend = pump.no_sends,
+    ) -> None:
+        self.host = host.rstrip("/")
+        self.next_send_s = next_send_s
+        self.headers = {name: value for name, value in headers.items() if name.lower() != "content-type"}
+        self.auth, self.context, self.connect_timeout_s = auth, context, connect_timeout_s
+
+    def open(self, path: str, headers: Mapping[str, str]) -> WebSocket:
+        """A WebSocket to `path` (and query) of the host; what connecting or the handshake raised (`HandshakeRefused`:
+        the server's HTTP answer)."""
+        url = self.host + path
+        computed = {} if self.auth is None else self.auth.headers("GET", url, b"")
+        sent = {**self.headers, **computed, **headers}
+        return WebSocket(url, sent, self.context, self.connect_timeout_s, self.next_send_s)
