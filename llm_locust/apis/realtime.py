@@ -1,0 +1,110 @@
+"""The OpenAI Realtime API over WebSocket (`GET /v1/realtime?model=...`, upgraded; issue 44 item 3): a session of
+text turns on one socket, each turn one record.
+
+A turn: the client sends `conversation.item.create` (a user message of `input_text`; `user_item`) and
+`response.create` (`response_create`: its `max_output_tokens`); the record's `t_send` is the hand-over of
+`response.create`. The server's events, each a WebSocket text message read by the process's pump with its kernel
+receive time (`transport.websocket`), are applied by `apply_event` (pure, never raises): `response.created` names the
+response (the record's server id), each non-empty `response.output_text.delta` (the beta's `response.text.delta`) is a
+token event — time to first delta and the gaps between deltas are the record's TTFT and ITL —, `response.done` ends
+the turn with its `usage` (`input_tokens`, `output_tokens`) and status (completed: finish "stop"; incomplete at
+`max_output_tokens`: "length"), its arrival the turn's end (E2E: the turn latency); an `error` event fails it.
+Shapes and names as the openai SDK's `openai.types.realtime`.
+
+A scenario plays a session: `self.llm.realtime.connect()` (`runtime.socket_session`), `session.turn(text=...,
+max_output_tokens=...)` (`turn`: the events of one turn). No HTTP request is built for it: its `shape` refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_locust.apis.registry import Api
+from llm_locust.errors import ConfigError
+from llm_locust.metrics.protocol import apply_token, decode_object, error_text, guarded, note_request_id
+from llm_locust.metrics.record import ErrorKind, RequestRecord
+
+PATH = "/v1/realtime"
+_DELTAS = frozenset({"response.output_text.delta", "response.text.delta"})
+
+
+def apply_event(record: RequestRecord, data: bytes, t: float, _chunks: Any = None) -> bool:
+    """Apply one server event (a text message's bytes) that arrived at `t` to the turn's `record`; True once the turn
+    is over (`response.done`, an `error`, an event that is not a JSON object)."""
+    event = decode_object(record, data)
+    return True if event is None else guarded(_apply, record, event, t)
+
+
+def _apply(record: RequestRecord, event: dict, t: float) -> bool:
+    kind = event.get("type")
+    if kind in _DELTAS:
+        if event.get("delta"):
+            apply_token(record, t)
+        return False
+    if kind == "response.created":
+        note_request_id(record, (event.get("response") or {}).get("id"))
+        return False
+    if kind == "response.done":
+        response = event["response"]
+        note_request_id(record, response.get("id"))
+        usage = response.get("usage") or {}
+        output_tokens, input_tokens = usage.get("output_tokens"), usage.get("input_tokens")
+        if type(output_tokens) is int and output_tokens >= 0:
+            record.usage_completion_tokens = output_tokens
+        if type(input_tokens) is int and input_tokens >= 0:
+            record.prompt_tokens = input_tokens
+        status = response.get("status")
+        reason = (response.get("status_details") or {}).get("reason")
+        if status in ("failed", "cancelled"):
+            record.fail(ErrorKind.STREAM_ERROR, f"response {status}: {error_text(response.get('status_details'))}")
+        record.finish_reason = "length" if reason == "max_output_tokens" else "stop"
+        record.saw_done = True
+        return True
+    if kind == "error":
+        record.fail(ErrorKind.STREAM_ERROR, f"error event: {error_text(event.get('error'))}")
+        return True
+    return False
+
+
+def event_text(event: dict) -> str | None:
+    """A delta event's text (the answer kept, `--tokenizer`); None for any other event."""
+    return event.get("delta") if event.get("type") in _DELTAS else None
+
+
+def answer_parts(event: dict) -> tuple[str | None, str | None]:
+    """(the answer's text, no reasoning) of one event."""
+    return event_text(event), None
+
+
+def user_item(text: str) -> dict[str, Any]:
+    """The `conversation.item.create` event of a user message of `text`."""
+    content = [{"type": "input_text", "text": text}]
+    return {"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": content}}
+
+
+def response_create(max_output_tokens: int | None = None) -> dict[str, Any]:
+    """The `response.create` event (a text answer; at most `max_output_tokens`, None: the session's)."""
+    response: dict[str, Any] = {"output_modalities": ["text"]}
+    if max_output_tokens is not None:
+        response["max_output_tokens"] = max_output_tokens
+    return {"type": "response.create", "response": response}
+
+
+def turn(fields: dict[str, Any]) -> list[dict[str, Any]]:
+    """A turn's client events: its `text` as a user message (none without), then `response.create` (its
+    `max_output_tokens`, else the session's); TypeError for another field."""
+    own = dict(fields)
+    text, max_output_tokens = own.pop("text", None), own.pop("max_output_tokens", None)
+    if own:
+        raise TypeError(f"realtime turn(): unexpected {', '.join(sorted(own))} (text=, max_output_tokens=)")
+    return ([] if text is None else [user_item(str(text))]) + [response_create(max_output_tokens)]
+
+
+def _shape(_body: dict[str, Any]) -> None:
+    raise ConfigError("the Realtime API is a WebSocket session: self.llm.realtime.connect(), then session.turn(...)")
+
+
+API = Api(
+    "realtime", "the Realtime API", {"openai-compatible": PATH, "openai": PATH}, _shape, max_tokens_field="",
+    forces_length=False, parser=apply_event, event_text=event_text, answer_parts=answer_parts, turn=turn,
+)  # fmt: skip
