@@ -101,7 +101,9 @@ class Api:
     a file upload's). `turn`: an API spoken over a WebSocket (the Realtime API) — a turn's fields (a scenario's keyword
     arguments) → the client events that ask for one answer, the last one asking for it; its events are read by `parser`
     (each a text message's bytes), its mount opens a session (default `<endpoint>.connect`: `runtime.socket_session`),
-    and it has no built-in User class of the registry's (`user` ""): a locustfile plays its sessions.
+    and it has no built-in User class of the registry's (`user` ""): a locustfile plays its sessions. `pace`: the
+    seconds of media (audio) one of its client events carries — a turn's events are then sent at real-time pace, each
+    once its media has been "recorded" (as from a microphone), and the turn's `input_s` is their sum; None: at once.
     """
 
     endpoint: str
@@ -132,6 +134,7 @@ class Api:
     input_seconds: Callable[[Mapping[str, Any]], float] | None = None
     encode_body: BodyEncoder = bodies.json_body
     turn: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
+    pace: Callable[[dict[str, Any]], float] | None = None
 
     def __post_init__(self) -> None:
         if self.parser is None and self.read_body is None:

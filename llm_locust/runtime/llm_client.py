@@ -277,7 +277,7 @@ class LLMClient:
             if ticket.t_sched is not None:  # an open loop's
                 self._leave_on_time(ticket)
             record = open_record(sent.endpoint, spec, ticket)
-            socket.exchange(events, record, sent.parser, self._state.watchdog, kept.keep)  # type: ignore[arg-type]
+            socket.exchange(events, record, sent.parser, self._state.watchdog, kept.keep, sent.pace)  # type: ignore[arg-type]
         finally:
             self._state.pacer.forget(ticket)
         keep_text(record, kept.text(), None, True, kept.answer())

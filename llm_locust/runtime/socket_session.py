@@ -6,13 +6,14 @@ one socket, several turns, each measured and reported as one request.
         first = session.turn(text="Hello", max_output_tokens=64, name="greet")
         second = session.turn(text="And then?")
 
-`turn(**fields)` sends the API's events for one answer (`Api.turn`: for the Realtime API a user message and
-`response.create`) and reads the server's events until the answer is over, each with the kernel receive time of the read
-that brought it (the process's stream pump, `transport.websocket`): time to first delta (from the hand-over of
-`response.create`), the gaps between deltas and the turn's latency are its record's TTFT, ITL and E2E. `name=`,
-`catch_response=` and `score=` as every call on `self.llm` (`llm_client.LLMClient.create`); a task's first turn takes
-the task's arrival (an open loop's due time), its later turns go at once, in the same step. `send(event)` sends any
-other client event, not measured (`input_audio_buffer.append`, ...). Opening the socket raises what connecting raised
+`turn(**fields)` sends the API's events for one answer (`Api.turn`: for the Realtime API a user message or audio, and
+`response.create`; events carrying media are sent at real-time pace, `Api.pace`, their seconds the turn's `input_s`)
+and reads the server's events until the answer is over, each with the kernel receive time of the read that brought it
+(the process's stream pump, `transport.websocket`): time to first delta (from the hand-over of `response.create`), the
+gaps between deltas and the turn's latency are its record's TTFT, ITL and E2E. `name=`, `catch_response=` and
+`score=` as every call on `self.llm` (`llm_client.LLMClient.create`); a task's first turn takes the task's arrival (an
+open loop's due time), its later turns go at once, in the same step. `send(event)` sends any other client event, not
+measured. Opening the socket raises what connecting raised
 (`transport.websocket.HandshakeRefused`: the server's HTTP answer, e.g. 401).
 """
 
@@ -113,10 +114,11 @@ class SocketSession:
         ticket = client.arrival_ticket()
         groups = ((_NAME, name),) if name else ()
         self.turns += 1
-        spec = RequestSpec(b"", None, session=self.id, turn=self.turns, model=self.model, groups=groups,
-                           reference=reference)  # fmt: skip
-        row = name or self.path
         events = sent.turn(fields)  # type: ignore[misc]
+        media_s = sum(map(sent.pace, events)) if sent.pace is not None else 0.0
+        spec = RequestSpec(b"", None, session=self.id, turn=self.turns, model=self.model, groups=groups,
+                           reference=reference, input_s=media_s)  # fmt: skip
+        row = name or self.path
         record = client.exchange(sent, self._socket, events, spec, ticket, row)
         return client.answer(record, row, score, catch_response)
 

@@ -19,6 +19,7 @@ from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
 
+import gevent
 import orjson
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Ping, RejectConnection, RejectData, Request, TextMessage
@@ -169,11 +170,13 @@ class WebSocket:
         apply: Applier,
         watchdog: TimeoutWatchdog,
         keep: Callable[[bytes], None] | None = None,
+        pace: Callable[[dict[str, Any]], float] | None = None,
     ) -> RequestRecord:
         """One exchange: send `events`, the last one asking for the answer (`t_send`: right before it is handed to the
         kernel), then apply the server's events to `record` (`apply`, the API's; `keep`, when given, gets each one's
         bytes first) until it says the answer is over — its arrival is the record's end (`t_done`); `watchdog`'s
-        timeouts as any request's. The finished record."""
+        timeouts as any request's. `pace`: the seconds of media an event carries — each is sent once its media is
+        recorded, at real-time pace from the first (a microphone's), the rest right after. The finished record."""
         record.t_send = perf_counter()  # (the timeouts count from here; taken again as the answer is asked for)
         watch = watchdog.start(record)
         t_done = 0.0
@@ -189,7 +192,11 @@ class WebSocket:
             return False
 
         try:
+            t_recorded_s = perf_counter()
             for event in events[:-1]:
+                if pace is not None and (media_s := pace(event)):
+                    t_recorded_s += media_s
+                    gevent.sleep(max(0.0, t_recorded_s - perf_counter()))
                 self.send(event)
             record.t_send = watch.t_active_s = perf_counter()
             self.send(events[-1])
