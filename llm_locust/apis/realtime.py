@@ -1,22 +1,28 @@
 """The OpenAI Realtime API over WebSocket (`GET /v1/realtime?model=...`, upgraded; issue 44 item 3): a session of
-text turns on one socket, each turn one record.
+turns on one socket, each turn one record.
 
-A turn: the client sends `conversation.item.create` (a user message of `input_text`; `user_item`) and
+A turn: the client sends `conversation.item.create` (a user message of `input_text`; `user_item`) — or the user's
+audio, `input_audio_buffer.append` events streamed at real-time pace (`audio_seconds` is the registry's `pace`: a
+second of audio takes a second to send, as from a microphone) and `input_audio_buffer.commit` — and
 `response.create` (`response_create`: its `max_output_tokens`); the record's `t_send` is the hand-over of
-`response.create`. The server's events, each a WebSocket text message read by the process's pump with its kernel
-receive time (`transport.websocket`), are applied by `apply_event` (pure, never raises): `response.created` names the
-response (the record's server id), each non-empty `response.output_text.delta` (the beta's `response.text.delta`) is a
-token event — time to first delta and the gaps between deltas are the record's TTFT and ITL —, `response.done` ends
-the turn with its `usage` (`input_tokens`, `output_tokens`) and status (completed: finish "stop"; incomplete at
-`max_output_tokens`: "length"), its arrival the turn's end (E2E: the turn latency); an `error` event fails it.
-Shapes and names as the openai SDK's `openai.types.realtime`.
+`response.create`, right after the end of the audio: its TTFT is the time to first delta after the user stopped
+speaking, its `input_s` the audio's seconds (audio seconds per second, the real-time factor). The server's events,
+each a WebSocket text message read by the process's pump with its kernel receive time (`transport.websocket`), are
+applied by `apply_event` (pure, never raises): `response.created` names the response (the record's server id), each
+non-empty `response.output_text.delta` (the beta's `response.text.delta`) is a token event — time to first delta and
+the gaps between deltas are the record's TTFT and ITL —, `response.done` ends the turn with its `usage`
+(`input_tokens`, `output_tokens`) and status (completed: finish "stop"; incomplete at `max_output_tokens`: "length"),
+its arrival the turn's end (E2E: the turn latency); an `error` event fails it. Shapes and names as the openai SDK's
+`openai.types.realtime`. The answer is text: audio answers (`response.output_audio.delta`) are not read.
 
 A scenario plays a session: `self.llm.realtime.connect()` (`runtime.socket_session`), `session.turn(text=...,
-max_output_tokens=...)` (`turn`: the events of one turn). No HTTP request is built for it: its `shape` refuses.
+audio=..., max_output_tokens=...)` (`turn`: the events of one turn). No HTTP request is built for it: its `shape`
+refuses.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from llm_locust.apis.registry import Api
@@ -25,6 +31,10 @@ from llm_locust.metrics.protocol import apply_token, decode_object, error_text, 
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 
 PATH = "/v1/realtime"
+AUDIO_BYTES_PER_S = 24_000 * 2
+"""The user's audio's bytes per second: 24 kHz 16-bit mono PCM (`pcm16`, the API's default input format)."""
+AUDIO_CHUNK_S = 0.1
+"""The audio each `input_audio_buffer.append` carries, seconds: a microphone's buffer."""
 _DELTAS = frozenset({"response.output_text.delta", "response.text.delta"})
 
 
@@ -90,14 +100,35 @@ def response_create(max_output_tokens: int | None = None) -> dict[str, Any]:
     return {"type": "response.create", "response": response}
 
 
+def audio_events(pcm: bytes) -> list[dict[str, Any]]:
+    """The user's audio `pcm` (24 kHz 16-bit mono PCM, the API's default `pcm16`) as `input_audio_buffer.append`
+    events of `AUDIO_CHUNK_S` each (the last one shorter), then `input_audio_buffer.commit`."""
+    size = int(AUDIO_BYTES_PER_S * AUDIO_CHUNK_S)
+    appends = [{"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[start : start + size]).decode()}
+               for start in range(0, len(pcm), size)]  # fmt: skip
+    return [*appends, {"type": "input_audio_buffer.commit"}]
+
+
+def audio_seconds(event: dict[str, Any]) -> float:
+    """The seconds of audio a client event carries (an `input_audio_buffer.append`'s; 0 for any other): sent at
+    real-time pace (`Api.pace`)."""
+    if event.get("type") != "input_audio_buffer.append":
+        return 0.0
+    audio = event["audio"]
+    return (len(audio) * 3 // 4 - audio[-2:].count("=")) / AUDIO_BYTES_PER_S
+
+
 def turn(fields: dict[str, Any]) -> list[dict[str, Any]]:
-    """A turn's client events: its `text` as a user message (none without), then `response.create` (its
-    `max_output_tokens`, else the session's); TypeError for another field."""
+    """A turn's client events: its `audio` (bytes of `pcm16`: `audio_events`, streamed at real-time pace) and its
+    `text` as a user message (none without either), then `response.create` (its `max_output_tokens`, else the
+    session's); TypeError for another field."""
     own = dict(fields)
-    text, max_output_tokens = own.pop("text", None), own.pop("max_output_tokens", None)
+    text, audio = own.pop("text", None), own.pop("audio", None)
+    max_output_tokens = own.pop("max_output_tokens", None)
     if own:
-        raise TypeError(f"realtime turn(): unexpected {', '.join(sorted(own))} (text=, max_output_tokens=)")
-    return ([] if text is None else [user_item(str(text))]) + [response_create(max_output_tokens)]
+        raise TypeError(f"realtime turn(): unexpected {', '.join(sorted(own))} (text=, audio=, max_output_tokens=)")
+    events = [] if audio is None else audio_events(bytes(audio))
+    return events + ([] if text is None else [user_item(str(text))]) + [response_create(max_output_tokens)]
 
 
 def _shape(_body: dict[str, Any]) -> None:
@@ -107,4 +138,5 @@ def _shape(_body: dict[str, Any]) -> None:
 API = Api(
     "realtime", "the Realtime API", {"openai-compatible": PATH, "openai": PATH}, _shape, max_tokens_field="",
     forces_length=False, parser=apply_event, event_text=event_text, answer_parts=answer_parts, turn=turn,
+    pace=audio_seconds,
 )  # fmt: skip

@@ -4,11 +4,12 @@ between deltas agree with the simulator's own write times (tests/harness/trace_a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gevent
 import pytest
-from conftest import read_summary, run_locust
+from conftest import options, read_summary, run_local, run_locust
 from harness.trace_agreement import (
     assert_within,
     first_output_pairs,
@@ -18,6 +19,7 @@ from harness.trace_agreement import (
     served_gaps_ms,
     steady,
 )
+from locust import task
 
 from llm_locust.apis import realtime
 from llm_locust.metrics.record import RequestRecord
@@ -25,6 +27,7 @@ from llm_locust.sim import run_sim
 from llm_locust.transport import patches, tls
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.websocket import HandshakeRefused, WebSocket
+from llm_locust.users import LLMUser
 
 KEY = "sk-realtime"
 SESSIONS, TURNS, TOKENS = 8, 4, 12
@@ -128,3 +131,53 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
     }
     assert len(kept) >= REQUESTS // 2
     assert_within(figures, f"{scheme}, {len(kept)} steady", p99_ms=25.0)
+
+
+SPOKEN_S = 0.75
+
+
+class RealtimeScenario(LLMUser):
+    """A session of a text turn and a spoken one, with `name=`, `score=` and `catch_response`."""
+
+    turns: list = []
+
+    @task
+    def talk(self):
+        with self.llm.realtime.connect() as session:
+            session.update(instructions="be brief", max_output_tokens=5)
+            first = session.turn(text="hello there", name="greet", score=lambda answer: answer.text != "")
+            t_audio = time.perf_counter()
+            with session.turn(audio=bytes(int(48_000 * SPOKEN_S)), name="speak", catch_response=True) as spoken:
+                if spoken.ok and spoken.usage.completion_tokens != 5:
+                    spoken.failure("expected the session's 5 tokens")
+            RealtimeScenario.turns.append((first, spoken, t_audio))
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_scenario_session_with_text_and_audio(tmp_path, pki, scheme):
+    """`self.llm.realtime.connect()`: a text turn (`name=`, `score=`) and a spoken turn (`catch_response`) whose audio
+    is streamed at its duration; each turn as the simulator traced it, the spoken turn's TTFT from the end of its
+    audio, its seconds counted as the run's audio seconds."""
+    served_tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
+    trust = ("--ca-bundle", str(pki / "ca.pem")) if scheme == "https" else ()
+    RealtimeScenario.turns = []
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", *served_tls) as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), *trust)
+        run_local(opts, users=2, seconds=2.5, user_classes=[RealtimeScenario], stop_timeout_s=5)
+        trace = {r["id"]: r for r in sim.trace()}
+    sessions = RealtimeScenario.turns
+    assert sessions and len(trace) == 2 * len(sessions)
+    for first, spoken, t_audio in sessions:
+        assert first.ok and spoken.ok and first.score == 1.0
+        assert len(first.text.split()) == 5 == spoken.usage.completion_tokens == len(spoken.itl_s) + 1
+        served = trace[spoken.request_id]
+        assert served["session"] == trace[first.request_id]["session"]
+        # the second turn's prompt: the instructions, the first turn's words and answer, one token per audio second
+        assert spoken.usage.prompt_tokens == served["prompt_tokens"] == 2 + 2 + 5 + round(SPOKEN_S)
+        assert spoken.record.t_send - t_audio >= SPOKEN_S - 0.01  # the audio took its duration to send
+        assert spoken.record.input_s == SPOKEN_S and 0.009 < spoken.ttft_s < 0.05
+    summary = read_summary(tmp_path)
+    rows = {row["label"]: row["requests_ok"] for row in summary["breakdowns"]["name"]}
+    assert rows == {"greet": len(sessions), "speak": len(sessions)}
+    assert summary["accuracy"]["scored"] == len(sessions)
+    assert summary["throughput"]["input_s"] == pytest.approx(SPOKEN_S * len(sessions))

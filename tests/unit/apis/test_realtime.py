@@ -243,3 +243,17 @@ def test_a_turns_events_and_text():
         realtime.turn({"text": "hi", "temperature": 1})
     assert realtime.event_text(delta("x")) == "x" and realtime.event_text(done()) is None
     assert realtime.API.mount == "realtime.connect" and realtime.API.user == ""
+
+
+def test_audio_goes_in_chunks_of_a_tenth_of_a_second_paced_by_its_seconds():
+    pcm = bytes(range(256)) * 47  # 12032 bytes: 0.2507 s of 24 kHz 16-bit audio
+    events = realtime.turn({"audio": pcm, "text": "and this?"})
+    kinds = [event["type"] for event in events]
+    assert kinds == ["input_audio_buffer.append"] * 3 + ["input_audio_buffer.commit", "conversation.item.create",
+                                                          "response.create"]  # fmt: skip
+    assert b"".join(base64.b64decode(event["audio"]) for event in events[:3]) == pcm
+    seconds = [realtime.audio_seconds(event) for event in events]
+    assert seconds[:2] == [0.1, 0.1] and seconds[3:] == [0.0] * 3
+    assert sum(seconds) == pytest.approx(len(pcm) / 48_000) and realtime.API.pace is realtime.audio_seconds
+    for size in (1, 2, 3, 4800, 4801):  # base64's padding
+        assert sum(map(realtime.audio_seconds, realtime.audio_events(bytes(size)))) * 48_000 == pytest.approx(size)
