@@ -15,7 +15,8 @@ of the server answers). Kinds applied half-way through a streamed response (`MID
 `stream.FaultGeneration`; a response that is not streamed gets none): `cut` (the HTTP body ends without [DONE] or
 finish_reason), `reset` (the connection is reset, SO_LINGER 0), `stream_error` (an OpenAI error object inside the
 stream), `bad_json` (a chunk that is not JSON), `stall` (silence for `stall_ms`, then the rest), `huge_chunk` (one
-token event carrying `huge_bytes` of text; the response is otherwise valid).
+token event carrying `huge_bytes` of text; the response is otherwise valid). A response on a WebSocket suffers those
+of them that are no HTTP framing's (`ON_WEBSOCKET`).
 
 `--echo-headers` makes every error answer quote the request's headers (HTTP error bodies, the
 `html_502` page, the `stream_error` event), as some servers and gateways do: a client under test
@@ -29,6 +30,9 @@ from collections.abc import Iterable
 
 PRE_RESPONSE = ("http_429", "http_500", "http_503", "html_502", "refuse", "non_sse", "slow_headers")
 MID_STREAM = ("cut", "reset", "stream_error", "bad_json", "stall", "huge_chunk")
+ON_WEBSOCKET = ("reset", "stream_error", "stall", "huge_chunk")
+"""The kinds a response on a WebSocket can suffer (`sim.websocket`: the Realtime API's): those of a stream that are no
+HTTP framing's (a response drawn for another is served whole, its trace's `fault` None)."""
 KINDS = PRE_RESPONSE + MID_STREAM
 
 

@@ -26,7 +26,9 @@ from llm_locust.sim.apis import BY_NAME
 from llm_locust.sim.apis.wire import Api, ApiError, CompletionSpec, Encoder
 from llm_locust.sim.config import SimConfig
 from llm_locust.sim.connection import SimConnection
-from llm_locust.sim.stream import Generation
+from llm_locust.sim.drivers import Driver
+from llm_locust.sim.faults import ON_WEBSOCKET, FaultPicker
+from llm_locust.sim.stream import FaultGeneration, Generation
 from llm_locust.sim.trace import TraceRecord
 from llm_locust.sim.words import word_offset
 
@@ -39,6 +41,8 @@ class Host(Protocol):
     trace for a generation."""
 
     config: SimConfig
+    faults: FaultPicker
+    driver: Driver
 
     def new_record(self, api: Api, spec: CompletionSpec, t_recv_s: float) -> TraceRecord: ...
 
@@ -110,7 +114,17 @@ class ApiSocket:
                 conn.generation = None
                 on_done(record)
 
-        app.submit(conn, Generation(self.transport, spec, record, events, chunked=False, keep_alive=True, on_done=done))
+        args = (self.transport, spec, record, events)
+        fault = app.faults.pick() if app.faults.active else None
+        if fault in ON_WEBSOCKET and spec.output_tokens >= 1:  # mid-stream, as any stream's (`faults`)
+            config = app.config
+            generation: Generation = FaultGeneration(
+                *args, chunked=False, keep_alive=True, on_done=done, fault=fault, release=app.driver.cancel,
+                stall_s=config.fault_stall_ms / 1e3, huge_bytes=config.fault_huge_bytes,
+            )  # fmt: skip
+        else:
+            generation = Generation(*args, chunked=False, keep_alive=True, on_done=done)
+        app.submit(conn, generation)
         return record
 
     def received(self, data: bytes, t_read_s: float) -> None:

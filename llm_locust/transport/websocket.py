@@ -23,6 +23,7 @@ import gevent
 import orjson
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Ping, RejectConnection, RejectData, Request, TextMessage
+from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from llm_locust.metrics.protocol import finish
 from llm_locust.metrics.record import ErrorKind, RequestRecord
@@ -39,6 +40,14 @@ Applier = Callable[[RequestRecord, bytes, float], bool]
 """An API's reader of one server event (a text message's bytes, its arrival) into a record: True once it is over."""
 OnMessage = Callable[[str, float], bool]
 """A reader of text messages: (the message, its arrival, perf_counter s) → True once it has what it waits for."""
+
+
+_BROKEN = frozenset({1002, 1007, 1009})
+"""Close codes of a broken stream: a protocol error, a text message that is not UTF-8, a message too big."""
+
+
+class BadFrame(ValueError):
+    """A frame that breaks the WebSocket protocol: the connection is closed (its close code and reason)."""
 
 
 class HandshakeRefused(ConnectionError):
@@ -160,6 +169,8 @@ class WebSocket:
             elif isinstance(event, Ping):
                 self.conn.sendall(self._ws.send(event.response()))
             elif isinstance(event, CloseConnection):
+                if event.code in _BROKEN:  # wsproto read a frame that breaks the protocol (or a server said so)
+                    raise BadFrame(f"{event.code} {event.reason or ''}")
                 raise ConnectionResetError(f"the server closed the WebSocket: {event.code} {event.reason or ''}")
         return messages
 
@@ -205,6 +216,8 @@ class WebSocket:
         except OSError as e:  # RequestTimeout, a closed connection, ssl.SSLError
             kind = ErrorKind.TIMEOUT if isinstance(e, RequestTimeout) else ErrorKind.TRANSPORT
             record.fail(kind, f"{type(e).__name__}: {e}")
+        except (BadFrame, LocalProtocolError, RemoteProtocolError) as e:  # a frame that breaks the protocol
+            record.fail(ErrorKind.BAD_STREAM, f"WebSocket: {e}")
         finally:
             watchdog.end(watch)
         return finish(record, t_done or perf_counter())
