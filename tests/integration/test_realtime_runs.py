@@ -4,7 +4,10 @@ between deltas agree with the simulator's own write times (tests/harness/trace_a
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import gevent
@@ -20,9 +23,11 @@ from harness.trace_agreement import (
     steady,
 )
 from locust import task
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Request
 
 from llm_locust.apis import realtime
-from llm_locust.metrics.record import RequestRecord
+from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.sim import run_sim
 from llm_locust.transport import patches, tls
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -181,3 +186,56 @@ def test_a_scenario_session_with_text_and_audio(tmp_path, pki, scheme):
     assert rows == {"greet": len(sessions), "speak": len(sessions)}
     assert summary["accuracy"]["scored"] == len(sessions)
     assert summary["throughput"]["input_s"] == pytest.approx(SPOKEN_S * len(sessions))
+
+
+class OneTurnSessions(LLMUser):
+    """A session of one turn after another, each on its own socket."""
+
+    @task
+    def ask(self):
+        with self.llm.realtime.connect() as session:
+            session.turn(text="one question")
+
+
+def test_fault_kinds_counted_exactly(tmp_path):
+    """The simulator's mid-stream faults on a WebSocket: an `error` event (`stream_error`) and a reset connection
+    (`transport`) counted exactly as injected; a kind that is an HTTP stream's framing (`cut`) is not applied."""
+    faults = ("--fault", "stream_error=0.2", "--fault", "reset=0.15", "--fault", "huge_chunk=0.1", "--fault", "cut=0.1")
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "12", *faults, "--fault-seed", "5") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--backoff-max-s", "0")
+        run_local(opts, users=4, seconds=2, user_classes=[OneTurnSessions], stop_timeout_s=5)
+        trace = [r for r in sim.trace() if not r["cancelled"] or r["fault"] == "reset"]
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert min(injected[kind] for kind in ("stream_error", "reset", "huge_chunk")) >= 2, injected
+    assert not injected["cut"]
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
+    assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
+
+
+def test_a_frame_that_breaks_the_protocol_fails_the_turn_as_a_bad_stream():
+    """A server that answers the handshake, then sends a frame of a reserved opcode: the turn fails as `bad_stream`
+    (wsproto's protocol error), reported like any failure, not raised into the scenario."""
+    patches.install()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _address = listener.accept()
+        ws = WSConnection(ConnectionType.SERVER)
+        while not any(isinstance(event, Request) for event in ws.events()):
+            ws.receive_data(conn.recv(65536))
+        conn.sendall(ws.send(AcceptConnection()))
+        conn.recv(65536)  # the turn's events
+        conn.sendall(b"\x8f\x00")  # FIN, opcode 0xF: reserved
+        conn.recv(65536)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    watchdog = TimeoutWatchdog(10.0, 30.0)
+    ws = WebSocket(f"ws://127.0.0.1:{listener.getsockname()[1]}/v1/realtime", {})
+    record = ws.exchange(realtime.turn({"text": "hi"}), RequestRecord("realtime", 0.0), realtime.apply_event, watchdog)
+    ws.close()
+    watchdog.stop()
+    listener.close()
+    assert record.error_kind is ErrorKind.BAD_STREAM, record.error_message
+    assert record.error_message == "WebSocket: 1002 Invalid opcode 0xf"
