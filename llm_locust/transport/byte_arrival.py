@@ -29,16 +29,17 @@ from llm_locust.transport.kernel_time import CMSG_BYTES, KERNEL_TIMESTAMPS, SO_T
 READ_BYTES = 65536
 
 
-def body_chunks(raw: Any) -> Iterator[tuple[bytes, float]]:
+def body_chunks(raw: Any, t_head_s: float | None) -> Iterator[tuple[bytes, float]]:
     """Yield the body of `raw` (a geventhttpclient response whose headers are read) as it
-    arrives: `(bytes, arrival perf_counter s)`, until the response is complete.
+    arrives: `(bytes, arrival perf_counter s)`, until the response is complete; what came with the headers arrived
+    with them, at `t_head_s` (the arrival of the read that ended the head; now when None).
 
     Raises HTTPConnectionClosed if the server closes the connection first; socket errors
     (and a `RequestTimeout` thrown in by the watchdog) propagate. The caller releases `raw`.
     """
     body = raw._body_buffer  # filled by raw.feed() (llhttp removes the chunked framing)
     if body:  # arrived together with the headers
-        yield take_bytes(body), perf_counter()
+        yield take_bytes(body), t_head_s or perf_counter()
     if raw.message_complete:  # all of it came with the headers; the connection is released
         return
     read = _reader(raw._sock)

@@ -162,7 +162,7 @@ class FastTransport:
             if _check_status(resp, record):
                 raw = resp._response
                 try:
-                    content, t_body = _read_whole_body(raw, watch, self.next_send_s)
+                    content, t_body = _read_whole_body(raw, watch, self.next_send_s, record.t_headers)
                 except OSError as e:  # RequestTimeout and ssl.SSLError included
                     record.fail(*_transport_failure(e))
                 except Exception as e:  # geventhttpclient's HTTPParseError / HTTPConnectionClosed
@@ -309,14 +309,13 @@ def _read_events(
 
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
-        t_head = getattr(raw._sock, "t_arrival_s", None) or perf_counter()  # the read that ended the head
-        done = on_body(take_bytes(body), t_head) if body else False
+        done = on_body(take_bytes(body), record.t_headers or perf_counter()) if body else False
         if not raw.message_complete:
             pump.pump(next_send_s).read(raw, on_body, watch, done)
         if record.saw_done or not record.ok:  # [DONE], an error object or a bad chunk ended it
             return
-    else:
-        chunks = body_chunks(raw)
+    else:  # (also a response whole with its head: its connection went back to the pool)
+        chunks = body_chunks(raw, record.t_headers)
         for data, t in chunks:
             watch.t_active_s = t  # data arrived: what the read timeout measures from
             if on_body(data, t):
@@ -327,11 +326,12 @@ def _read_events(
     events.flush(perf_counter())  # a last event without its blank line
 
 
-def _read_whole_body(raw: Any, watch: Watch, next_send_s: NextSend) -> tuple[bytes, float]:
+def _read_whole_body(raw: Any, watch: Watch, next_send_s: NextSend, t_head_s: float | None) -> tuple[bytes, float]:
     """Read a response's body to its end as `_read_events` reads a stream (the `StreamPump` on Linux); the body and
-    the arrival of its last piece (the kernel's receive time where there is one)."""
+    the arrival of its last piece (the kernel's receive time where there is one; what came with the head arrived at
+    `t_head_s`, the read that ended it)."""
     pieces: list[bytes] = []
-    t_last = perf_counter()
+    t_last = t_head_s or perf_counter()
 
     def on_body(data: bytes | bytearray, t: float) -> bool:
         nonlocal t_last
@@ -342,11 +342,11 @@ def _read_whole_body(raw: Any, watch: Watch, next_send_s: NextSend) -> tuple[byt
     if pump.available(raw):
         body = raw._body_buffer  # what arrived together with the headers
         if body:
-            on_body(take_bytes(body), getattr(raw._sock, "t_arrival_s", None) or perf_counter())
+            on_body(take_bytes(body), t_last)
         if not raw.message_complete:
             pump.pump(next_send_s).read(raw, on_body, watch, False)
-    else:
-        for data, t in body_chunks(raw):
+    else:  # (also a body whole with its head: its connection went back to the pool)
+        for data, t in body_chunks(raw, t_head_s):
             watch.t_active_s = t
             on_body(data, t)
     return b"".join(pieces), t_last

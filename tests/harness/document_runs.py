@@ -42,9 +42,9 @@ def assert_agrees_with_the_trace(results: Path, trace: list[dict], endpoint: str
         "e2e p99 (connections up)": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
     }
     assert len(kept) >= REQUESTS // 2
-    # a body read whole is timed when its greenlet has read it (not at its kernel arrival, as a stream's events): on a
-    # quiet 2-core machine its p50 was 0.7-0.9 ms over the simulator's and its p99 2-9 ms — held to 1.5 and 25 ms
-    assert_within(figures, f"{len(kept)} steady", p50_ms=1.5, p99_ms=25.0)
+    # a body that comes whole with its head is timed at that head's kernel arrival: on a quiet 2-core machine within
+    # 0.15 ms of the simulator's at p50 and p99 (0.7-0.9 ms and 2-32 ms, when it was timed as its greenlet read it)
+    assert_within(figures, f"{len(kept)} steady")  # within 1 ms on an idle machine; 3 ms allowed at p99 on a loaded one
     table = summary_table(summary)
     assert "documents/s" in table and "input tok/s" in table and "output tok/s" not in table
 
