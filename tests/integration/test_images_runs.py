@@ -79,10 +79,9 @@ def test_streamed_images_through_master_and_two_workers_agree_with_the_trace(tmp
         "gap p99": (m["itl_ms"]["p99"], percentile(served_gaps, 0.99)),
     }
     assert len(kept) >= REQUESTS // 2
-    # p50s within 1 ms. The p99s within 2 ms on most runs, but not all: on a quiet 2-core machine one run in three had
-    # a first image 5.5 ms late at p99 (48.1 vs 42.6 ms) while its gaps agreed to 0.01 ms — held to 25 ms (a stall, a
-    # lost timestamp), the figures printed
-    assert_within(figures, f"{scheme}, {len(kept)} steady", p99_ms=25.0)
+    # within 1 ms on an idle machine (p99 0.15-0.25 ms); 3 ms allowed at p99 on a loaded one. (A first image 5-32 ms
+    # late at p99 was a worker's loop stalled by numpy's first import of numpy.ma at its first report: imported early.)
+    assert_within(figures, f"{scheme}, {len(kept)} steady")
 
 
 class ImageUser(ImagesUser):

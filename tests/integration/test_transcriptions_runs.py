@@ -11,7 +11,15 @@ import csv
 
 import pytest
 from conftest import ROOT, options, read_summary, run_local, run_locust
-from harness.trace_agreement import first_output_pairs, percentile, request_lines, served_gaps_ms, steady, tls_args
+from harness.trace_agreement import (
+    assert_within,
+    first_output_pairs,
+    percentile,
+    request_lines,
+    served_gaps_ms,
+    steady,
+    tls_args,
+)
 from locust import task
 
 from llm_locust.apis.transcriptions import heard_right, speech_wav
@@ -85,14 +93,16 @@ def test_streamed_transcriptions_through_master_and_two_workers(tmp_path, pki, s
         "itl p50": (m["itl_ms"]["p50"], percentile(truth_itl_ms, 0.5)),
         "itl p99": (m["itl_ms"]["p99"], percentile(truth_itl_ms, 0.99)),
     }
-    upload_ms = percentile([(line["t_uploaded"] - line["t_send"]) * 1e3 for line in kept], 0.5)
+    uploads_ms = [(line["t_uploaded"] - line["t_send"]) * 1e3 for line in kept]
+    upload_ms, upload_p99_ms = percentile(uploads_ms, 0.5), percentile(uploads_ms, 0.99)
     print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()}, len(kept),
           f"upload p50 {upload_ms:.3f} ms")  # fmt: skip
     # the gaps within 1 ms at p50, 3 ms at p99; TTFT's p50 within 1 ms plus the median upload of the 256 KB audio
     # (`t_uploaded` − `t_send`: over HTTPS its encryption too — the client's time before the simulator can see the
-    # request); TTFT's p99 is printed, not held: on a loaded machine (load 16-20 on 2 cores) it moved by up to 70 ms
-    ttft_bound_ms = 1.0 + upload_ms
-    for key, bound_ms in (("ttft p50", ttft_bound_ms), ("itl p50", 1.0), ("itl p99", 3.0)):
+    # request); TTFT's p99 within 3 ms plus the p99 upload. (Its p99 once moved by up to 70 ms: a worker's loop stalled
+    # by numpy's first import of numpy.ma at its first report — imported up front now.)
+    bounds_ms = {"ttft p50": 1.0 + upload_ms, "ttft p99": 3.0 + upload_p99_ms, "itl p50": 1.0, "itl p99": 3.0}
+    for key, bound_ms in bounds_ms.items():
         ours, truth = figures[key]
         assert abs(ours - truth) <= bound_ms, (key, figures)
 
@@ -108,20 +118,17 @@ def test_transcriptions_not_streamed_through_master_and_two_workers(tmp_path, pk
     assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0  # not streamed: its latency is E2E
     assert {r["stream"] for r in served.values()} == {False}
     ours_ms = [(line["t_done"] - line["t_send"]) * 1e3 for line in lines]
-    truth_ms = [(served[line["request_id"]]["t_done"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]
+    truth_ms = [(served[line["request_id"]]["t_head"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]
     kept = [i for i, line in enumerate(lines) if line in steady_enough(lines)]
     figures = {
         "e2e p50": (percentile(ours_ms, 0.5), percentile(truth_ms, 0.5)),
         "e2e p99 (connections up)": (percentile([ours_ms[i] for i in kept], 0.99),
                                      percentile([truth_ms[i] for i in kept], 0.99)),
     }  # fmt: skip
-    print(scheme, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()})
     assert m["e2e_ms"]["count"] == REQUESTS and m["e2e_ms"]["p50"] == pytest.approx(figures["e2e p50"][0], abs=0.2)
-    # p50 within 1.5 ms (0.5-0.8 ms measured on a quiet 2-core machine, as rerank's). p99 is printed, not held: a body
-    # read whole is timed when its greenlet runs again (not at its kernel receive time, as a stream's events are),
-    # which a loaded machine delays (load 18 on 2 cores: +100-220 ms)
-    (ours_p50, truth_p50), _p99 = figures.values()
-    assert abs(ours_p50 - truth_p50) <= 1.5, figures
+    # within 1 ms at p50, 3 ms at p99, as rerank's: a body whole with its head is timed at the head's kernel arrival
+    # (it was timed when its greenlet got to it, 100-220 ms late on a loaded machine)
+    assert_within(figures, scheme)
 
 
 AUDIO = speech_wav("the quick brown fox jumps over the lazy dog")
