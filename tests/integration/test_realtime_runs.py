@@ -21,6 +21,7 @@ from harness.trace_agreement import (
     served_first_ms,
     served_gaps_ms,
     steady,
+    tls_args,
 )
 from locust import task
 from wsproto import ConnectionType, WSConnection
@@ -53,7 +54,7 @@ def session(url: str, context, watchdog: TimeoutWatchdog) -> list[RequestRecord]
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_turns_agree_with_the_trace(scheme, pki):
     patches.install()
-    served = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
+    served, _trust = tls_args(pki, scheme)
     context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
     with run_sim("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", "64", "--api-key", KEY, *served) as sim:
         watchdog = TimeoutWatchdog(10.0, 30.0)
@@ -82,7 +83,7 @@ def test_turns_agree_with_the_trace(scheme, pki):
         for name, ours, theirs in (("first delta", ours_first, theirs_first), ("gap", ours_gaps, theirs_gaps))
         for label, share in (("p50", 0.5), ("p99", 0.99))
     }
-    assert_within(figures, f"realtime {scheme}", p99_ms=25.0)  # the p99s: as the other API run tests hold them
+    assert_within(figures, f"realtime {scheme}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
     for record in records:  # the turn's latency: response.create handed over → response.done read
         assert record.t_done >= record.t_last > record.t_first > record.t_send
 
@@ -102,9 +103,8 @@ REQUESTS = 160
 def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, pki, scheme):
     """locustfiles/realtime.py through a master and 2 workers: 0 failures; every turn's deltas and tokens as the
     simulator wrote them, 4 turns per session; the first delta after `response.create` and every gap within 1 ms at
-    p50 (25 ms at p99, as the other API run tests) of the simulator's write times."""
-    served_tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
-    trust = ("--ca-bundle", str(pki / "ca.pem")) if scheme == "https" else ()
+    p50 (3 ms at p99, as the other API run tests) of the simulator's write times."""
+    served_tls, trust = tls_args(pki, scheme)
     with run_sim("--ttft-ms", "40", "--itl-ms", "10", "--output-tokens", "8", *served_tls) as sim:
         assert sim.url.startswith(f"{scheme}://")
         proc = run_locust(LOCUSTFILE, "--host", sim.url, "--model", "llm-locust-sim", "-u", "6", "-r", "6", "-t", "60s",
@@ -135,7 +135,7 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
         "gap p99": (m["itl_ms"]["p99"], percentile(served_gaps, 0.99)),
     }
     assert len(kept) >= REQUESTS // 2
-    assert_within(figures, f"{scheme}, {len(kept)} steady", p99_ms=25.0)
+    assert_within(figures, f"{scheme}, {len(kept)} steady")
 
 
 SPOKEN_S = 0.75
@@ -163,8 +163,7 @@ def test_a_scenario_session_with_text_and_audio(tmp_path, pki, scheme):
     """`self.llm.realtime.connect()`: a text turn (`name=`, `score=`) and a spoken turn (`catch_response`) whose audio
     is streamed at its duration; each turn as the simulator traced it, the spoken turn's TTFT from the end of its
     audio, its seconds counted as the run's audio seconds."""
-    served_tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key")) if scheme == "https" else ()
-    trust = ("--ca-bundle", str(pki / "ca.pem")) if scheme == "https" else ()
+    served_tls, trust = tls_args(pki, scheme)
     RealtimeScenario.turns = []
     with run_sim("--ttft-ms", "10", "--itl-ms", "3", *served_tls) as sim:
         opts = options("--host", sim.url, "--results-dir", str(tmp_path), *trust)
