@@ -7,7 +7,8 @@ first). Without the cache the tests are skipped, saying why; with LLM_LOCUST_ENG
 
 The Responses API (`/v1/responses`) is one of `test_runs.RUNS`, whose checks (exact lengths, usage against the
 `llamacpp:` counters, the report) apply to it as they are; the Messages API, whose outputs cannot be forced to
-an exact length, and embeddings (a server of their own: `--embeddings --pooling mean`) are in `test_apis.py`.
+an exact length, embeddings (a server of their own: `--embeddings --pooling mean`) and rerank (`--reranking`) are in
+`test_apis.py`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The Anthropic Messages API and embeddings against llama.cpp's server: every request succeeds, the client's
-token counts equal the server's usage and its `llamacpp:` counters, prompt lengths equal --tokenizer's.
+"""The Anthropic Messages API, embeddings and rerank against llama.cpp's server: every request succeeds, the
+client's token counts equal the server's usage and its `llamacpp:` counters, prompt lengths equal --tokenizer's.
 
 (The Responses API runs with chat and completions in `test_runs.RUNS`.) Messages has no field that forces the
 output length (llama.cpp's `ignore_eos` still stops at the chat template's end of turn), so its outputs are at
@@ -20,11 +20,12 @@ REQUESTS = 6
 MAX_TOKENS = 16
 PROMPT_TOKENS = 40
 BATCH = 4
+RERANK_TEXT_TOKENS = 16  # the query and each document: 4 pairs of 32 tokens a request (~5 s on one thread)
 
 
-def common(engine) -> list[str]:
+def common(engine, prompt_tokens: int = PROMPT_TOKENS) -> list[str]:
     return ["--max-requests", str(REQUESTS), "-t", "60s", "--max-tokens", str(MAX_TOKENS), "--seed", "1",
-            "--prompt-tokens", str(PROMPT_TOKENS), "--tokenizer", str(engine.tokenizer), "-u", "2", "-r", "2",
+            "--prompt-tokens", str(prompt_tokens), "--tokenizer", str(engine.tokenizer), "-u", "2", "-r", "2",
             "--server-family", "llamacpp"]  # fmt: skip
 
 
@@ -38,6 +39,16 @@ def embeddings_run(engine, tmp_path_factory) -> EngineRun:
     folder = tmp_path_factory.mktemp("embeddings")
     with run_llama_server(engine, folder / "llama-server.log", "--embeddings", "--pooling", "mean") as server:
         return run_against(server, engine, "embeddings.py", folder / "run", *common(engine),
+                           "--embedding-batch", str(BATCH))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rerank_run(engine, tmp_path_factory) -> EngineRun:
+    # SmolLM2 has no relevance head: with --reranking (rank pooling) llama.cpp scores each (query, document) pair by
+    # the first component of its last token's hidden state — meaningless scores, the server's real path and usage
+    folder = tmp_path_factory.mktemp("rerank")
+    with run_llama_server(engine, folder / "llama-server.log", "--reranking") as server:
+        return run_against(server, engine, "rerank.py", folder / "run", *common(engine, RERANK_TEXT_TOKENS),
                            "--embedding-batch", str(BATCH))  # fmt: skip
 
 
@@ -72,6 +83,22 @@ def test_embeddings_usage_equals_the_tokenizers_count(embeddings_run):
     # usage.prompt_tokens of each request = --tokenizer's count of its inputs (no template, no BOS for SmolLM2)
     assert tokens["prompt_tokens_checked"] == REQUESTS and tokens["prompt_token_mismatches"] == 0
     assert throughput["prompt_tokens"] == REQUESTS * BATCH * PROMPT_TOKENS
+    metrics = summary["metrics"]
+    assert metrics["e2e_ms"]["count"] == REQUESTS and metrics["ttft_ms"]["count"] == 0
+    assert throughput["inputs_per_s"] > 0 and throughput["input_tokens_per_s"] > 0
+
+
+def test_rerank_documents_and_usage_equal_the_servers(rerank_run):
+    run = rerank_run
+    assert run.done.returncode == 0, run.done.stderr[-3000:]
+    summary, throughput = run.summary, run.summary["throughput"]
+    assert summary["status"] == "complete" and summary["failures"] == {}
+    assert throughput["requests_ok"] == REQUESTS and throughput["inputs"] == REQUESTS * BATCH
+    # usage.prompt_tokens: the query's tokens with each document's (no BOS, EOS or SEP for SmolLM2), each text
+    # --prompt-tokens long by --tokenizer; the server's own counter grew by as many
+    assert throughput["prompt_tokens"] == REQUESTS * BATCH * 2 * RERANK_TEXT_TOKENS
+    prompt_seen = run.server_delta("prompt_tokens_total") + run.server_delta("prompt_tokens_cached_total")
+    assert prompt_seen == throughput["prompt_tokens"]
     metrics = summary["metrics"]
     assert metrics["e2e_ms"]["count"] == REQUESTS and metrics["ttft_ms"]["count"] == 0
     assert throughput["inputs_per_s"] > 0 and throughput["input_tokens_per_s"] > 0
