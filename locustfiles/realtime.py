@@ -5,8 +5,10 @@ turn's latency to `response.done` (E2E), broken down by turn.
     locust -f locustfiles/realtime.py --host http://127.0.0.1:8000 --model NAME \
         --headless -u 16 -r 4 --run-time 2m
 
-Each user plays one session after another on its own socket (`wss://` for an https host): `TURNS` turns of a short
-question, each answered in full before the next. Subclass `RealtimeSessionUser` to change `turns` or the questions.
+Each user plays one session after another on its own socket (`wss://` for an https host): `turns` turns of a short
+question, each answered in full before the next, in text (`output_modalities`, asked with `session.update`; OpenAI's
+default is audio). Subclass `RealtimeSessionUser` to change `turns`, the questions, or to have the answers spoken
+(`output_modalities = ["audio"]`: each audio delta an output, their seconds the run's audio seconds produced).
 """
 
 from locust import events, task
@@ -22,9 +24,11 @@ class RealtimeSessionUser(LLMUser):
 
     turns = 4
     question = "Question {turn}: name a river, a mountain and a city near both."
+    output_modalities = ["text"]
 
     @task
     def session(self) -> None:
         with self.llm.realtime.connect() as session:
+            session.update(output_modalities=self.output_modalities)
             for turn in range(1, self.turns + 1):
                 session.turn(text=self.question.format(turn=turn))

@@ -13,7 +13,16 @@ non-empty `response.output_text.delta` (the beta's `response.text.delta`) is a t
 the gaps between deltas are the record's TTFT and ITL —, `response.done` ends the turn with its `usage`
 (`input_tokens`, `output_tokens`) and status (completed: finish "stop"; incomplete at `max_output_tokens`: "length"),
 its arrival the turn's end (E2E: the turn latency); an `error` event fails it. Shapes and names as the openai SDK's
-`openai.types.realtime`. The answer is text: audio answers (`response.output_audio.delta`) are not read.
+`openai.types.realtime`.
+
+An answer in audio (the session's `output_modalities: ["audio"]`, asked with `session.update`; `response.create` asks
+for none, so the session's rule; OpenAI's default is audio): each non-empty `response.output_audio.delta` (the beta's
+`response.audio.delta`, base64 audio) is the output event — TTFT, ITL — and its bytes are counted; `response.done`
+turns them into the record's `output_s` (`output_bytes` over the bytes per second of the response's
+`audio.output.format`: `audio/pcm` 24 kHz 16-bit, `audio/pcmu` / `audio/pcma` 8 kHz 8-bit; the beta's `pcm16`,
+`g711_ulaw`, `g711_alaw`; absent: pcm; another: not counted), the audio seconds produced (audio s/s, the real-time
+factor). Its transcript's deltas (`response.output_audio_transcript.delta`, the beta's
+`response.audio_transcript.delta`) are the answer's text, not output events.
 
 A scenario plays a session: `self.llm.realtime.connect()` (`runtime.socket_session`), `session.turn(text=...,
 audio=..., max_output_tokens=...)` (`turn`: the events of one turn). No HTTP request is built for it: its `shape`
@@ -25,6 +34,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from llm_locust.apis.images import decoded_bytes
 from llm_locust.apis.registry import Api
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.protocol import apply_token, decode_object, error_text, guarded, note_request_id
@@ -36,6 +46,13 @@ AUDIO_BYTES_PER_S = 24_000 * 2
 AUDIO_CHUNK_S = 0.1
 """The audio each `input_audio_buffer.append` carries, seconds: a microphone's buffer."""
 _DELTAS = frozenset({"response.output_text.delta", "response.text.delta"})
+_AUDIO_DELTAS = frozenset({"response.output_audio.delta", "response.audio.delta"})
+_TRANSCRIPT_DELTAS = frozenset({"response.output_audio_transcript.delta", "response.audio_transcript.delta"})
+_TEXTS = _DELTAS | _TRANSCRIPT_DELTAS
+OUTPUT_BYTES_PER_S = {"audio/pcm": 24_000 * 2, "pcm16": 24_000 * 2, "audio/pcmu": 8_000, "g711_ulaw": 8_000,
+                      "audio/pcma": 8_000, "g711_alaw": 8_000}  # fmt: skip
+"""An answer's audio bytes per second by its format's type (GA's `audio/...`, the beta's names): pcm 16-bit, G.711
+8-bit."""
 
 
 def apply_event(record: RequestRecord, data: bytes, t: float, _chunks: Any = None) -> bool:
@@ -50,6 +67,15 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
     if kind in _DELTAS:
         if event.get("delta"):
             apply_token(record, t)
+        return False
+    if kind in _AUDIO_DELTAS:
+        audio = event["delta"]
+        if type(audio) is not str:
+            record.fail(ErrorKind.BAD_STREAM, f"{kind} without base64 audio: {error_text(event)}")
+            return True
+        if audio:
+            apply_token(record, t)
+            record.output_bytes += decoded_bytes(audio)
         return False
     if kind == "response.created":
         note_request_id(record, (event.get("response") or {}).get("id"))
@@ -68,6 +94,8 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
         if status in ("failed", "cancelled"):
             record.fail(ErrorKind.STREAM_ERROR, f"response {status}: {error_text(response.get('status_details'))}")
         record.finish_reason = "length" if reason == "max_output_tokens" else "stop"
+        if record.output_bytes:
+            record.output_s = record.output_bytes / output_bytes_per_s(response)
         record.saw_done = True
         return True
     if kind == "error":
@@ -76,9 +104,18 @@ def _apply(record: RequestRecord, event: dict, t: float) -> bool:
     return False
 
 
+def output_bytes_per_s(response: dict) -> float:
+    """The bytes per second of a response's audio, as its `audio.output.format` names it (see the module doc; inf for
+    a format whose seconds are not counted)."""
+    form = ((response.get("audio") or {}).get("output") or {}).get("format") or "audio/pcm"
+    kind = form if isinstance(form, str) else form.get("type")
+    return OUTPUT_BYTES_PER_S.get(kind, float("inf"))  # type: ignore[arg-type]
+
+
 def event_text(event: dict) -> str | None:
-    """A delta event's text (the answer kept, `--tokenizer`); None for any other event."""
-    return event.get("delta") if event.get("type") in _DELTAS else None
+    """A text delta's or an audio transcript delta's text (the answer kept, `--tokenizer`); None for any other
+    event."""
+    return event.get("delta") if event.get("type") in _TEXTS else None
 
 
 def answer_parts(event: dict) -> tuple[str | None, str | None]:
@@ -93,8 +130,9 @@ def user_item(text: str) -> dict[str, Any]:
 
 
 def response_create(max_output_tokens: int | None = None) -> dict[str, Any]:
-    """The `response.create` event (a text answer; at most `max_output_tokens`, None: the session's)."""
-    response: dict[str, Any] = {"output_modalities": ["text"]}
+    """The `response.create` event (text or audio as the session says; at most `max_output_tokens`, None: the
+    session's)."""
+    response: dict[str, Any] = {}
     if max_output_tokens is not None:
         response["max_output_tokens"] = max_output_tokens
     return {"type": "response.create", "response": response}

@@ -29,6 +29,7 @@ from wsproto.events import AcceptConnection, Request
 
 from llm_locust.apis import realtime
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.runtime.gc_policy import RunCollector
 from llm_locust.sim import run_sim
 from llm_locust.transport import patches, tls
 from llm_locust.transport.timeouts import TimeoutWatchdog
@@ -39,8 +40,9 @@ KEY = "sk-realtime"
 SESSIONS, TURNS, TOKENS = 8, 4, 12
 
 
-def session(url: str, context, watchdog: TimeoutWatchdog) -> list[RequestRecord]:
+def session(url: str, context, watchdog: TimeoutWatchdog, modality: str = "text") -> list[RequestRecord]:
     ws = WebSocket(f"{url}/v1/realtime?model=llm-locust-sim", {"Authorization": f"Bearer {KEY}"}, context)
+    ws.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": [modality]}})
     records = []
     for number in range(TURNS):
         record = RequestRecord("realtime", 0.0)
@@ -51,16 +53,22 @@ def session(url: str, context, watchdog: TimeoutWatchdog) -> list[RequestRecord]
 
 
 @pytest.mark.alone  # first delta and gaps within 1 ms of the trace
+@pytest.mark.parametrize("modality", ["text", "audio"])
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_turns_agree_with_the_trace(scheme, pki):
+def test_turns_agree_with_the_trace(scheme, modality, pki):
+    """Sessions of 4 turns answered in text or in audio (each audio delta an output, 0.1 s of pcm per token): the
+    counts and the audio's seconds as the trace's, the first delta and the gaps as the simulator wrote them."""
     patches.install()
     served, _trust = tls_args(pki, scheme)
     context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
     with run_sim("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", "64", "--api-key", KEY, *served) as sim:
         watchdog = TimeoutWatchdog(10.0, 30.0)
         url = f"{'wss' if scheme == 'https' else 'ws'}://127.0.0.1:{sim.port}"
-        jobs = [gevent.spawn(session, url, context, watchdog) for _ in range(SESSIONS)]
+        collector = RunCollector()  # as a run's: no collection pause (of this big test process) mid-stream
+        collector.start()
+        jobs = [gevent.spawn(session, url, context, watchdog, modality) for _ in range(SESSIONS)]
         gevent.joinall(jobs, raise_error=True)
+        collector.stop()
         records = [record for job in jobs for record in job.value]
         trace = {r["id"]: r for r in sim.trace() if r["endpoint"] == "realtime"}
         watchdog.stop()
@@ -70,6 +78,12 @@ def test_turns_agree_with_the_trace(scheme, pki):
         served_record = trace[record.server_request_id]
         assert record.events == len(served_record["token_times"]) == record.usage_completion_tokens == TOKENS
         assert record.prompt_tokens == served_record["prompt_tokens"]
+        audio = served_record["answer"]
+        if modality == "audio":  # the audio's seconds and bytes as the simulator's: 0.1 s of pcm per token
+            assert record.output_s == audio["audio_s"] == pytest.approx(TOKENS * 0.1)
+            assert record.output_bytes == audio["audio_bytes"] and record.real_time_factor is not None
+        else:
+            assert audio is None and record.output_s == 0.0 and record.real_time_factor is None
     sessions = {}
     for served_record in trace.values():
         sessions.setdefault(served_record["session"], []).append(served_record)
@@ -83,7 +97,7 @@ def test_turns_agree_with_the_trace(scheme, pki):
         for name, ours, theirs in (("first delta", ours_first, theirs_first), ("gap", ours_gaps, theirs_gaps))
         for label, share in (("p50", 0.5), ("p99", 0.99))
     }
-    assert_within(figures, f"realtime {scheme}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
+    assert_within(figures, f"realtime {scheme} {modality}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
     for record in records:  # the turn's latency: response.create handed over → response.done read
         assert record.t_done >= record.t_last > record.t_first > record.t_send
 

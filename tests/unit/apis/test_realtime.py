@@ -236,9 +236,9 @@ def test_a_turns_events_and_text():
     assert realtime.turn({"text": "hi", "max_output_tokens": 5}) == [
         {"type": "conversation.item.create",
          "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}},
-        {"type": "response.create", "response": {"output_modalities": ["text"], "max_output_tokens": 5}},
+        {"type": "response.create", "response": {"max_output_tokens": 5}},
     ]  # fmt: skip
-    assert realtime.turn({}) == [{"type": "response.create", "response": {"output_modalities": ["text"]}}]
+    assert realtime.turn({}) == [{"type": "response.create", "response": {}}]  # text or audio: the session's
     with pytest.raises(TypeError, match="temperature"):
         realtime.turn({"text": "hi", "temperature": 1})
     assert realtime.event_text(delta("x")) == "x" and realtime.event_text(done()) is None
@@ -257,3 +257,75 @@ def test_audio_goes_in_chunks_of_a_tenth_of_a_second_paced_by_its_seconds():
     assert sum(seconds) == pytest.approx(len(pcm) / 48_000) and realtime.API.pace is realtime.audio_seconds
     for size in (1, 2, 3, 4800, 4801):  # base64's padding
         assert sum(map(realtime.audio_seconds, realtime.audio_events(bytes(size)))) * 48_000 == pytest.approx(size)
+
+
+def test_an_answer_in_audio(sim):
+    """`output_modalities: ["audio"]` (the session's, or one response's): per token its transcript's delta and 0.1 s
+    of 24 kHz pcm in one write, at the text's timing; `response.done` names the format; the trace holds the audio."""
+    client = Client(sim.port)
+    client.event()
+    client.send("session.update", session={"type": "realtime", "output_modalities": ["audio"]})
+    assert client.event()["session"]["output_modalities"] == ["audio"]
+    for response in ({"max_output_tokens": 4}, {"max_output_tokens": 3, "output_modalities": ["text"]}):
+        client.send("response.create", response=response)
+        events = client.until("response.done")
+        kinds = [event["type"] for event in events]
+        done = events[-1]["response"]
+        if "output_modalities" in response:  # this response only: text
+            assert "response.output_audio.delta" not in kinds and "output_modalities" not in done
+            continue
+        assert kinds == ["response.created", "response.output_item.added", "response.content_part.added"] + [
+            "response.output_audio_transcript.delta", "response.output_audio.delta"] * 4 + [
+            "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
+            "response.output_item.done", "response.done"]  # fmt: skip
+        audio = [base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta"]
+        assert audio == [bytes(4800)] * 4
+        transcript = "".join(e["delta"] for e in events if e["type"] == "response.output_audio_transcript.delta")
+        assert events[-4]["transcript"] == transcript == done["output"][0]["content"][0]["transcript"]
+        assert done["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24_000}
+        assert done["usage"]["output_token_details"] == {"text_tokens": 0, "audio_tokens": 4}
+    client.close()
+    audio_record, text_record = trace(sim)[-2:]
+    assert audio_record["answer"] == {"kind": "audio", "audio_s": 0.4, "format": "audio/pcm", "audio_bytes": 19_200}
+    assert text_record["answer"] is None
+    times = audio_record["token_times"]
+    assert len(times) == 4 and 0.0195 < times[0] - audio_record["t_recv"] < 0.05
+
+
+def test_audio_it_does_not_write_is_refused(sim):
+    client = Client(sim.port)
+    client.event()
+    pcmu = {"output": {"format": {"type": "audio/pcmu"}}}
+    for event in ({"type": "session.update", "session": {"audio": pcmu}},
+                  {"type": "response.create", "response": {"output_modalities": ["text", "audio"]}}):  # fmt: skip
+        client.send(event.pop("type"), **event)
+        error = client.event()
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error", error
+    client.close()
+
+
+def audio_delta(pcm: bytes, kind: str = "response.output_audio.delta") -> dict[str, Any]:
+    return delta(base64.b64encode(pcm).decode(), kind)
+
+
+def test_audio_deltas_are_the_outputs_and_their_seconds_the_answers():
+    transcript = delta("hi", "response.output_audio_transcript.delta")
+    done_pcm = done()
+    record, ends = applied(transcript, audio_delta(bytes(4800)), audio_delta(b""), transcript,
+                           audio_delta(bytes(2400), "response.audio.delta"), {"type": "response.output_audio.done"},
+                           done_pcm)  # fmt: skip
+    assert ends == [False] * 6 + [True] and record.ok
+    assert record.t_first == 2.0 and record.t_last == 5.0 and record.events == 2 and list(record.itl_us) == [3e6]
+    assert record.output_bytes == 7200 and record.output_s == pytest.approx(0.15)
+    assert realtime.event_text(transcript) == "hi" and realtime.event_text(audio_delta(b"x")) is None
+    g711 = done()
+    g711["response"]["audio"] = {"output": {"format": {"type": "audio/pcmu"}}}
+    record, _ = applied(audio_delta(bytes(800)), g711)
+    assert record.output_s == pytest.approx(0.1)
+    g711["response"]["audio"] = {"output": {"format": "g711_alaw"}}  # the beta's
+    assert applied(audio_delta(bytes(800)), g711)[0].output_s == pytest.approx(0.1)
+    g711["response"]["audio"] = {"output": {"format": {"type": "audio/opus"}}}  # seconds not counted
+    record, _ = applied(audio_delta(bytes(800)), g711)
+    assert record.ok and record.output_s == 0.0 and record.output_bytes == 800
+    record, ends = applied({"type": "response.output_audio.delta", "delta": 3})
+    assert ends == [True] and record.error_kind is ErrorKind.BAD_STREAM
