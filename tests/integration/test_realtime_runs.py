@@ -110,20 +110,38 @@ def test_a_refused_handshake_says_why(pki):
 
 LOCUSTFILE = Path(__file__).parents[2] / "locustfiles" / "realtime.py"
 REQUESTS = 160
+SPOKEN_LOCUSTFILE = f"""import sys
+sys.path.insert(0, {str(LOCUSTFILE.parent)!r})
+import realtime
+
+
+class SpokenSessionUser(realtime.RealtimeSessionUser):
+    output_modalities = ["audio"]
+"""
+
+
+def realtime_locustfile(folder: Path, modality: str) -> Path:
+    """locustfiles/realtime.py, or (audio) a subclass of its user whose answers are spoken."""
+    if modality == "text":
+        return LOCUSTFILE
+    (folder / "spoken.py").write_text(SPOKEN_LOCUSTFILE)
+    return folder / "spoken.py"
 
 
 @pytest.mark.alone  # first delta and gaps within 1 ms of the trace
+@pytest.mark.parametrize("modality", ["text", "audio"])
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, pki, scheme):
+def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, pki, scheme, modality):
     """locustfiles/realtime.py through a master and 2 workers: 0 failures; every turn's deltas and tokens as the
     simulator wrote them, 4 turns per session; the first delta after `response.create` and every gap within 1 ms at
-    p50 (3 ms at p99, as the other API run tests) of the simulator's write times."""
+    p50 (3 ms at p99, as the other API run tests) of the simulator's write times. Answered in audio (its user's
+    subclass asking for it): the audio seconds produced and the real-time factor as the simulator's audio."""
     served_tls, trust = tls_args(pki, scheme)
     with run_sim("--ttft-ms", "40", "--itl-ms", "10", "--output-tokens", "8", *served_tls) as sim:
         assert sim.url.startswith(f"{scheme}://")
-        proc = run_locust(LOCUSTFILE, "--host", sim.url, "--model", "llm-locust-sim", "-u", "6", "-r", "6", "-t", "60s",
-                          "--processes", "2", "--max-requests", str(REQUESTS), "--requests-jsonl", "--results-dir",
-                          str(tmp_path), *trust)  # fmt: skip
+        proc = run_locust(realtime_locustfile(tmp_path, modality), "--host", sim.url, "--model", "llm-locust-sim",
+                          "-u", "6", "-r", "6", "-t", "60s", "--processes", "2", "--max-requests", str(REQUESTS),
+                          "--requests-jsonl", "--results-dir", str(tmp_path), *trust)  # fmt: skip
         trace = [r for r in sim.trace() if r["endpoint"] == "realtime"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = read_summary(tmp_path)
@@ -138,6 +156,12 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
     assert t["output_tokens"] == sum(r["completion_tokens"] for r in served.values()) == 8 * len(served)
     assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in served.values())
     assert sorted({line["turn"] for line in lines}) == [1, 2, 3, 4]
+    served_audio_s = sum(r["answer"]["audio_s"] for r in served.values() if r["answer"])
+    assert t["output_s"] == pytest.approx(served_audio_s, rel=1e-6, abs=1e-6)
+    assert served_audio_s == (pytest.approx(0.8 * len(served)) if modality == "audio" else 0.0)
+    if modality == "audio":  # the turns' E2E summed over the audio's seconds, as the simulator's own
+        e2e_s = sum(r["t_done"] - r["t_recv"] for r in served.values())
+        assert t["real_time_factor"] == pytest.approx(e2e_s / served_audio_s, rel=0.01)
     served_first, served_gaps = served_first_ms(list(served.values())), served_gaps_ms(list(served.values()))
     assert m["itl_ms"]["count"] == len(served_gaps) == 7 * len(served)
     kept = steady(lines)
@@ -149,7 +173,7 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
         "gap p99": (m["itl_ms"]["p99"], percentile(served_gaps, 0.99)),
     }
     assert len(kept) >= REQUESTS // 2
-    assert_within(figures, f"{scheme}, {len(kept)} steady")
+    assert_within(figures, f"{scheme} {modality}, {len(kept)} steady")
 
 
 SPOKEN_S = 0.75
@@ -199,6 +223,35 @@ def test_a_scenario_session_with_text_and_audio(tmp_path, pki, scheme):
     assert rows == {"greet": len(sessions), "speak": len(sessions)}
     assert summary["accuracy"]["scored"] == len(sessions)
     assert summary["throughput"]["input_s"] == pytest.approx(SPOKEN_S * len(sessions))
+
+
+class SpokenAnswers(LLMUser):
+    """A session whose answers are spoken (`output_modalities: ["audio"]`)."""
+
+    answers: list = []
+
+    @task
+    def listen(self):
+        with self.llm.realtime.connect() as session:
+            session.update(output_modalities=["audio"])
+            SpokenAnswers.answers.append(session.turn(text="say three words", max_output_tokens=3))
+
+
+def test_a_scenarios_spoken_answer(tmp_path):
+    """An answer in audio on `self.llm`: its transcript is the answer's text, each audio delta an output, its seconds
+    the record's and the run's audio seconds produced, as the simulator's."""
+    SpokenAnswers.answers = []
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path))
+        run_local(opts, users=2, seconds=1.5, user_classes=[SpokenAnswers], stop_timeout_s=5)
+        trace = {r["id"]: r for r in sim.trace()}
+    answers = SpokenAnswers.answers
+    assert answers and len(trace) == len(answers)
+    for answer in answers:
+        served = trace[answer.request_id]
+        assert answer.ok and len(answer.text.split()) == 3 == len(answer.itl_s) + 1
+        assert answer.record.output_s == served["answer"]["audio_s"] == pytest.approx(0.3)
+    assert read_summary(tmp_path)["throughput"]["output_s"] == pytest.approx(0.3 * len(answers))
 
 
 class OneTurnSessions(LLMUser):
