@@ -110,10 +110,10 @@ def test_a_session_of_turns(sim):
     records = trace(sim)[-2:]
     assert [len(record["token_times"]) for record in records] == [4, 3]
     assert {record["session"] for record in records} == {session_id}
-    for record in records:  # the fixed timing: TTFT 20 ms from the response.create's arrival, then one every 5 ms
-        times = record["token_times"]
-        assert 0.0195 < times[0] - record["t_recv"] < 0.05
-        assert 0.005 * (len(times) - 1) - 0.001 < times[-1] - times[0] < 0.005 * (len(times) - 1) + 0.03
+    for record in records:  # the fixed timing: TTFT 20 ms from the response.create's arrival, then one every 5 ms —
+        times = record["token_times"]  # never sooner; later by at most 0.25 s (a loaded machine delays its timers)
+        assert 0.0195 < times[0] - record["t_recv"] < 0.27
+        assert 0.005 * (len(times) - 1) - 0.001 < times[-1] - times[0] < 0.005 * (len(times) - 1) + 0.25
         assert record["finish_reason"] == "length" and not record["cancelled"]
 
 
@@ -289,7 +289,7 @@ def test_an_answer_in_audio(sim):
     assert audio_record["answer"] == {"kind": "audio", "audio_s": 0.4, "format": "audio/pcm", "audio_bytes": 19_200}
     assert text_record["answer"] is None
     times = audio_record["token_times"]
-    assert len(times) == 4 and 0.0195 < times[0] - audio_record["t_recv"] < 0.05
+    assert len(times) == 4 and 0.0195 < times[0] - audio_record["t_recv"] < 0.27  # (at most 0.25 s late: as above)
 
 
 def test_audio_it_does_not_write_is_refused(sim):
