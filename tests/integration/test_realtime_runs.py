@@ -217,7 +217,9 @@ def test_a_scenario_session_with_text_and_audio(tmp_path, pki, scheme):
         # the second turn's prompt: the instructions, the first turn's words and answer, one token per audio second
         assert spoken.usage.prompt_tokens == served["prompt_tokens"] == 2 + 2 + 5 + round(SPOKEN_S)
         assert spoken.record.t_send - t_audio >= SPOKEN_S - 0.01  # the audio took its duration to send
-        assert spoken.record.input_s == SPOKEN_S and 0.009 < spoken.ttft_s < 0.05
+        # its TTFT from the end of the audio: the simulator's 10 ms (at most 0.5 s more on a loaded machine: this test
+        # runs beside others; the alone ones hold the time within 1 ms)
+        assert spoken.record.input_s == SPOKEN_S and 0.009 < spoken.ttft_s < 0.5
     summary = read_summary(tmp_path)
     rows = {row["label"]: row["requests_ok"] for row in summary["breakdowns"]["name"]}
     assert rows == {"greet": len(sessions), "speak": len(sessions)}
