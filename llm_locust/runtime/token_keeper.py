@@ -20,6 +20,9 @@ from llm_locust.transport.tokens import BearerAuth, Token, after_failure, refres
 
 logger = logging.getLogger("llm_locust")
 
+STOP_WAIT_S = 5.0
+"""The longest `TokenKeeper.stop` waits for a refresh under way."""
+
 
 class TokenKeeper:
     """The token of one flow in one process: `auth` (what every user's transport sends), `refreshes` (tokens fetched
@@ -34,6 +37,8 @@ class TokenKeeper:
         self.refresh_failures = 0
         self._expires_s = 0.0  # time.monotonic() when the current token expires
         self._greenlet: gevent.Greenlet | None = None
+        self._fetching = False  # a refresh is under way
+        self._stopping = False
 
     def start(self) -> None:
         """Fetch the first token now (ConfigError if refused) and keep it fresh from now on."""
@@ -42,10 +47,15 @@ class TokenKeeper:
         self._greenlet = gevent.spawn(self._keep, token.lifetime_s)
 
     def stop(self) -> None:
-        """Stop refreshing."""
-        if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+        """Stop refreshing: at once while it waits; a refresh under way ends first (`STOP_WAIT_S` at most), so that
+        a token the server issued is counted in `refreshes` (and not fetched for nothing)."""
+        greenlet, self._greenlet = self._greenlet, None
+        if greenlet is None:
+            return
+        self._stopping = True
+        if self._fetching:
+            greenlet.join(STOP_WAIT_S)
+        greenlet.kill(block=False)
 
     def _take(self, token: Token) -> Token:
         redact.register(token.value)  # before anything could print it
@@ -54,10 +64,11 @@ class TokenKeeper:
         return token
 
     def _keep(self, lifetime_s: float) -> None:
-        """Replace the token ahead of its expiry, forever (until killed)."""
+        """Replace the token ahead of its expiry until stopped."""
         pause_s, failures, said_expired = refresh_after_s(lifetime_s), 0, False
-        while True:
+        while not self._stopping:
             gevent.sleep(pause_s)
+            self._fetching = True
             try:
                 token = self._take(self._fetch())
             except Exception as e:  # ConfigError from the source, or anything its library raised
@@ -70,6 +81,8 @@ class TokenKeeper:
                     logger.warning("OAuth (%s): refresh failed (retrying in %.1f s): %s", self.flow, pause_s, e)
                 said_expired = said_expired or expired
                 continue
+            finally:
+                self._fetching = False
             self.refreshes += 1
             failures, said_expired = 0, False
             pause_s = refresh_after_s(token.lifetime_s)
