@@ -62,3 +62,26 @@ def assert_within(
     print(label, {key: (round(ours, 3), round(truth, 3)) for key, (ours, truth) in figures.items()})
     for key, (ours, truth) in figures.items():
         assert abs(ours - truth) <= (p50_ms if "p50" in key else p99_ms), (key, figures)
+
+
+def assert_streams_agree(
+    metrics: dict, lines: list[dict], served: dict[str, dict], label: str, names: tuple[str, str], least: int
+) -> None:
+    """A run's first output and gaps against the simulator's write times, held by `assert_within`: the first output's
+    p50 (summary.json's `metrics`, every request) and p99 (the requests sent once every connection is up: `steady`,
+    `least` of them at least), every gap's p50 and p99; `names`: what the API calls its first output and its gaps."""
+    trace = list(served.values())
+    served_first, served_gaps = served_first_ms(trace), served_gaps_ms(trace)
+    kept = steady(lines)
+    assert len(kept) >= least, (len(kept), least)
+    ours_ms, truth_ms = first_output_pairs(kept, served)
+    first, gap = names
+    figures = {
+        f"{first} p50": (metrics["ttft_ms"]["p50"], percentile(served_first, 0.5)),
+        f"{first} p99 (connections up)": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
+        f"{gap} p50": (metrics["itl_ms"]["p50"], percentile(served_gaps, 0.5)),
+        f"{gap} p99": (metrics["itl_ms"]["p99"], percentile(served_gaps, 0.99)),
+    }
+    assert_within(
+        figures, f"{label}, {len(kept)} steady"
+    )  # within 1 ms on an idle machine; 3 ms at p99 on a loaded one

@@ -14,13 +14,12 @@ import gevent
 import pytest
 from conftest import options, read_summary, run_local, run_locust
 from harness.trace_agreement import (
+    assert_streams_agree,
     assert_within,
-    first_output_pairs,
     percentile,
     request_lines,
     served_first_ms,
     served_gaps_ms,
-    steady,
     tls_args,
 )
 from locust import task
@@ -162,18 +161,8 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
     if modality == "audio":  # the turns' E2E summed over the audio's seconds, as the simulator's own
         e2e_s = sum(r["t_done"] - r["t_recv"] for r in served.values())
         assert t["real_time_factor"] == pytest.approx(e2e_s / served_audio_s, rel=0.01)
-    served_first, served_gaps = served_first_ms(list(served.values())), served_gaps_ms(list(served.values()))
-    assert m["itl_ms"]["count"] == len(served_gaps) == 7 * len(served)
-    kept = steady(lines)
-    ours_ms, truth_ms = first_output_pairs(kept, served)
-    figures = {
-        "first delta p50": (m["ttft_ms"]["p50"], percentile(served_first, 0.5)),
-        "first delta p99 (connections up)": (percentile(ours_ms, 0.99), percentile(truth_ms, 0.99)),
-        "gap p50": (m["itl_ms"]["p50"], percentile(served_gaps, 0.5)),
-        "gap p99": (m["itl_ms"]["p99"], percentile(served_gaps, 0.99)),
-    }
-    assert len(kept) >= REQUESTS // 2
-    assert_within(figures, f"{scheme} {modality}, {len(kept)} steady")
+    assert m["itl_ms"]["count"] == len(served_gaps_ms(list(served.values()))) == 7 * len(served)
+    assert_streams_agree(m, lines, served, f"{scheme} {modality}", ("first delta", "gap"), least=REQUESTS // 2)
 
 
 SPOKEN_S = 0.75
