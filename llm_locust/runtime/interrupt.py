@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -22,10 +23,12 @@ import gevent
 
 
 class SignalWatch:
-    """Notes the first SIGTERM or SIGINT this process receives while started (`name`)."""
+    """Notes the first SIGTERM or SIGINT this process receives while started (`name`) and when (`t_s`, epoch seconds:
+    the load ends there, however long Locust's own shutdown then takes before `quitting`)."""
 
     def __init__(self) -> None:
         self.name: str | None = None
+        self.t_s: float | None = None
         self._term: Any = None
         self._previous_int: Any = None
 
@@ -53,6 +56,7 @@ class SignalWatch:
     def _note(self, signum: int) -> None:
         if self.name is None:
             self.name = signal.Signals(signum).name
+            self.t_s = time.time()
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         self._note(signum)

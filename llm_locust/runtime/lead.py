@@ -311,7 +311,7 @@ class Lead:
         non-zero exit code (2 when the cause is in the command: host, key, model).
         """
         if self._results is not None and self._results.t_stop is None:
-            self._results.interrupt(self.signals.name)
+            self._results.interrupt(self.signals.name, self.signals.t_s)
             if self.users is None:  # a master: its workers' last reports
                 collect_last_reports(environment.runner)
         self._write_final()

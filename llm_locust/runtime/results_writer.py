@@ -239,12 +239,13 @@ class ResultsWriter:
             if self.behind_schedule is not None:
                 logger.warning("%s", self.behind_schedule)
 
-    def interrupt(self, signal_name: str | None) -> None:
-        """The process quits before the test stopped (by `signal_name`, when known): the load ends now — the run's
-        duration ends here, not once the workers' last reports are in and the results written."""
+    def interrupt(self, signal_name: str | None, t_signal_s: float | None) -> None:
+        """The process quits before the test stopped (by `signal_name` at epoch `t_signal_s`, when known): the load
+        ended then (else now) — the run's duration ends there, not once Locust's shutdown stopped the users, the
+        workers' last reports are in and the results written."""
         self.interrupted = True
         self.interrupted_by = signal_name
-        self._interrupted_at_s = time.time()
+        self._interrupted_at_s = t_signal_s or time.time()
         if self.t_stop is None:
             self.t_stop = self._interrupted_at_s
 
