@@ -106,11 +106,13 @@ def check_matrix(sim, env, results_dir) -> tuple[dict, list[dict]]:
     assert retried <= sum(1 for r in trace if r["fault"] == "refuse")
     injected["transport"] -= retried
     expected_failures = {kind: n for kind, n in injected.items() if kind is not None and n}
-    expected_ok = sum(1 for r in trace if r["fault"] is None or EXPECTED_KIND[r["fault"]] is None)
+    answered = [r for r in trace if r["fault"] is None or EXPECTED_KIND[r["fault"]] is None]
+    cut = sum(1 for r in answered if r["cancelled"])  # the client went away: cut by the end (`unfinished`)
+    expected_ok = len(answered) - cut
 
     assert summary["status"] == "complete", summary["warnings"]
     assert summary["failures"] == expected_failures
-    assert summary["throughput"]["requests_ok"] == expected_ok
+    assert summary["throughput"]["requests_ok"] == expected_ok and summary["unfinished"]["requests"] == cut
     with (results_dir / "llm_timeseries.csv").open() as f:  # failures by kind over time add up
         rows = list(csv.DictReader(f))
     by_kind = {kind: sum(int(r[f"failed_{kind}"]) for r in rows) for kind in expected_failures}
