@@ -70,10 +70,13 @@ TESTS ?= $(if $(STAGE),$(or $(sort $(wildcard tests/*/$(STAGE) tests/*/$(STAGE)*
 # pytest's exit code 5 is "no test selected": a pass with none of its kind in TESTS is not a failure
 PASS   = || { code=$$?; [ $$code = 5 ] || failed=$$code; }
 
-# the two passes over $(1): side by side, then the `alone` tests one at a time
+# the two passes over $(1): side by side, then the `alone` tests one at a time; each prints its slowest tests
+# (docs/development.md keeps the measure: a test that climbs that list is one to look at)
+DURATIONS ?= 30
 TWO_PASSES = failed=0; \
-	$(BIN)/pytest -n $(JOBS) --dist loadgroup -m 'not slow and not engine and not alone' $(PYTEST_ARGS) $(1) $(PASS); \
-	$(BIN)/pytest -m 'alone and not slow and not engine' $(PYTEST_ARGS) $(1) $(PASS); \
+	$(BIN)/pytest -n $(JOBS) --dist loadgroup -m 'not slow and not engine and not alone' --durations=$(DURATIONS) \
+		$(PYTEST_ARGS) $(1) $(PASS); \
+	$(BIN)/pytest -m 'alone and not slow and not engine' --durations=$(DURATIONS) $(PYTEST_ARGS) $(1) $(PASS); \
 	exit $$failed
 
 test: $(STAMP) browser proxy prometheus faketime  ## the suite CI runs (long runs marked `slow` are skipped); STAGE=, TESTS=

@@ -40,6 +40,13 @@ LOCUSTFILE = ROOT / "locustfiles" / "chat.py"
 
 install(global_events)  # our options on Locust's parser (parse_options fires the global event)
 
+# Ctrl-C as a terminal delivers it, whatever started the suite: a shell without job control starts a background job
+# (`cmd &` in a script, `nohup ... &`) with SIGINT ignored, and an ignored SIGINT is inherited by every process the
+# tests start, so the Ctrl-C tests (test_interrupt.py) waited 60 s for a run that never heard it. A handler (unlike
+# SIG_IGN) is reset to the default across exec: each locust process the tests start installs Python's own again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool:

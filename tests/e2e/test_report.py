@@ -447,7 +447,7 @@ def test_sweep_distributions_come_from_histograms_json(sweep_run, tmp_path):
         one = 1 / summary["metrics"][key]["count"]  # HdrHistogram rounds the target count to a sample
         for stat, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
             value = summary["metrics"][key][stat]
-            found = np.flatnonzero(np.isclose(x, value, atol=0.0005))  # (once none, in a loaded parallel pass: shown)
+            found = np.flatnonzero(np.isclose(x, value, atol=0.0005))  # (a thinned CDF too: `thin_cdf`)
             assert len(found) == 1, (key, stat, value, x[np.argsort(np.abs(x - value))[:4]].tolist(), len(x))
             (i,) = found
             assert y[i] >= q - one and (i == 0 or y[i - 1] < q + one)  # the CDF crosses q at the summary's value
