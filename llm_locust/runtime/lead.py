@@ -47,6 +47,7 @@ from llm_locust.runtime.runner_ops import (
     WIRE_KEY,
     collect_last_reports,
     redact_exceptions,
+    reports_awaited,
 )
 from llm_locust.runtime.saturation import SaturationTracker
 from llm_locust.runtime.shared import Shared
@@ -277,11 +278,15 @@ class Lead:
             runner = environment.runner
             running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
             ran = running | ({w.id for w in runner.clients.all} & set(self.requests_by_worker))
-            if not ran <= self._last_reported:
+
+            def awaited() -> set[str]:  # a worker whose heartbeats stopped (lost, killed) will send no report
+                return reports_awaited(ran, self._last_reported, {w.id for w in runner.clients.missing})
+
+            if awaited():
                 if running:
                     runner.stop(send_stop_to_client=False)
                 wait_s = LAST_REPORTS_WAIT_S + (environment.stop_timeout or 0.0)
-                collect_last_reports(runner, lambda: ran <= self._last_reported, wait_s, LAST_REPORT_MESSAGE)
+                collect_last_reports(runner, lambda: not awaited(), wait_s, LAST_REPORT_MESSAGE)
             self._write_final()
         locust_quit()
 

@@ -51,6 +51,13 @@ CLOCK_KEY = "llm_locust_clock"
 """Key of the worker's clock offset from its master (`load.clock.Offset.to_wire`), once measured."""
 
 
+def reports_awaited(ran: set[str], reported: set[str], missing: set[str]) -> set[str]:
+    """Master, at the run's end: the workers whose last report is still to come — those that ran users, less those
+    that sent it and those Locust marked missing (their heartbeats stopped: killed or cut off, they send nothing; the
+    wait for them held a master that lost a worker for 3 s + --stop-timeout, 33 s under compose's config)."""
+    return ran - reported - missing
+
+
 def collect_last_reports(
     runner: MasterRunner, done: Callable[[], bool] | None = None, wait_s: float = 3.0, message: str = "quit"
 ) -> None:

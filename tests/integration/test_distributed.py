@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import gevent
 import pytest
@@ -31,7 +32,7 @@ from locust.env import Environment
 
 from llm_locust.metrics.gates import EXIT_GATE_FAILED
 from llm_locust.metrics.recorder import delta_from_wire
-from llm_locust.runtime.runner_ops import WIRE_KEY
+from llm_locust.runtime.runner_ops import WIRE_KEY, reports_awaited
 
 pytestmark = pytest.mark.alone  # exact counts through a master and workers, and a lost worker seen within seconds
 
@@ -175,6 +176,11 @@ def test_a_killed_worker_process_fails_the_verdict_and_its_reported_data_is_kept
     assert verdict["reasons"][0] == f"worker lost: 1 worker(s) stopped reporting ({lost})"
     assert all(r.startswith("client saturated") for r in verdict["reasons"][1:])  # possible on a loaded machine
     assert "verdict: FAILED: worker lost" in log.read_text()
+    # the master does not wait for the lost worker's last report (3 s + --stop-timeout: 28 s after its verdict before)
+    lines = log.read_text().splitlines()
+    stamps = [line[1:24] for line in lines if "verdict: FAILED" in line or "Shutting down" in line]
+    verdict_s, shutdown_s = (datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() for stamp in stamps[-2:])
+    assert shutdown_s - verdict_s < 15, stamps  # (~1 s; generous for a loaded machine, and below the old 28 s)
 
     # kept: every request the server finished more than one report interval before the kill (both
     # workers'), and every one after it (the survivor's); the dead worker's last seconds may be lost
@@ -190,6 +196,13 @@ def test_a_killed_worker_process_fails_the_verdict_and_its_reported_data_is_kept
     assert lost in processes and processes[lost]["rss_mb_max"] > 20
     with (tmp_path / "workers_timeseries.csv").open() as f:
         assert {r["process"] for r in csv.DictReader(f)} == set(processes)
+
+
+def test_the_runs_end_awaits_no_report_from_a_lost_worker():
+    ran, reported = {"a", "b", "c"}, {"a"}
+    assert reports_awaited(ran, reported, missing=set()) == {"b", "c"}
+    assert reports_awaited(ran, reported, missing={"c"}) == {"b"}
+    assert reports_awaited(ran, {"a", "b"}, missing={"c"}) == set()
 
 
 @contextmanager
