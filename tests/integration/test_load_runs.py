@@ -133,9 +133,10 @@ def test_max_requests_is_exact_across_workers(fast_sim, tmp_path):
 
 @pytest.mark.alone  # the run ends within 30 s of its abort
 def test_abort_error_rate_ends_a_failing_run(tmp_path):
+    # 8 users reach the rule's least 20 requests in ~1 s; 2 users' backoff after each failure took 22 s
     started = time.monotonic()
     proc = run_locust(
-        LOCUSTFILE, "--host", f"http://127.0.0.1:{free_port()}", "--model", "m", "-u", "2", "-r", "2", "-t", "60s",
+        LOCUSTFILE, "--host", f"http://127.0.0.1:{free_port()}", "--model", "m", "-u", "8", "-r", "8", "-t", "60s",
         "--abort-error-rate", "0.5", "--results-dir", str(tmp_path),
     )  # fmt: skip
     assert time.monotonic() - started < 30
