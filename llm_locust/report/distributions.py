@@ -49,7 +49,7 @@ def thin_cdf(values: np.ndarray, cumulative: np.ndarray, total: int) -> tuple[np
     """At most ~MAX_CDF_POINTS of the CDF of `total` values: the bucket where each percentile 0.1, 0.2 .. 100 lies by
     HdrHistogram's rule (its target count rounded to the nearest sample), and the last — so the summary's p50, p90,
     p99 and p99.9 are points of it. (Keeping where the fraction crosses a multiple of 0.001 lost a percentile whose
-    target count rounded down into the band of the bucket before: CI's p99 of 5,070 values, say, at 5,019.)"""
+    target count rounded down into the band of the bucket before: a p99 of 4,278 values at sample 4,235, 0.98995.)"""
     if len(values) <= MAX_CDF_POINTS:
         return values, cumulative
     counts = np.rint(cumulative * total).astype(np.int64)
