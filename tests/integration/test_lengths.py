@@ -120,6 +120,7 @@ def _ttft_p50(step: dict[str, Any]) -> float:
     return step["metrics"]["ttft_ms"]["p50"]
 
 
+@pytest.mark.alone  # each step's TTFT p50 (1-3 s windows of a few requests) against the prefill model
 def test_grid_steps_carry_both_coordinates_and_ttft_follows_the_prefill_model(grid_run):
     summary = read_summary(grid_run)
     steps = summary["steps"]
