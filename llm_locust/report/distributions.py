@@ -45,15 +45,16 @@ def cdf_points(hist: HdrHistogram, scale: float) -> tuple[np.ndarray, np.ndarray
     return values / scale, cumulative
 
 
-def thin_cdf(values: np.ndarray, cumulative: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most ~MAX_CDF_POINTS of the CDF of `total` values: the bucket where each percentile 0.1, 0.2 .. 100 lies by
-    HdrHistogram's rule (its target count rounded to the nearest sample), and the last — so the summary's p50, p90,
-    p99 and p99.9 are points of it. (Keeping where the fraction crosses a multiple of 0.001 lost a percentile whose
-    target count rounded down into the band of the bucket before: a p99 of 4,278 values at sample 4,235, 0.98995.)"""
+def thin_cdf(values: np.ndarray, cumulative: np.ndarray, hist: HdrHistogram) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~MAX_CDF_POINTS of `hist`'s CDF (`cdf_points`): the bucket where each percentile 0.1, 0.2 .. 100 lies
+    by HdrHistogram's own rule (`get_target_count_at_percentile`, as `metrics.hdr.quantiles` finds the summary's), and
+    the last — so the summary's p50, p90, p99 and p99.9 are points of it. (Keeping where the fraction crossed a multiple
+    of 0.001 lost a percentile whose target count rounded down into the band of the bucket before: a p99 of 4,278
+    values at sample 4,235, 0.98995.)"""
     if len(values) <= MAX_CDF_POINTS:
         return values, cumulative
-    counts = np.rint(cumulative * total).astype(np.int64)
-    targets = np.maximum((np.arange(1, 1001) * total / 1000 + 0.5).astype(np.int64), 1)
+    counts = np.rint(cumulative * hist.get_total_count()).astype(np.int64)
+    targets = [hist.get_target_count_at_percentile(k / 10) for k in range(1, 1001)]
     keep = np.union1d(np.searchsorted(counts, targets, side="left"), [len(values) - 1])
     return values[keep], cumulative[keep]
 
@@ -96,7 +97,7 @@ def distributions(runs: list[RunData]) -> Chart | None:
             if hist is not None and hist.get_total_count():
                 values, cumulative = cdf_points(hist, 1.0 if metric == "output_tokens" else 1000.0)
                 centres, shares = histogram_bins(values, cumulative)
-                values, cumulative = thin_cdf(values, cumulative, hist.get_total_count())
+                values, cumulative = thin_cdf(values, cumulative, hist)
                 figure.add_trace(
                     go.Scatter(
                         x=centres, y=shares, mode="lines", line={"color": color, "shape": "hvh"}, name=run.name,
@@ -164,7 +165,7 @@ def step_distributions(runs: list[RunData]) -> Chart | None:
                 hist = run.histograms.get(index, {}).get(metric)
                 if hist is None or not hist.get_total_count():
                     continue
-                values, cumulative = thin_cdf(*cdf_points(hist, 1000.0), hist.get_total_count())
+                values, cumulative = thin_cdf(*cdf_points(hist, 1000.0), hist)
                 figure.add_trace(
                     go.Scatter(
                         x=values, y=cumulative, mode="lines", line={"color": colors[n]}, name=label,

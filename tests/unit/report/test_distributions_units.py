@@ -21,7 +21,7 @@ def test_a_thinned_cdf_passes_through_the_summarys_percentiles(total):
     record_values(hist, values_us)
     values, cumulative = cdf_points(hist, 1000.0)
     assert len(values) > MAX_CDF_POINTS  # (else nothing is thinned)
-    x, y = thin_cdf(values, cumulative, hist.get_total_count())
+    x, y = thin_cdf(values, cumulative, hist)
     assert len(x) <= MAX_CDF_POINTS + 1 and np.all(np.diff(x) > 0) and y[-1] == pytest.approx(1.0)
     for p, value_us in zip(PERCENTILES, quantiles(hist, PERCENTILES), strict=True):
         (at,) = np.flatnonzero(np.isclose(x, value_us / 1000.0, rtol=0, atol=1e-9))
@@ -33,5 +33,5 @@ def test_a_short_cdf_is_kept_whole():
     hist = new_histogram("ttft")
     record_values(hist, np.array([1000, 2000, 2000, 5000], dtype=np.int64))
     values, cumulative = cdf_points(hist, 1000.0)
-    x, y = thin_cdf(values, cumulative, hist.get_total_count())
+    x, y = thin_cdf(values, cumulative, hist)
     assert x.tolist() == pytest.approx([1.0, 2.0, 5.0], abs=0.01) and y.tolist() == [0.25, 0.75, 1.0]
