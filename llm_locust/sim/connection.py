@@ -87,17 +87,19 @@ class DelayedStart(asyncio.Protocol):
     `connection()` makes — over TLS with `tls`, whose handshake starts only then (the ClientHello waits, as the
     first request of a plain connection does)."""
 
-    def __init__(self, connection: Callable[[], asyncio.Protocol], delay_s: float, tls: ssl.SSLContext | None) -> None:
+    def __init__(self, connection: Callable[[], SimConnection], delay_s: float, tls: ssl.SSLContext | None) -> None:
         self._connection, self._delay_s, self._tls = connection, delay_s, tls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport.pause_reading()  # type: ignore[attr-defined]
-        asyncio.get_running_loop().call_later(self._delay_s, self._start, transport)
+        asyncio.get_running_loop().call_later(self._delay_s, self._start, transport, perf_counter())
 
-    def _start(self, transport: Any) -> None:
+    def _start(self, transport: Any, t_accept_s: float) -> None:
         if transport.is_closing():  # the client went away meanwhile
             return
-        protocol = self._connection()
+        connection = self._connection()
+        connection.accept_delay_s = perf_counter() - t_accept_s  # as served: the timer wakes a little late
+        protocol: asyncio.Protocol = connection
         if self._tls is not None:  # TLS over the transport, as create_server(ssl=...) sets it up (sslproto)
             protocol = SSLProtocol(asyncio.get_running_loop(), protocol, self._tls, None, server_side=True)
         transport.set_protocol(protocol)
@@ -122,6 +124,7 @@ class SimConnection(asyncio.Protocol):
         self._stamped: StampedSocket | None = None  # the socket, when it keeps kernel receive times
         self._t_first_s = 0.0  # when the first byte of the request being read arrived (perf_counter s)
         self.upgraded: Upgraded | None = None  # the protocol the connection switched to (WebSocket), if any
+        self.accept_delay_s = 0.0  # held unread after its accept (`DelayedStart`), until its first request's trace
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Set TCP_NODELAY (no Nagle delay on small SSE writes) and register the connection."""

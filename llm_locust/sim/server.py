@@ -220,6 +220,7 @@ class SimApp:
         record.t_body, record.parse_s = request.t_body_s or t_recv_s, perf_counter() - t_parse_s
         record.tools, record.tool_call, record.history = len(spec.tools), spec.tool_call, spec.history
         record.answer = spec.answer
+        record.accept_delay_s, conn.accept_delay_s = conn.accept_delay_s, 0.0
         if self.config.session_header:
             record.session = request.headers.get(self.config.session_header.lower())
         if self.prefix_cache is not None:  # looked up in arrival order, as an engine's scheduler would
@@ -357,9 +358,13 @@ async def serve(
     socket is bound."""
     loop = asyncio.get_running_loop()
     app = SimApp(config, build_driver(config, Timeline(loop)))
-    factory: Callable[[], asyncio.Protocol] = lambda: SimConnection(app)  # noqa: E731
+
+    def connection() -> SimConnection:
+        return SimConnection(app)
+
+    factory: Callable[[], asyncio.Protocol] = connection
     if config.accept_delay_ms > 0:  # the TLS handshake too starts after the delay: done by DelayedStart
-        factory = partial(DelayedStart, factory, config.accept_delay_ms / 1e3, tls)
+        factory = partial(DelayedStart, connection, config.accept_delay_ms / 1e3, tls)
         tls = None
     if KERNEL_TIMESTAMPS:
         server = await loop.create_server(factory, sock=listener(config.host, config.port), ssl=tls)

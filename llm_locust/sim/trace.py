@@ -21,6 +21,8 @@ CLOCK_MONOTONIC on Linux, so comparable with a client's perf_counter on the same
   prefix cache held (`llm_locust.sim.prefix_cache`; both 0 without a cache);
 - `session`: the value of the `--session-header` request header, else None;
 - `model`: the served model the request named (`--models`: the base or one of its adapters);
+- `accept_delay_s`: seconds the connection it came on was left unread after its accept (`--accept-delay-ms`, as
+  served: the timer wakes a little late), on the connection's first request; 0 on the others and without the option;
 - `lora_wait_s`: seconds its prefill waited for its LoRA adapter to be loaded (`--max-loras`; 0 when resident);
 - `fault`: the fault injected into this response (`llm_locust.sim.faults` kinds), else None; a
   response ended early by its fault has `finish_reason` None and `completion_tokens` = tokens
@@ -49,6 +51,7 @@ class TraceRecord:
     """One request's ground truth; see the module docstring for the fields."""
 
     __slots__ = (
+        "accept_delay_s",
         "answer",
         "cancelled",
         "completion_tokens",
@@ -100,6 +103,7 @@ class TraceRecord:
         self.tool_call: ToolCall | None = None
         self.history: History | None = None
         self.answer: Scripted | None = None
+        self.accept_delay_s = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form served by /sim/trace."""
@@ -131,6 +135,7 @@ class TraceRecord:
             "carried_tool_results": list(history.results) if history else [],
             "messages": history.messages if history else 0,
             "answer": None if self.answer is None else self.answer.to_dict(),
+            "accept_delay_s": self.accept_delay_s,
         }
 
 

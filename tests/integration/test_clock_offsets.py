@@ -9,6 +9,12 @@ The skews are backwards (the worker's clock behind): `faketime` fakes the proces
 socket timestamps, which the client turns into perf_counter time with `time.time()` (`transport.kernel_time`); a clock
 faked ahead would make them look seconds early (a negative TTFT), a clock faked behind makes them implausible, so the
 read times are used — an artifact of faking one process's clock that a machine whose clock is off does not have.
+So is the second: libfaketime also intercepts `pthread_cond_timedwait`, with which a Python thread waits its turn for
+the GIL, and under it those waits return early: a faked worker whose gevent resolver thread looks up the host as each
+connection opens spins on the GIL (92-98 % CPU, its loop blocked 1.1-1.4 s, a quarter of the sends ~1 s late, in 1
+run of 3 on an idle machine; two busy Python threads under it take 2.8 s of CPU in 2 s instead of 2.1). The faked
+workers resolve in their loop (`GEVENT_RESOLVER=block`: the host is 127.0.0.1, no lookup waits): 7 runs of 7 on time,
+18 % CPU.
 """
 
 from __future__ import annotations
@@ -99,7 +105,7 @@ def test_workers_with_skewed_clocks_send_on_the_masters_time(tmp_path):
             for skew_s in SKEWS_S:
                 worker_cmd = [FAKETIME, "-f", f"{skew_s:+g}s", *locust, "--worker", "--master-host", "127.0.0.1",
                               "--master-port", port]  # fmt: skip
-                env = {**os.environ, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+                env = {**os.environ, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "GEVENT_RESOLVER": "block"}
                 with (tmp_path / f"worker{skew_s:+g}.log").open("w") as out:
                     procs.append(subprocess.Popen(worker_cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
             code = procs[0].wait(timeout=120)

@@ -87,20 +87,29 @@ def test_time_to_response_headers_with_a_known_header_delay(tmp_path):
 
 def test_tls_connection_phases_with_a_known_accept_delay(tmp_path, pki):
     """Over HTTPS the delay is before the server reads the ClientHello: inside the TLS handshake, which is then
-    the delay plus the handshake's own time (measured against the same simulator without the delay)."""
+    the delay plus the handshake's own time. The delay is a little longer than asked — the simulator's asyncio timer
+    wakes 0-3 ms late — and is read from its trace: each connection's first request carries the delay it was served
+    (`accept_delay_s`). What is left of the quickest handshake is no longer than a handshake of the same simulator
+    without the delay: the slowest of its 4 at once (they wait for the server's CPU and the client's users'
+    start; their quickest was 1.3-3.5 ms where the delayed handshake's own time was 0.8-1.7 ms, so the quickest of
+    one run is no yardstick for the other)."""
     tls = ("--tls-cert", str(pki / "good.crt"), "--tls-key", str(pki / "good.key"))
     trust = ("--ca-bundle", str(pki / "ca.pem"))
     with run_sim(*SIM_ARGS, *tls) as sim:
         base = local_summary(tmp_path / "base", sim.url, *trust)
+        assert {r["accept_delay_s"] for r in sim.trace()} == {0.0}
     with run_sim(*SIM_ARGS, *tls, "--accept-delay-ms", str(DELAY_MS)) as sim:
         summary = local_summary(tmp_path / "delayed", sim.url, *trust)
+        served_ms = sorted(r["accept_delay_s"] * 1e3 for r in sim.trace() if r["accept_delay_s"])
     for s in (base, summary):
         assert s["failures"] == {} and s["connections"]["new"] == 4 and s["connections"]["reused"] >= 4
         assert s["metrics"]["tls_handshake_ms"]["count"] == s["metrics"]["connect_ms"]["count"] == 4
-    # the 4 handshakes at once: the quickest of each run (the others wait for the server's CPU)
-    handshake_ms, delayed_ms = (s["metrics"]["tls_handshake_ms"]["min"] for s in (base, summary))
-    # within 1 ms on an idle machine; 3 ms allowed on a loaded one
-    assert delayed_ms >= DELAY_MS and abs(delayed_ms - handshake_ms - DELAY_MS) <= 3.0, (delayed_ms, handshake_ms)
+    assert len(served_ms) == 4 and served_ms[0] >= DELAY_MS and served_ms[-1] < DELAY_MS + 5.0, served_ms
+    delayed_ms, slowest_ms = summary["metrics"]["tls_handshake_ms"]["min"], base["metrics"]["tls_handshake_ms"]["max"]
+    own_ms = delayed_ms - served_ms[0]  # the quickest handshake after the least delay
+    print(f"TLS handshake: {delayed_ms:.3f} ms after {served_ms[0]:.3f} served, undelayed at most {slowest_ms:.3f}")
+    # the client starts timing at its connect, a moment before the server's accept starts the delay: -1 ms allowed
+    assert delayed_ms >= DELAY_MS and -1.0 <= own_ms <= slowest_ms, (delayed_ms, served_ms, slowest_ms)
     # the first head of a new connection: after its handshake; the others' at once
     assert summary["metrics"]["ttfb_ms"]["max"] >= delayed_ms
     assert summary["metrics"]["ttfb_ms"]["p50"] < 5.0
