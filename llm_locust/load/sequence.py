@@ -259,6 +259,10 @@ class Cursor:
         self.position = index
         return None
 
+    def exhausted(self, due: DueTimes) -> bool:
+        """Every arrival of `due` was walked past and none is held or to catch up: none is left for this process."""
+        return due.due_s(self.position) is None and not self._held and not self._catch_up
+
     def hold(self, index: int) -> None:
         """Arrival `index` was given to a user that waits until it is due."""
         self._held.add(index)

@@ -237,8 +237,8 @@ class Lead:
 
     # -- listeners (registered by the role: `state.LocalRole`, `state.MasterRole`) ----------------------------
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
-        """Master: merge a worker's delta; note its requests in flight and its clock offset; add up the requests the
-        test's end cut."""
+        """Master: merge a worker's delta (and end the run if a limit is reached); note its requests in flight and its
+        clock offset; add up the requests the test's end cut."""
         wire = data.get(WIRE_KEY)
         if wire:
             delta = delta_from_wire(wire)
@@ -261,6 +261,8 @@ class Lead:
             self._queue_delay_by_worker[str(client_id)] = data[QUEUE_DELAY_KEY]
         if REQUEST_LINES_KEY in data and self._results is not None:
             self._results.add_request_lines(data[REQUEST_LINES_KEY], data.get(REQUEST_LINES_DROPPED_KEY, 0))
+        if wire and self._results is not None:  # a limit reached ends the run now, not at the next tick
+            self._results.end_at_limit()
 
     def _quit(self, locust_quit: Callable[[], None]) -> None:
         """Master: Locust's quit (the run's end: --run-time, a limit; the end of a web UI or a script) once the workers'

@@ -135,6 +135,16 @@ class Pacer:
         changed.set()
 
     @property
+    def done(self) -> bool:
+        """This process sends no more requests under its plan: its quota is used up (`--max-requests` in a closed
+        loop), or an open loop's sequence has no arrival left for it (`Cursor.exhausted`) and every one handed out
+        has left."""
+        plan, due = self.plan, self._due
+        if plan.quota is not None and self.sent >= plan.quota:
+            return True
+        return due is not None and not self._issued and self._cursor.exhausted(due)
+
+    @property
     def low_water(self) -> int:
         """Open loop: the first arrival of this process not handed out yet (every one before it was)."""
         return self._cursor.low_water

@@ -166,6 +166,19 @@ class ResultsWriter:
         if self.sources.local_lines is not None:
             self.add_request_lines(*self.sources.local_lines.take())
 
+    def end_at_limit(self) -> None:
+        """End the run when the counts so far reach one of its limits (`LoadController.check_limits`), once: at each
+        tick, and on a master as soon as a worker's report is merged."""
+        src = self.sources
+        control = src.control
+        if self.t_stop is not None or control is None or control.stop_reason is not None:
+            return
+        reason = control.check_limits(src.run.total)
+        if reason is not None:
+            control.stop_reason = reason
+            logger.info("ending the run: %s", reason)
+            gevent.spawn(stop_test, src.environment)
+
     def _tick(self) -> None:
         """Merge the local delta and request lines, sample users/workers, write every closed window."""
         src = self.sources
@@ -177,11 +190,7 @@ class ResultsWriter:
         runner = src.environment.runner
         if self.t_stop is None and runner is not None and src.control is not None:
             src.control.update()
-            reason = src.control.check_limits(src.run.total)
-            if reason is not None and src.control.stop_reason is None:
-                src.control.stop_reason = reason
-                logger.info("ending the run: %s", reason)
-                gevent.spawn(stop_test, src.environment)
+            self.end_at_limit()
         if self.t_stop is None and runner is not None:
             users = runner.user_count
             self.users_max = max(self.users_max, users)

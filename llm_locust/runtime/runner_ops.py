@@ -72,13 +72,19 @@ def collect_last_reports(
         gevent.sleep(0.05)
 
 
+def report_now(runner: Any) -> None:
+    """Worker: send a stats report to the master now, not at Locust's next interval (`WORKER_REPORT_INTERVAL`); it
+    fires report_to_master: the delta rides along."""
+    runner._send_stats()
+
+
 def send_last_report(environment: Environment, **_: Any) -> None:
     """Worker, asked by its master (`LAST_REPORT_MESSAGE`): stop the users and send the last report, as Locust's
     "quit" does, without quitting: a worker that exits before its master printed the verdict ends a compose run
     (`--exit-code-from master` stops every container when one exits) before the master has written its results."""
     runner = environment.runner
     runner.stop()
-    runner._send_stats()  # fires report_to_master: the delta and the requests the stop cut ride along
+    report_now(runner)  # the requests the stop cut ride along
 
 
 def redact_exceptions(runner: Any) -> None:

@@ -48,6 +48,7 @@ from llm_locust.runtime.runner_ops import (
     TOKENS_KEY,
     UNFINISHED_KEY,
     WIRE_KEY,
+    report_now,
     stop_test,
 )
 from llm_locust.runtime.saturation import LoopMonitor
@@ -66,6 +67,8 @@ logger = logging.getLogger("llm_locust")
 
 STOP_WAIT_S = 10.0
 """After a user error, how long users wait to be stopped by the runner before stopping themselves."""
+DONE_LOOK_S = 0.1
+"""Worker: how often it looks whether its share of the test is done (`UsersPart._report_when_done`)."""
 HOLD_AHEAD_S = 0.1
 """A graceful stop (Locust's --stop-timeout S): sends are held this long before the runner kills the users still in a
 task, so that every request the kill cuts was in flight when they were held (`UsersPart.hold_if_stopping`)."""
@@ -86,6 +89,7 @@ class UsersPart:
         self.monitor = LoopMonitor()
         self.collector = RunCollector()
         self.tokens: TokenKeeper | None = None
+        self._done_watch: gevent.Greenlet | None = None  # worker: `_report_when_done`, while a test runs
         self._reset()
 
     @property
@@ -120,6 +124,9 @@ class UsersPart:
         self._reset()
         self.monitor.start()
         self.collector.start()
+        if not self._shared.leads:
+            self._stop_done_watch()
+            self._done_watch = gevent.spawn(self._report_when_done)
 
     def _reset(self) -> None:
         """Fresh per-test state from the current settings (a worker may create its state after the test started:
@@ -276,6 +283,7 @@ class UsersPart:
         """The test is over, the garbage collector back to automatic; count the requests its end cut (in flight when
         sends were held, never finished; a worker reports them next)."""
         self.collector.stop()
+        self._stop_done_watch()
         if self._hold_timer is not None:  # every user ended its task within the grace
             self._hold_timer.kill(block=False)
             self._hold_timer = None
@@ -286,6 +294,28 @@ class UsersPart:
         self._unfinished_unsent = True  # a worker's next report is its last of the test (the master waits for it)
 
     # -- worker --------------------------------------------------------------------------
+    def _report_when_done(self) -> None:
+        """Worker, while a test runs: report at once when this process's share of it is done — its plan gives it no
+        request more (`Pacer.done`: its quota used, an open loop's arrivals all sent) and none was in flight at two
+        looks in a row (the last request's record is taken after it left the watchdog) — instead of at Locust's next
+        report, up to `WORKER_REPORT_INTERVAL` later: the master ends a run at its limit (`--max-requests`, the
+        trace's end) from the counts its workers reported. Once per plan and count of requests sent."""
+        reported: tuple[Plan, int] | None = None
+        looks = 0
+        while True:
+            gevent.sleep(DONE_LOOK_S)
+            pacer = self.pacer
+            done = pacer.done and self.in_flight == 0 and (pacer.plan, pacer.sent) != reported
+            looks = looks + 1 if done else 0
+            if looks >= 2:
+                reported, looks = (pacer.plan, pacer.sent), 0
+                report_now(self._shared.environment.runner)
+
+    def _stop_done_watch(self) -> None:
+        if self._done_watch is not None:
+            self._done_watch.kill(block=False)
+            self._done_watch = None
+
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         """Worker: attach the windows filled since the last report, the requests in flight, and once after the test
         stopped its users, the requests its end cut; in a gap between an open loop's sends (`pacer.Periodic`)."""
@@ -346,7 +376,7 @@ class UsersPart:
         if runner is not None and runner.state in (STATE_RUNNING, STATE_SPAWNING):
             self.pacer.close()  # its low-water mark is final: the master hands the rest of its share over
             try:
-                runner._send_stats()  # fires report_to_master: our delta rides along
+                report_now(runner)
                 runner.send_message(INTERRUPTED_MESSAGE)
             except Exception as e:  # the master may be gone already: nothing more to save
                 logger.warning("could not send the last measurements to the master: %s", e)

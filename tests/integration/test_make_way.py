@@ -107,6 +107,35 @@ def test_a_pacers_users_hold_their_arrivals_in_the_due_sends_until_they_leave():
     assert abs(min(t for _, t in sent) - origin_s) < 0.005
 
 
+def test_a_pacer_is_done_when_its_quota_is_used_or_its_arrivals_all_sent():
+    """Closed loop: done once its quota of tickets is out (a ticket given back is owed again); open loop: once the
+    last arrival of the sequence was sent, not while a user still waits for it; never under a plan without an end."""
+    pacer = Pacer()
+    assert not pacer.done  # no quota: a run without --max-requests
+    pacer.apply(Plan(quota=2))
+    tickets = [pacer.take(), pacer.take()]
+    assert pacer.done and all(ticket.t_sched is None for ticket in tickets)
+    pacer.sent -= 1  # as `_give_back` does for a ticket that was not sent
+    assert not pacer.done
+
+    due_s = (0.0, 0.01)
+    pacer = Pacer(due_s)
+    pacer.use_trace(due_s, open_loop=True)
+    pacer.apply(Plan(arrival="trace", origin_epoch_s=pacer.clock.now_s() + 0.02, limit=2,
+                     assignment=Assignment.of(["local"]), me="local"))  # fmt: skip
+    assert not pacer.done
+    first = gevent.spawn(pacer.take)
+    second = gevent.spawn(pacer.take)
+    gevent.sleep(0.005)
+    assert not pacer.done  # both arrivals held by waiting users
+    tickets = [user.value for user in gevent.joinall([first, second], timeout=5)]
+    assert len(tickets) == 2 and not pacer.done  # handed out, not sent yet
+    pacer.until_due(tickets[0])
+    assert not pacer.done
+    pacer.until_due(tickets[1])
+    assert pacer.done
+
+
 def test_a_user_stopped_while_it_holds_an_arrival_takes_it_out_of_the_due_sends():
     sends = DueSends()
     pacer = Pacer((0.0,), sends=sends)

@@ -115,6 +115,22 @@ def test_cursor_walks_its_own_arrivals_and_catches_up_those_handed_over():
     assert cursor.low_water == 0 and cursor.next_index(due, old, "b") == 1
 
 
+def test_a_cursor_is_exhausted_once_it_walked_past_the_end_with_nothing_held_or_to_catch_up():
+    due = DueTimes.of_process(10.0, "constant", 1.0, seed=1, limit=4)
+    assignment = Assignment.of(["a", "b"])
+    cursor = Cursor()
+    assert [cursor.next_index(due, assignment, "a") for _ in range(2)] == [0, 2]
+    assert not cursor.exhausted(due)  # arrival 3 is b's, but the walk has not passed it
+    cursor.hold(2)
+    assert cursor.next_index(due, assignment, "a") is None and not cursor.exhausted(due)  # 2 held: not sent yet
+    cursor.release(2)
+    assert cursor.exhausted(due)
+    cursor.put_back(2)  # its user stopped before sending it
+    assert not cursor.exhausted(due) and cursor.next_index(due, assignment, "a") == 2
+    assert cursor.exhausted(due)
+    assert not Cursor().exhausted(DueTimes.of_process(10.0, "constant", 1.0, seed=1))  # an endless sequence
+
+
 def test_cursor_of_a_process_left_out_stops_at_the_last_epoch():
     """A process that is no member of the last epoch stops walking there: none of the arrivals after it is its."""
     due = DueTimes.of_process(10.0, "constant", 1.0, seed=1)  # endless
