@@ -218,8 +218,12 @@ class LoadController:
         states = (STATE_INIT, STATE_SPAWNING, STATE_RUNNING)
         return {str(w.id): w.user_count for w in runner.clients.values() if w.state in states}
 
-    def check_limits(self, total: WindowMetrics) -> str | None:
-        """The reason to end the run now (a limit reached, `load.limits.Limits`), or None."""
-        return self._limits.stop_reason(
+    def limit_reached(self, total: WindowMetrics) -> str | None:
+        """The reason to end the run now, a limit reached by the counts `total` (`load.limits.Limits`), kept as
+        `stop_reason`; None when none is, or when the run is ending for a reason already (so given once)."""
+        if self.stop_reason is not None:
+            return None
+        self.stop_reason = self._limits.stop_reason(
             total.requests_finished, total.requests_ok, total.failures, sessions=total.agent_sessions
         )
+        return self.stop_reason

@@ -167,15 +167,11 @@ class ResultsWriter:
             self.add_request_lines(*self.sources.local_lines.take())
 
     def end_at_limit(self) -> None:
-        """End the run when the counts so far reach one of its limits (`LoadController.check_limits`), once: at each
-        tick, and on a master as soon as a worker's report is merged."""
+        """End the run when the counts so far reach one of its limits (`LoadController.limit_reached`): at each tick,
+        and on a master as soon as a worker's report is merged."""
         src = self.sources
-        control = src.control
-        if self.t_stop is not None or control is None or control.stop_reason is not None:
-            return
-        reason = control.check_limits(src.run.total)
+        reason = None if self.t_stop is not None or src.control is None else src.control.limit_reached(src.run.total)
         if reason is not None:
-            control.stop_reason = reason
             logger.info("ending the run: %s", reason)
             gevent.spawn(stop_test, src.environment)
 
