@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gevent
+import gevent.event
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, WORKER_REPORT_INTERVAL
 
@@ -46,6 +47,7 @@ from llm_locust.runtime.runner_ops import (
     UNFINISHED_KEY,
     WIRE_KEY,
     collect_last_reports,
+    quit_master,
     redact_exceptions,
     reports_awaited,
 )
@@ -73,6 +75,10 @@ LAST_REPORTS_WAIT_S = 3.0
 added)."""
 
 
+HANDOVER_WAIT_S = 60.0
+"""Master quitting: the longest its main greenlet waits for another to end the process (`Lead._let_others_end`)."""
+
+
 class Lead:
     """llm-locust's state in the process that leads the run (see the module docstring). `users`: the process's own
     users part on a local runner; None on a master (its users run on the workers, whose reports it merges)."""
@@ -87,8 +93,10 @@ class Lead:
         if runner is not None:
             redact_exceptions(runner)
             if self.is_master:
-                runner.quit = functools.partial(self._quit, runner.quit)
+                runner.quit = self._quit
         self._quitting = False
+        self._quit_done = gevent.event.Event()
+        self._quitter: Any = None  # the greenlet of the first quit
         self.control: LoadController | None = None  # steps, plans, limits
         self._results: ResultsWriter | None = None
         self._in_flight_by_worker: dict[str, int] = {}
@@ -264,20 +272,30 @@ class Lead:
         if wire and self._results is not None:  # a limit reached ends the run now, not at the next tick
             self._results.end_at_limit()
 
-    def _quit(self, locust_quit: Callable[[], None]) -> None:
+    def _quit(self) -> None:
         """Master: Locust's quit (the run's end: --run-time, a limit; the end of a web UI or a script) once the workers'
         last reports are in. Locust stops the test without stopping the workers, then tells them to quit and gives
         their last reports 0.5 s — short on a busy machine, and a report lost there loses its requests: here the workers
         that ran users in the test and have not sent their report after their users stopped (with the requests the
         stop cut) are asked for it at once and waited for (`collect_last_reports`: 3 s, plus Locust's --stop-timeout
-        for their users to end their tasks) — once. They stop their users and report but stay until Locust's own quit,
-        which comes after the final results are written, the verdict printed and the exporter's last scrape taken
+        for their users to end their tasks) — once. They stop their users and report but stay until the quit, which
+        comes after the final results are written, the verdict printed and the exporter's last scrape taken
         (`_write_final`): under compose (`--exit-code-from master`) a worker's exit stops every container and ends
-        the log, the master's too."""
-        if not self._quitting:
-            self._quitting = True
-            environment = self._shared.environment
-            runner = environment.runner
+        the log, the master's too. The quit itself ends when the workers said goodbye (`quit_master`).
+
+        Locust calls quit up to four times as it shuts down (the end of the run, its last worker gone, its `quitting`
+        event, its shutdown), each sleeping 0.5 s: the first one quits, the others wait for it to be done, and the main
+        greenlet also for the process to be ended by another (`_let_others_end`)."""
+        if self._quitting:
+            self._quit_done.wait()
+            if gevent.getcurrent() is gevent.get_hub().parent:
+                self._let_others_end()
+            return
+        self._quitting = True
+        self._quitter = gevent.getcurrent()
+        environment = self._shared.environment
+        runner = environment.runner
+        try:
             running = {w.id for w in runner.clients.all if w.state in (STATE_RUNNING, STATE_SPAWNING)}
             ran = running | ({w.id for w in runner.clients.all} & set(self.requests_by_worker))
 
@@ -290,7 +308,19 @@ class Lead:
                 wait_s = LAST_REPORTS_WAIT_S + (environment.stop_timeout or 0.0)
                 collect_last_reports(runner, lambda: not awaited(), wait_s, LAST_REPORT_MESSAGE)
             self._write_final()
-        locust_quit()
+            quit_master(runner)
+        finally:
+            self._quit_done.set()
+
+    def _let_others_end(self) -> None:
+        """Main greenlet, quit by another: wait (at most `HANDOVER_WAIT_S`) for that greenlet to end, and after a
+        SIGTERM for the process to end. Locust's SIGTERM handler runs its shutdown in a greenlet of its own and exits
+        from there (SystemExit, handed to the main greenlet); the main one, let go by the quit, would run the same
+        shutdown again and exit first — the handler's exit then lands in Locust's atexit wait for its `--processes`
+        workers, a traceback — when nothing else delays it, as Locust's 0.5 s sleeps did."""
+        deadline = time.monotonic() + HANDOVER_WAIT_S
+        while (not self._quitter.dead or self.signals.name == "SIGTERM") and time.monotonic() < deadline:
+            gevent.sleep(0.02)
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Master: a worker quit in the middle of the test; the run is incomplete."""

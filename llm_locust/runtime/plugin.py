@@ -48,7 +48,7 @@ from llm_locust.errors import ConfigError
 from llm_locust.option_values import as_list
 from llm_locust.runtime import link_auth
 from llm_locust.runtime.results_folder import check_command_line
-from llm_locust.runtime.runner_ops import keep_csv_files_open, parse_locust_defaults_once
+from llm_locust.runtime.runner_ops import await_workers, keep_csv_files_open, parse_locust_defaults_once
 from llm_locust.runtime.state import RunState
 from llm_locust.runtime.users_part import UsersPart
 from llm_locust.transport import patches
@@ -150,6 +150,9 @@ def _on_init(environment: Environment, runner: Any = None, web_ui: Any = None, *
         attach(web_ui, lead.live)
         _hide_secret_defaults(web_ui, distributed=lead.is_master)
         web_guard.install(web_ui, state.settings.endpoint.allow_host, origins)
+    options = environment.parsed_options
+    if lead is not None and lead.is_master and getattr(options, "headless", False):
+        await_workers(runner, getattr(options, "expect_workers", 1))
     # The event loop's clock is read once per loop iteration, and the loop has not run since Locust created it:
     # Locust's headless --run-time timer (gevent.spawn_later, armed right after init) would count from that stale
     # time and end the run early by the whole start-up (a -t 2s run stopped after 0.2 s on a loaded machine).

@@ -72,6 +72,34 @@ def collect_last_reports(
         gevent.sleep(0.05)
 
 
+WORKERS_WAIT_S = 1.0
+"""Headless master starting: the longest it waits for its workers as they connect (Locust's own wait looks once a
+second)."""
+
+
+def await_workers(runner: MasterRunner, expected: int) -> None:
+    """Headless master, before Locust's own wait for `--expect-workers`: wait (at most `WORKERS_WAIT_S`) for the
+    `expected` workers to be ready, looking every 20 ms. Locust looks once a second — at once, when none is there
+    yet, then 1 s later — so a run whose workers are ready in 0.3 s (`--processes`) started 0.7 s late; workers that
+    take longer are Locust's to wait for, on its own one-second steps, as before."""
+    deadline = time.monotonic() + WORKERS_WAIT_S
+    while len(runner.clients.ready) < expected and time.monotonic() < deadline:
+        gevent.sleep(0.02)
+
+
+QUIT_WAIT_S = 0.5
+"""Master quitting: the longest it waits for its workers' goodbyes (Locust's own quit always sleeps this long)."""
+
+
+def quit_master(runner: MasterRunner) -> None:
+    """Master: Locust's `MasterRunner.quit` — stop, tell the workers to quit, stop the runner's greenlets — but done
+    as soon as every worker said goodbye, not after a fixed 0.5 s "for their last reports": those are in by now
+    (`Lead._quit`). A worker gone silent is still given `QUIT_WAIT_S`."""
+    runner.stop(send_stop_to_client=False)
+    collect_last_reports(runner, wait_s=QUIT_WAIT_S)
+    runner.greenlet.kill(block=True)
+
+
 def report_now(runner: Any) -> None:
     """Worker: send a stats report to the master now, not at Locust's next interval (`WORKER_REPORT_INTERVAL`); it
     fires report_to_master: the delta rides along."""
@@ -150,15 +178,34 @@ def after_first_parse(parser: Any, check: Callable[[Any], None]) -> None:
 
 
 def keep_csv_files_open(**_: Any) -> None:
-    """As the process quits (Locust's `quit` event, fired just before it closes the `--csv` files): flush Locust's
-    CSV files instead of closing them. Locust's writer greenlet keeps running (it is never stopped); with
+    """As the process quits (Locust's `quit` event, fired just before it closes the `--csv` files): write Locust's
+    CSV tables once more and flush them instead of closing them.
+
+    Once more: Locust's writer greenlet rewrites them each second, and its quit waited long enough for one more turn
+    after the workers' last reports; the quit now ends when the workers said goodbye (`quit_master`), so the tables
+    are written here from the final stats. Not closed: the writer keeps running (it is never stopped); with
     `--processes` the master's exit then waits for its workers in an atexit handler, the writer wakes meanwhile and
     would write to the closed files (`ValueError: I/O operation on closed file`, a traceback after the run). Left
     open, each of its rewrites is whole (no greenlet switch inside one) and the files close with the process."""
     gc.unfreeze()  # the process is quitting: objects frozen at the test's start (`gc_policy.freeze_heap`) are seen
     for obj in gc.get_objects():
         if isinstance(obj, StatsCSVFileWriter):
-            obj.close_files = functools.partial(_flush_csv_files, obj)  # type: ignore[method-assign]
+            obj.close_files = functools.partial(_write_csv_files, obj)  # type: ignore[method-assign]
+
+
+def _write_csv_files(writer: StatsCSVFileWriter) -> None:
+    """Rewrite `writer`'s tables (the same header, so the positions its loop keeps still hold), add the history's
+    row of now, and flush."""
+    for handle, table, write in (
+        (writer.requests_csv_filehandle, writer.requests_csv_writer, writer.requests_csv),
+        (writer.failures_csv_filehandle, writer.failures_csv_writer, writer.failures_csv),
+        (writer.exceptions_csv_filehandle, writer.exceptions_csv_writer, writer.exceptions_csv),
+    ):
+        handle.seek(0)
+        write(table)
+        handle.truncate()
+    writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
+    _flush_csv_files(writer)
 
 
 def _flush_csv_files(writer: StatsCSVFileWriter) -> None:

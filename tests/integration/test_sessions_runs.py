@@ -37,8 +37,8 @@ def test_sessions_send_the_answers_back_reuse_their_history_and_stay_whole(tmp_p
     assert result.returncode == 0, result.stderr[-2000:]
     summary = read_summary(tmp_path / "r")
     assert summary["run"]["workers_max"] == 2 and summary["failures"] == {}
-    # the master quits 0.5 s after its run time (Locust's MasterRunner.quit): a turn then in flight is cut on the
-    # server and never reported; every other request was counted
+    # the run time's end stops the users: a turn then in flight is cut on the server and never reported; every other
+    # request was counted
     answered = [r for r in trace if r["finish_reason"] is not None]
     assert len(answered) == summary["throughput"]["requests_ok"] >= 12 and len(trace) - len(answered) <= 4
     sessions: dict[str, list[dict]] = defaultdict(list)
