@@ -229,6 +229,7 @@ def test_llm_view_is_behind_the_web_ui_login(fast_sim, tmp_path):
     assert "Traceback" not in output, output[-3000:]
 
 
+@pytest.mark.alone  # the hog's CPU share: 90 % of a core for 5 s, which a parallel pass's load broke up
 def test_client_saturation_warning_live_in_the_view(fast_sim, tmp_path, monkeypatch):
     """The process running users is saturated (a greenlet holds its loop): /llm/stats.json says so
     while the run goes on, and the live summary has the process's CPU and loop-lag peaks."""
