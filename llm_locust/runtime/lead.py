@@ -285,7 +285,7 @@ class Lead:
 
         Locust calls quit up to four times as it shuts down (the end of the run, its last worker gone, its `quitting`
         event, its shutdown), each sleeping 0.5 s: the first one quits, the others wait for it to be done, and the main
-        greenlet also for the process to be ended by another (`_let_others_end`)."""
+        greenlet, after a SIGTERM, for the process to be ended by Locust's handler (`_let_others_end`)."""
         if self._quitting:
             self._quit_done.wait()
             if gevent.getcurrent() is gevent.get_hub().parent:
@@ -313,13 +313,15 @@ class Lead:
             self._quit_done.set()
 
     def _let_others_end(self) -> None:
-        """Main greenlet, quit by another: wait (at most `HANDOVER_WAIT_S`) for that greenlet to end, and after a
-        SIGTERM for the process to end. Locust's SIGTERM handler runs its shutdown in a greenlet of its own and exits
-        from there (SystemExit, handed to the main greenlet); the main one, let go by the quit, would run the same
-        shutdown again and exit first — the handler's exit then lands in Locust's atexit wait for its `--processes`
-        workers, a traceback — when nothing else delays it, as Locust's 0.5 s sleeps did."""
+        """Main greenlet, quit by another greenlet after a SIGTERM: wait (at most `HANDOVER_WAIT_S`) for the process to
+        end. Locust's SIGTERM handler runs its shutdown in a greenlet of its own and exits from there (SystemExit,
+        handed to the main greenlet); the main one, let go by the quit, would run the same shutdown again and exit
+        first — the handler's exit then lands in Locust's atexit wait for its `--processes` workers, a traceback — when
+        nothing else delays it, as Locust's 0.5 s sleeps did."""
+        if self._quitter is gevent.getcurrent():
+            return
         deadline = time.monotonic() + HANDOVER_WAIT_S
-        while (not self._quitter.dead or self.signals.name == "SIGTERM") and time.monotonic() < deadline:
+        while self.signals.name == "SIGTERM" and time.monotonic() < deadline:
             gevent.sleep(0.02)
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
