@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(capacity_line(report.rows, report.capacities, args.slo))
     if report.png_paths:
         print(f"Charts (PNG): {report.png_paths[0].parent.resolve()} ({len(report.png_paths)} files)")
-    elif report.png_skipped:
+    if report.png_skipped:
         print(f"PNG images skipped: {report.png_skipped}")
     print(f"Report: {report.html_path.resolve()}")
     return code

@@ -107,7 +107,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{run.name}: {search_line(search)}")
     if report.png_paths:
         print(f"Charts (PNG): {report.png_paths[0].parent.resolve()} ({len(report.png_paths)} files)")
-    elif report.png_skipped:
+    if report.png_skipped:
         print(f"PNG images skipped: {report.png_skipped}")
     print(f"Report: {report.html_path.resolve()}")
     return 0

@@ -27,8 +27,13 @@ def find_browser() -> str | None:
     return next((path for name in BROWSER_NAMES if (path := shutil.which(name))), None)
 
 
+DRAW_TRIES = 2
+"""How many times a chart is asked of the browser: kaleido draws the others when one fails (a render over its
+timeout on a busy machine), and reports it; those get one more try."""
+
+
 def write_pngs(charts: list[Chart], folder: Path) -> tuple[list[Path], str | None]:
-    """Write `folder/KEY.png` for each chart; return (paths written, why nothing was written or None)."""
+    """Write `folder/KEY.png` for each chart; return (paths written, why some or all were not, or None)."""
     if not charts:
         return [], None
     browser = find_browser()
@@ -44,8 +49,21 @@ def write_pngs(charts: list[Chart], folder: Path) -> tuple[list[Path], str | Non
                                                      "height": chart.figure.layout.height or 500}}
         for chart, path in zip(charts, paths, strict=True)
     ]  # fmt: skip
-    try:  # mathjax off: it would be fetched from a CDN (the charts have no LaTeX)
-        kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False})
-    except Exception as e:  # kaleido/choreographer raise their own types when the browser fails to start
-        return [], f"the browser failed to draw them ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
-    return paths, None
+    errors: tuple[BaseException, ...] = ()
+    for _ in range(DRAW_TRIES):
+        try:  # mathjax off: it would be fetched from a CDN (the charts have no LaTeX)
+            errors = tuple(kaleido.write_fig_from_object_sync(jobs, kopts={"mathjax": False}) or ())
+        except Exception as e:  # kaleido/choreographer raise their own types when the browser fails to start
+            return [], f"the browser failed to draw them ({_said(e)})"
+        jobs = [job for job in jobs if not job["path"].exists()]  # kaleido removes the file of a chart it failed
+        if not jobs:
+            return paths, None
+    written = [path for path in paths if path.exists()]
+    failed = ", ".join(job["path"].stem for job in jobs)
+    why = f": {_said(errors[0])}" if errors else ""
+    return written, f"{len(jobs)} of {len(paths)} charts could not be drawn ({failed}{why})"
+
+
+def _said(error: BaseException) -> str:
+    """`error` in one line: its type and the start of its text."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"

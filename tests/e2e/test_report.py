@@ -246,7 +246,7 @@ def test_cli_writes_report_and_pngs(two_runs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"Report: {out.resolve()}" in proc.stdout and "light-2u: capacity run" in proc.stdout
     pngs = sorted((tmp_path / "out" / "light_png").glob("*.png"))
-    assert {p.stem for p in pngs} >= {"llm_timeline", "capacity", "distributions"}  # one step: no curve
+    assert {p.stem for p in pngs} >= {"llm_timeline", "capacity", "distributions"}, proc.stdout  # one step: no curve
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000 for p in pngs)
 
 
