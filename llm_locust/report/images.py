@@ -28,8 +28,8 @@ def find_browser() -> str | None:
 
 
 DRAW_TRIES = 2
-"""How many times a chart is asked of the browser: kaleido draws the others when one fails (a render over its
-timeout on a busy machine), and reports it; those get one more try."""
+"""How many times a chart is asked of the browser: kaleido draws the others when one fails, and returns the failure
+(a busy machine's run once lost two charts of a report this way, silently); the charts it failed get one more try."""
 
 
 def write_pngs(charts: list[Chart], folder: Path) -> tuple[list[Path], str | None]:
