@@ -50,6 +50,7 @@ from llm_locust.runtime.runner_ops import (
     quit_master,
     redact_exceptions,
     reports_awaited,
+    wait_until,
 )
 from llm_locust.runtime.saturation import SaturationTracker
 from llm_locust.runtime.shared import Shared
@@ -320,9 +321,7 @@ class Lead:
         nothing else delays it, as Locust's 0.5 s sleeps did."""
         if self._quitter is gevent.getcurrent():
             return
-        deadline = time.monotonic() + HANDOVER_WAIT_S
-        while self.signals.name == "SIGTERM" and time.monotonic() < deadline:
-            gevent.sleep(0.02)
+        wait_until(lambda: self.signals.name != "SIGTERM", HANDOVER_WAIT_S, look_s=0.02)
 
     def _on_worker_interrupted(self, environment: Environment, msg: Any, **_: Any) -> None:
         """Master: a worker quit in the middle of the test; the run is incomplete."""

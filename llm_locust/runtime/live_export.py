@@ -23,6 +23,7 @@ from llm_locust.export.live import LiveGauges, LiveMetrics
 from llm_locust.export.prometheus import LiveCollector
 from llm_locust.export.settings import ExportSettings
 from llm_locust.metrics.recorder import Delta
+from llm_locust.runtime.runner_ops import wait_until
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
@@ -116,9 +117,7 @@ class LiveExport:
             return
         wait_s = min(wait_s, 2 * interval_s + 1)
         logger.info("waiting for the last Prometheus scrape (at most %.0f s)", wait_s)
-        deadline = time.monotonic() + wait_s
-        while self.collector.scrapes == seen and time.monotonic() < deadline:
-            gevent.sleep(0.1)
+        wait_until(lambda: self.collector.scrapes != seen, wait_s, look_s=0.1)
 
     def close(self) -> None:
         """Stop serving; push the final numbers."""

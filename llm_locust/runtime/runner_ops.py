@@ -67,9 +67,14 @@ def collect_last_reports(
     to `wait_s` until `done()` (default: all of them gone)."""
     for client in runner.clients.all:
         runner.server.send_to_client(Message(message, None, client.id))
+    wait_until(done if done is not None else lambda: not len(runner.clients), wait_s, look_s=0.05)
+
+
+def wait_until(done: Callable[[], bool], wait_s: float, look_s: float) -> None:
+    """Let the loop run until `done()`, looking every `look_s` seconds, for at most `wait_s`."""
     deadline = time.monotonic() + wait_s
-    while not (done() if done is not None else not len(runner.clients)) and time.monotonic() < deadline:
-        gevent.sleep(0.05)
+    while not done() and time.monotonic() < deadline:
+        gevent.sleep(look_s)
 
 
 WORKERS_WAIT_S = 1.0
@@ -82,9 +87,7 @@ def await_workers(runner: MasterRunner, expected: int) -> None:
     `expected` workers to be ready, looking every 20 ms. Locust looks once a second — at once, when none is there
     yet, then 1 s later — so a run whose workers are ready in 0.3 s (`--processes`) started 0.7 s late; workers that
     take longer are Locust's to wait for, on its own one-second steps, as before."""
-    deadline = time.monotonic() + WORKERS_WAIT_S
-    while len(runner.clients.ready) < expected and time.monotonic() < deadline:
-        gevent.sleep(0.02)
+    wait_until(lambda: len(runner.clients.ready) >= expected, WORKERS_WAIT_S, look_s=0.02)
 
 
 QUIT_WAIT_S = 0.5
