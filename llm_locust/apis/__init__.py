@@ -27,6 +27,7 @@ from llm_locust.apis.registry import (
     register,
     run_counting,
     summary_counting,
+    summary_rates,
 )
 
 
@@ -57,4 +58,5 @@ __all__ = [
     "register",
     "run_counting",
     "summary_counting",
+    "summary_rates",
 ]

@@ -40,6 +40,7 @@ class Rate:
     key: str
     unit: str
     label: str
+    digits: int = 1  # shown with this many decimals in the console
 
 
 @dataclass(frozen=True)
@@ -224,3 +225,21 @@ def run_counting(endpoints: Iterable[str]) -> Counting:
 def summary_counting(summary: Mapping[str, Any]) -> Counting:
     """What the run of a summary.json document counts (`run.counts`; older documents without it: output tokens)."""
     return COUNTINGS.get((summary.get("run") or {}).get("counts", ""), OUTPUTS)
+
+
+MEDIA_RATES = (
+    Rate("input_s_per_s", "audio in s/s", "Audio seconds transcribed/s"),
+    Rate("output_s_per_s", "audio out s/s", "Audio seconds produced/s"),
+    Rate("real_time_factor", "RTF", "Real-time factor (E2E / audio s)", digits=3),
+)
+"""The seconds of media a run's requests carried or its answers held (speech to text, text to speech, a Realtime
+session's audio), whichever API counted them: shown beside the counting's own rates when the run moved any."""
+
+
+def summary_rates(summary: Mapping[str, Any]) -> tuple[Rate, ...]:
+    """The throughputs the displays show for a summary.json document: its counting's rates, then each of
+    `MEDIA_RATES` the run has a value for (not 0 or none) that the counting does not show already."""
+    own = summary_counting(summary).rates
+    throughput = summary.get("throughput") or {}
+    keys = {rate.key for rate in own}
+    return own + tuple(rate for rate in MEDIA_RATES if rate.key not in keys and throughput.get(rate.key))

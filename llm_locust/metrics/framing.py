@@ -1,5 +1,5 @@
 """How a streamed API frames its events on the wire (`apis.Api.framing`): Server-Sent Events, or AWS event-stream
-messages (Bedrock's ConverseStream).
+messages (Amazon Bedrock's own streaming API).
 
 A `Framing` names the response's content type and the reader that applies a body's events to its record as its pieces
 arrive (`reader(record, apply, keep, max_event_bytes)`, with `feed(data, t)` and `flush(t)`; `keep`, when given, gets
@@ -88,4 +88,4 @@ class Framing:
 SSE = Framing("sse", "text/event-stream", EventStream)
 """Server-Sent Events (OpenAI, Anthropic, ...): the API's applier gets each event's data bytes."""
 EVENTSTREAM = Framing("eventstream", "application/vnd.amazon.eventstream", MessageStream)
-"""AWS event-stream messages (Bedrock's ConverseStream): the API's applier gets each `eventstream.EventMessage`."""
+"""AWS event-stream messages (Bedrock's streaming API): the API's applier gets each `eventstream.EventMessage`."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from llm_locust.apis import summary_counting
+from llm_locust.apis import summary_rates
 from llm_locust.errors import ConfigError
 from llm_locust.load.search import search_line
 from llm_locust.metrics.slo import Slo, parse_slos
@@ -207,8 +207,8 @@ def _sections(
             frame = rows[rows["run"] == run.name]
             if frame.empty:
                 continue
-            units = {rate.key: rate.unit for rate in summary_counting(run.summary or {}).rates}  # "documents/s"
-            named = {**step_columns, **units}  # a counting's own rate (audio s/s) after the usual columns
+            units = {rate.key: rate.unit for rate in summary_rates(run.summary or {})}  # "documents/s", "RTF"
+            named = {**step_columns, **units}  # a counting's own rates and the media's after the usual columns
             columns = [c for c in named if c in frame.columns and frame[c].notna().any()]
             headers = [units.get(c, named[c]) for c in columns]
             body = cells_with_intervals(frame, columns)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from llm_locust.apis import OUTPUTS, summary_counting
+from llm_locust.apis import OUTPUTS, summary_counting, summary_rates
 from llm_locust.metrics.client_error import client_error_text, limited_reason
 from llm_locust.metrics.declarations import latencies, names
 from llm_locust.metrics.intervals import half_width
@@ -72,7 +72,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
     Columns: run, step, label (`NEVER_STEADY` added to a step never steady), ended (why the step ended: duration,
     precision, oversaturated, stopped; None in older summaries), users, rate_per_s (offered; None for closed loop),
     achieved_rate_per_s, the throughput keys (a run whose API counts inputs, embeddings: its rates, inputs_per_s and
-    input_tokens_per_s, instead of output_tokens_per_s), failures (total count), `{metric}_ms_{stat}`
+    input_tokens_per_s, instead of output_tokens_per_s; and the media rates the run moved, `apis.summary_rates`:
+    audio seconds in and out per second, the real-time factor), failures (total count), `{metric}_ms_{stat}`
     for every latency metric and statistic, output_tokens_mean, goodput_requests_per_s /
     slo_attainment when the summary has them, the accuracy cells (`accuracy_cells`) and the energy and cost cells
     (`efficiency_cells`).
@@ -80,6 +81,7 @@ def step_rows(run: RunData) -> pd.DataFrame:
     rows = []
     slos_set = ((run.summary or {}).get("settings") or {}).get("slo")
     counting = summary_counting(run.summary or {})
+    rates = summary_rates(run.summary or {})  # its counting's, and the media's it moved (audio s/s, RTF)
     for index, label, source in step_sources(run):
         throughput = source["throughput"]
         ended = source.get("ended") or {}
@@ -99,7 +101,8 @@ def step_rows(run: RunData) -> pd.DataFrame:
             "failures": sum((source.get("failures") or {}).values()),
         }
         if counting is not OUTPUTS:  # its own rates (embeddings: inputs and their tokens), output tok/s only if one
-            row.update({"output_tokens_per_s": None, **{rate.key: throughput.get(rate.key) for rate in counting.rates}})
+            row["output_tokens_per_s"] = None
+        row.update({rate.key: throughput.get(rate.key) for rate in rates})
         metrics = source["metrics"]
         for metric in row_latencies():
             stats = metrics.get(f"{metric}_ms") or {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.apis import summary_counting
+from llm_locust.apis import summary_counting, summary_rates
 from llm_locust.load.search import search_line
 from llm_locust.metrics.client_error import client_error_line
 from llm_locust.metrics.declarations import latencies
@@ -30,7 +30,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         s = metrics[latency_key(name)]
         cells = "".join(f"{_with_interval(s, k):>18}" for k in ("p50", "p90", "p99"))
         lines.append(f"{label + ' ms':<{width}}{s['count']:>9}{_fmt(s['mean']):>10}{cells}{_fmt(s['max']):>10}")
-    rates = ", ".join(f"{t[rate.key]:.1f} {rate.unit}" for rate in counting.rates)
+    rates = ", ".join(f"{t[rate.key]:.{rate.digits}f} {rate.unit}" for rate in summary_rates(summary))
     cut = (summary.get("unfinished") or {}).get("requests")
     lines.append(
         f"Throughput: {rates}, {t['requests_per_s']:.2f} req/s "

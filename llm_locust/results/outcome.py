@@ -114,7 +114,7 @@ _FIXES = {
     "connect": "check --host (scheme, address, port) and that the server is running",
     "tls": "openssl s_client -connect HOST:PORT -showcerts shows the certificate the server presents",
     "http_401": "the API key was rejected: put a valid key in the variable named by --api-key-env "
-    "(default OPENAI_API_KEY; the provider's, e.g. GEMINI_API_KEY, with --provider) or pass --api-key",
+    "(default OPENAI_API_KEY, or the --provider's own) or pass --api-key",
     "aws_credentials": "AWS refused the SigV4 signature (--provider bedrock): check AWS_ACCESS_KEY_ID, "
     "AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE), that the key is active and this host's clock",
     "aws_access": "the AWS identity may not call the model: allow it bedrock:InvokeModelWithResponseStream (and "

@@ -253,7 +253,7 @@ class LLMClient:
         succeeded (`scoring.score`). A user stopped while its ended request waits for a gap between the other users'
         sends reports it under `name` before it stops: the server answered it, so it is counted."""
         cancel = self._canceller.draw() if sent.streams and spec.streamed else None
-        sent_to = model_path(path, spec.model)  # an API naming the model in its path (Gemini, ConverseStream)
+        sent_to = model_path(path, spec.model)  # an API whose path names the model (Api.path's {model})
         pacer = self._state.pacer
         try:
             self._state.hold_if_stopping()  # (nothing yields from here to the write, but an open loop's due wait)
@@ -347,7 +347,7 @@ class LLMClient:
         reference = self.reference(scorer, headers)
         ticket = self.arrival_ticket()
         own = dict(fields)
-        model = str(own.pop("model", None) or self.model)  # in the body, or only in the path (Gemini, Converse)
+        model = str(own.pop("model", None) or self.model)  # in the body, or only in the path (Api.model_field "")
         body = request_body(sent, own, model, self._state.settings.workload.extra_body)
         inputs = body.get(sent.inputs_field)
         count = len(inputs) if not sent.counts_outputs and isinstance(inputs, list) else 1

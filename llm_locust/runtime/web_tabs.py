@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_locust.apis import summary_counting
+from llm_locust.apis import summary_counting, summary_rates
 from llm_locust.metrics.declarations import latencies
 from llm_locust.metrics.vocabulary import SERIES_PERCENTILES, latency_key
 
@@ -50,7 +50,7 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
         return " / ".join(_num(stats.get(p)) for p in SERIES_PERCENTILES)
 
     counting = summary_counting(summary or {})  # what the run's API counts: output tokens, or inputs (embeddings)
-    rates = [(rate.label, _num(window.get(rate.key)), _num(run.get(rate.key))) for rate in counting.rates]
+    rates = [(rate.label, _num(window.get(rate.key)), _num(run.get(rate.key))) for rate in summary_rates(summary or {})]
     shown = latency_rows() if counting.latencies is None else counting.latencies
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),

@@ -36,7 +36,7 @@ from flask import Blueprint, Response, make_response, request, send_from_directo
 from locust.runners import MasterRunner
 
 from llm_locust import redact
-from llm_locust.apis import COUNTINGS
+from llm_locust.apis import summary_rates
 from llm_locust.load.arrivals import StepSpan
 from llm_locust.metrics.client_error import client_error_text
 from llm_locust.metrics.declarations import Outcome, latencies
@@ -160,8 +160,8 @@ class LiveViewData:
     def snapshot(self) -> dict[str, Any]:
         """The view's data (see README "Live LLM view"): run state, users, requests in flight,
         the summary so far (the summary.json document; exactly it once `final`) and its client error budget in words
-        (`metrics.client_error.client_error_text`), the last
-        complete window, the time series history, steps with their status, warnings, links."""
+        (`metrics.client_error.client_error_text`), the throughputs it shows (`rates`: `apis.summary_rates`), the
+        last complete window, the time series history, steps with their status, warnings, links."""
         now_s = time.monotonic()
         if self._cached is None or now_s - self._cached_at_s >= SNAPSHOT_CACHE_S:
             self._cached, self._cached_at_s = self._compute(), now_s
@@ -182,6 +182,7 @@ class LiveViewData:
             "results_dir": None if live.results_dir is None else str(live.results_dir.resolve()),
             "settings": summary["settings"] if summary else live.settings,
             "summary": summary,
+            "rates": [[rate.key, rate.unit] for rate in summary_rates(summary or {})],
             "client_error": client_error_text(budget) if (budget := summary and summary.get("client_error")) else None,
             "last_window": _last_complete(history, live.interval_s, final),
             "history": history,
@@ -225,7 +226,7 @@ def page_html() -> str:
     """The /llm page with the declared latencies filled in (`metrics/declarations.py`): a chart and a steps-table
     column per latency of the time series; the run table's metrics — the latencies of successful requests (the
     failed requests' TTFT and the cancelled requests' E2E stay in summary.json), then the counts — and statistics,
-    by summary.json key and label; the throughput words of each `apis.Counting`, by summary.json's `run.counts`."""
+    by summary.json key and label."""
     charts = [
         {"key": m.name, "title": f"{m.label} ms", "series": [[latency_key(m.name, p), p] for p in SERIES_PERCENTILES]}
         for m in latencies(series=True)
@@ -234,9 +235,7 @@ def page_html() -> str:
     metrics += [[m, m.replace("_", " ")] for m in COUNT_METRICS]
     stats = ["count", "mean", "min", *(pct_key(p) for p in PERCENTILES), "max"]
     page = PAGE.read_text(encoding="utf-8")
-    countings = {c.name: [[rate.key, rate.unit] for rate in c.rates] for c in COUNTINGS.values()}
-    for placeholder, value in (("__LATENCY_CHARTS__", charts), ("__METRICS__", metrics), ("__STATS__", stats),
-                               ("__COUNTINGS__", countings)):  # fmt: skip
+    for placeholder, value in (("__LATENCY_CHARTS__", charts), ("__METRICS__", metrics), ("__STATS__", stats)):
         page = page.replace(f'"{placeholder}"', orjson.dumps(value).decode())
     return page
 

@@ -41,7 +41,7 @@ from llm_locust.transport.tls_memory import TLSConnection
 
 REQUEST_ID_HEADERS = ("x-request-id", "x-amzn-requestid")
 """The response headers whose value is the record's `server_request_id` (OpenAI sends the first, vLLM with
-`--enable-request-id-headers`, many gateways; AWS the second, Bedrock's ConverseStream carries no id); without them
+`--enable-request-id-headers`, many gateways; AWS the second, Bedrock's own streaming API carries no id); without them
 the response's own `id` is taken."""
 
 

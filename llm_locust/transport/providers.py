@@ -7,7 +7,7 @@ and `anthropic-version` headers), `gemini` (the Gemini API's `streamGenerateCont
 header, from GOOGLE_API_KEY or GEMINI_API_KEY as Google's SDK reads them) and `vertex` (Vertex AI: its
 OpenAI-compatible chat completions and Gemini's `streamGenerateContent`, the project and location in the path,
 `--vertex-project`, `--vertex-location`) and `bedrock` (Amazon Bedrock's runtime: its OpenAI-compatible chat
-completions under `/openai/v1` and its ConverseStream API, with a Bedrock API key as bearer token or else a SigV4
+completions under `/openai/v1` and its own streaming API, with a Bedrock API key as bearer token or else a SigV4
 signature per request, `sigv4`). The short-lived bearer tokens of azure (Entra ID), databricks (OAuth M2M)
 and vertex (Google OAuth) are `tokens`'. Which API each provider serves, at which path: `workload.providers`.
 

@@ -44,7 +44,8 @@ def check_api(
         )
     if tools and served.tools is None:
         raise ConfigError(
-            f"--tools / --tools-file: {name} takes no tools; use chat, the Responses, Messages or Gemini API"
+            f"--tools / --tools-file: {name} takes no tools; use one that does: "
+            + ", ".join(entry.title for entry in APIS.values() if entry.tools is not None)
         )
     if response_format:
         if served.response_format is None:

@@ -51,8 +51,8 @@ class WorkloadSettings:
     )
     temperature: float | None = field(
         metadata=option(
-            "Sampling temperature of each request of the built-in users, in each API's own field (temperature; "
-            "Gemini generationConfig, Converse inferenceConfig); default: none sent, the server's own",
+            "Sampling temperature of each request of the built-in users, in each API's own field, beside "
+            "its length field (temperature, or in the object holding the length); default: none sent, the server's own",
             None,
             check=at_least(0),
         )
@@ -153,7 +153,7 @@ class WorkloadSettings:
     tools: int = field(
         metadata=option(
             "Agent sessions (locustfiles/agent.py): N synthetic function schemas in every request's tools (seeded by "
-            "--seed; chat, Responses, Messages, Gemini)",
+            "--seed; the APIs with tool forms, docs/apis.md)",
             0,
             check=at_least(0, "0: none"),
         )

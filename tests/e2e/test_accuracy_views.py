@@ -46,6 +46,8 @@ def test_accuracy_on_the_live_page_and_in_the_report(fast_sim, tmp_path):
         assert len(steps) == 2 and all(step["accuracy"]["scored"] > 5 for step in steps)
         for step in steps:
             assert page.inner_text(f"[data-field='step.{step['index']}.accuracy']") == accuracy_text(step["accuracy"])
+            tokens_per_s = step["throughput"]["output_tokens_per_s"]  # the run's rates, a column each (output tok/s)
+            assert page.inner_text(f"[data-field='step.{step['index']}.output_tokens_per_s']") == f"{tokens_per_s:.2f}"
         page.screenshot(path=tmp_path / "llm_accuracy.png", full_page=True)
     assert problems == [], problems
     assert "Traceback" not in web.output, web.output[-3000:]

@@ -16,7 +16,7 @@ from conftest import ROOT, options, read_summary, run_local, run_locust
 from harness.browser import browser_tools, chromium_page
 from harness.web_ui import http, local_runner_with_web_ui, locust_web_ui
 
-from llm_locust.runtime.users import EmbeddingsUser, MessagesUser, ResponsesUser
+from llm_locust.runtime.users import EmbeddingsUser, MessagesUser, ResponsesUser, TranscriptionsUser
 from llm_locust.runtime.web_tabs import tab_rows
 from llm_locust.sim import run_sim
 
@@ -35,7 +35,16 @@ class EmbeddingUser(EmbeddingsUser):
     """The embeddings user as locustfiles/embeddings.py defines it."""
 
 
-USERS = {"responses": ResponsesApiUser, "messages": MessagesApiUser, "embeddings": EmbeddingUser}
+class TranscriptionUser(TranscriptionsUser):
+    """The speech-to-text user as locustfiles/transcriptions.py defines it."""
+
+
+USERS = {
+    "responses": ResponsesApiUser,
+    "messages": MessagesApiUser,
+    "embeddings": EmbeddingUser,
+    "transcriptions": TranscriptionUser,
+}
 PATHS = {"responses": "/v1/responses", "messages": "/v1/messages", "embeddings": "/v1/embeddings"}
 
 
@@ -139,9 +148,10 @@ def test_refused_combination_exits_2(sim, tmp_path):
     assert result.returncode == 2 and "--ignore-eos: the Messages API has no request field" in result.stderr
 
 
-@pytest.mark.parametrize("api", ["responses", "embeddings"])
+@pytest.mark.parametrize("api", ["responses", "embeddings", "transcriptions"])
 def test_live_view(sim, api, tmp_path, monkeypatch):
-    """The LLM view's JSON and tab rows follow a run of the API while it runs."""
+    """The LLM view's JSON and tab rows follow a run of the API while it runs, with its rates in its own units:
+    output tokens, embeddings' inputs, speech to text's audio seconds transcribed and real-time factor too."""
     monkeypatch.setattr(sys, "argv", ["locust", "-f", str(ROOT / "locustfiles" / f"{api}.py")])  # the UI parses it
     sim.reset()
     opts = options("--host", sim.url, "--max-tokens", "64", "--results-dir", str(tmp_path), "--interval-s", "1")
@@ -157,14 +167,22 @@ def test_live_view(sim, api, tmp_path, monkeypatch):
     summary = snap["summary"]
     assert summary["throughput"]["requests_ok"] >= 2 and summary["failures"] == {}
     rows = {row["metric"]: row["run"] for row in tab_rows(snap)}
+    rates = {key: unit for key, unit in snap["rates"]}  # the /llm page's throughput line and steps-table columns
     if api == "embeddings":
         assert (
             float(rows["Inputs/s"]) > 0
             and "Latency ms p50 / p90 / p99" in rows
             and "TTFT ms p50 / p90 / p99" not in rows
         )
+        assert rates == {"inputs_per_s": "inputs/s", "input_tokens_per_s": "input tok/s"}
     else:
         assert float(rows["Output tokens/s"]) > 0 and rows["TTFT ms p50 / p90 / p99"] != "- / - / -"
+    if api == "transcriptions":
+        audio = {"input_s_per_s": "audio in s/s", "real_time_factor": "RTF"}
+        assert rates == {"output_tokens_per_s": "output tok/s", **audio}
+        assert float(rows["Audio seconds transcribed/s"]) > 0 and float(rows["Real-time factor (E2E / audio s)"]) > 0
+    elif api == "responses":
+        assert rates == {"output_tokens_per_s": "output tok/s"}
 
 
 def test_several_tokens_per_event(tmp_path):

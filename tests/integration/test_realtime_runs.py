@@ -28,6 +28,7 @@ from wsproto.events import AcceptConnection, Request
 
 from llm_locust.apis import realtime
 from llm_locust.metrics.record import ErrorKind, RequestRecord
+from llm_locust.results.console import summary_table
 from llm_locust.runtime.gc_policy import RunCollector
 from llm_locust.sim import run_sim
 from llm_locust.transport import patches, tls
@@ -161,6 +162,8 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
     if modality == "audio":  # the turns' E2E summed over the audio's seconds, as the simulator's own
         e2e_s = sum(r["t_done"] - r["t_recv"] for r in served.values())
         assert t["real_time_factor"] == pytest.approx(e2e_s / served_audio_s, rel=0.01)
+    table = summary_table(summary)  # the console shows the audio produced beside the tokens, only when there is some
+    assert ("audio out s/s" in table and "RTF" in table) == (modality == "audio") and "output tok/s" in table, table
     assert m["itl_ms"]["count"] == len(served_gaps_ms(list(served.values()))) == 7 * len(served)
     assert_streams_agree(m, lines, served, f"{scheme} {modality}", ("first delta", "gap"), least=REQUESTS // 2)
 

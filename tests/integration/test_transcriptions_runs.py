@@ -23,6 +23,10 @@ from harness.trace_agreement import (
 from locust import task
 
 from llm_locust.apis.transcriptions import heard_right, speech_wav
+from llm_locust.report.build import build_report
+from llm_locust.report.run_data import load_run
+from llm_locust.report.tables import step_rows
+from llm_locust.results.console import summary_table
 from llm_locust.runtime.users import LLMUser
 from llm_locust.sim import run_sim
 
@@ -61,6 +65,12 @@ def run(sim, tmp_path, *args: str):
     assert windows and all(
         float(row["input_s_per_s"]) > 0 and 0 < float(row["real_time_factor"]) < 1 for row in windows
     )
+    # the displays show them in the audio's units beside the output tokens: the console, the report's steps table
+    table = summary_table(summary)
+    assert f"{t['input_s_per_s']:.1f} audio in s/s, {t['real_time_factor']:.3f} RTF" in table, table
+    steps = step_rows(load_run(tmp_path)).iloc[0]
+    assert steps["input_s_per_s"] == t["input_s_per_s"] and steps["real_time_factor"] == t["real_time_factor"]
+    assert steps["output_tokens_per_s"] == t["output_tokens_per_s"]
     lines = request_lines(tmp_path)
     served = {r["id"]: r for r in trace}
     assert {line["request_id"] for line in lines} == set(served)
@@ -116,6 +126,8 @@ def test_transcriptions_not_streamed_through_master_and_two_workers(tmp_path, pk
         summary, lines, served = run(sim, tmp_path, "--extra-body", '{"stream": false}', *trust)
     m = summary["metrics"]
     assert m["ttft_ms"]["count"] == m["itl_ms"]["count"] == 0  # not streamed: its latency is E2E
+    page = build_report([tmp_path], tmp_path / "report.html", png=False).html_path.read_text()
+    assert "audio in s/s" in page and "RTF" in page and "audio out s/s" not in page
     assert {r["stream"] for r in served.values()} == {False}
     ours_ms = [(line["t_done"] - line["t_send"]) * 1e3 for line in lines]
     truth_ms = [(served[line["request_id"]]["t_head"] - served[line["request_id"]]["t_recv"]) * 1e3 for line in lines]

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, options
 from harness.kept_text import kept_stream
 
-from llm_locust.apis import BUILT_IN
+from llm_locust.apis import BUILT_IN, summary_rates
 from llm_locust.apis import messages as messages_api
 from llm_locust.apis import responses as responses_api
 from llm_locust.config.settings import Settings
@@ -274,3 +274,19 @@ def test_each_built_in_api_has_its_locustfile_and_its_row_in_the_table_of_apis()
         assert f"`{entry.mount}(" in row, entry.endpoint
         # a WebSocket API has no built-in User class of the registry's (`Api.turn`): its locustfile's scenario plays it
         assert f"`{entry.user}`" in row if entry.user else entry.turn is not None, entry.endpoint
+
+
+def test_a_summarys_rates_add_the_media_it_moved_to_its_countings():
+    """`summary_rates`: the counting's rates, then audio in / out per second and the real-time factor when the run
+    has a value for them (not 0, not null), none twice (text to speech's counting shows its audio s/s already)."""
+    text = {"run": {"counts": "output_tokens"}, "throughput": {"input_s_per_s": 0.0, "real_time_factor": None}}
+    assert [rate.key for rate in summary_rates(text)] == ["output_tokens_per_s"]
+    heard = {"run": {"counts": "output_tokens"}, "throughput": {"input_s_per_s": 2.5, "real_time_factor": 0.2}}
+    assert [(rate.key, rate.unit) for rate in summary_rates(heard)] == [
+        ("output_tokens_per_s", "output tok/s"),
+        ("input_s_per_s", "audio in s/s"),
+        ("real_time_factor", "RTF"),
+    ]
+    spoken = {"run": {"counts": "audio_seconds"}, "throughput": {"output_s_per_s": 3.0, "real_time_factor": 0.5}}
+    assert [rate.key for rate in summary_rates(spoken)] == ["output_s_per_s", "real_time_factor"]
+    assert summary_rates({}) == summary_rates(text)  # an older document, without run.counts: output tokens

@@ -8,6 +8,7 @@ import json
 import pytest
 from conftest import options
 
+from llm_locust.apis import APIS
 from llm_locust.config.settings import Settings
 from llm_locust.errors import ConfigError
 from llm_locust.workload.builder import Workload
@@ -122,8 +123,10 @@ def test_tools_options_are_checked():
         settings("--max-agent-steps", "0")
     with pytest.raises(ConfigError, match="--tool-latency-ms"):
         settings("--tool-latency-ms", "uniform:5")
-    with pytest.raises(ConfigError, match="takes no tools"):
+    with pytest.raises(ConfigError, match="takes no tools") as refused:
         check_api("openai-compatible", "vllm", "completions", False, "fast", tools=True)
+    takes_tools = [entry.title for entry in APIS.values() if entry.tools is not None]  # named from the registry
+    assert "chat completions" in takes_tools and all(title in str(refused.value) for title in takes_tools)
     s = settings("--tool-latency-ms", "lognormal:300,100", "--tool-result-tokens", "uniform:10,20")
     assert str(s.workload.tool_latency_ms) == "lognormal:300,100" and s.workload.tool_sets == ()
     assert str(settings().workload.tool_latency_ms) == "0"
