@@ -40,7 +40,22 @@ def _pattern(path: str) -> re.Pattern[str]:
     ))  # fmt: skip
 
 
-BY_PATH: dict[str, Api] = {path: api for api in APIS for path in api.paths if "{" not in path}
+def by_path(apis: tuple[Api, ...]) -> dict[str, Api]:
+    """The API served at each fixed path of `apis`: its own, or — a path two declare — the one that serves the other
+    too (`Api.serves_too`); ValueError for a path two declare and neither serves the other."""
+    table: dict[str, Api] = {}
+    for api in apis:
+        for path in (path for path in api.paths if "{" not in path):
+            held = table.setdefault(path, api)
+            if held is not api and held.name not in api.serves_too:
+                if api.name not in held.serves_too:
+                    raise ValueError(f"{path}: declared by {held.name} and {api.name}, neither serving the other")
+                continue
+            table[path] = api
+    return table
+
+
+BY_PATH: dict[str, Api] = by_path(APIS)
 """The APIs served at fixed paths."""
 PATTERNS: tuple[tuple[re.Pattern[str], Api], ...] = tuple(
     (_pattern(path), api) for api in APIS for path in api.paths if "{" in path

@@ -204,7 +204,9 @@ class Api:
     `output_format`, how its request asks for a structured output. `decode`: how its request body (and its
     Content-Type) becomes its fields — a JSON object (`json_object`), or a multipart form (`forms.multipart_form`). An
     API served over WebSocket has `websocket`: (the upgraded connection, `sim.websocket.ApiSocket`) → its session,
-    which the connection's text messages go to (its paths answer a GET with `Upgrade: websocket`, nothing else)."""
+    which the connection's text messages go to (its paths answer a GET with `Upgrade: websocket`, nothing else).
+    `serves_too`: the names of the APIs it also serves at a path they share — that path routes to it, whose session
+    tells them apart (vLLM's realtime transcription at the OpenAI Realtime API's `/v1/realtime`)."""
 
     name: str
     paths: tuple[str, ...]
@@ -221,6 +223,7 @@ class Api:
     query: str = ""
     decode: Callable[[bytes, str], dict[str, Any]] = json_object
     websocket: Callable[[Any], Any] | None = None
+    serves_too: tuple[str, ...] = ()
 
 
 def decode_request(data: dict[str, Any], models: tuple[str, ...], path_model: str | None = None) -> dict[str, Any]:

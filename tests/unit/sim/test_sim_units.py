@@ -229,10 +229,29 @@ def test_every_api_module_is_registered_and_routed_at_each_of_its_paths() -> Non
         for path in api.paths:
             concrete = re.sub(r"\{(\w+)\}", lambda place: "nova-v1%3A0" if place[1] == "model" else "p", path)
             model = "nova-v1:0" if "{model}" in path else None
-            assert apis.route(concrete, f"a=1&{api.query}") == (api, model), path
+            serving = next((other for other in apis.APIS if api.name in other.serves_too and path in other.paths), api)
+            assert apis.route(concrete, f"a=1&{api.query}") == (serving, model), path
             if api.query:
                 with pytest.raises(ApiError) as info:
                     apis.route(concrete, "a=1")
                 assert info.value.status == 400 and api.query in info.value.message
     assert apis.route("/v1/nothing", "") == (None, None)
     assert apis.route("/model/m/converse-stream/x", "") == (None, None)
+
+
+def test_a_path_two_apis_declare_routes_to_the_one_serving_both() -> None:
+    """`wire.Api.serves_too`: a path two APIs declare routes to the one that serves the other too, whatever their
+    order; two that declare one path and neither serves the other are refused."""
+    from llm_locust.sim import apis
+    from llm_locust.sim.apis.wire import Api
+
+    def declared(name: str, serves_too: tuple[str, ...] = ()) -> Api:
+        return Api(name=name, paths=("/v1/x", f"/v1/{name}"), id_prefix=name, parse=lambda *_: None,  # type: ignore
+                   encoder=lambda *_: None, serves_too=serves_too)  # type: ignore  # fmt: skip
+
+    one, both = declared("one"), declared("both", ("one",))
+    for order in ((one, both), (both, one)):
+        table = apis.by_path(order)
+        assert table == {"/v1/x": both, "/v1/one": one, "/v1/both": both}
+    with pytest.raises(ValueError, match="/v1/x: declared by one and other, neither serving the other"):
+        apis.by_path((one, declared("other")))
