@@ -1,0 +1,169 @@
+"""vLLM's realtime transcription over WebSocket against the simulator: sessions of utterances on one socket each, the
+audio streamed at real-time pace, over ws:// and wss://, read by the process's pump with kernel receive times; each
+utterance's first delta after the final commit and the gaps between deltas agree with the simulator's own write
+times (tests/harness/trace_agreement.py's bounds), its audio seconds and real-time factor with the simulator's."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import gevent
+import pytest
+from conftest import options, read_summary, run_local, run_locust
+from harness.trace_agreement import (
+    assert_streams_agree,
+    assert_within,
+    percentile,
+    request_lines,
+    served_first_ms,
+    served_gaps_ms,
+    tls_args,
+)
+from locust import task
+
+from llm_locust.apis import vllm_realtime
+from llm_locust.metrics.record import RequestRecord
+from llm_locust.results.console import summary_table
+from llm_locust.runtime.gc_policy import RunCollector
+from llm_locust.sim import run_sim
+from llm_locust.transport import patches, tls
+from llm_locust.transport.timeouts import TimeoutWatchdog
+from llm_locust.transport.websocket import WebSocket
+from llm_locust.users import LLMUser
+
+KEY = "sk-vllm-realtime"
+SESSIONS, TURNS, TOKENS = 8, 3, 12
+UTTERANCE_S = 0.3
+PCM = bytes(round(UTTERANCE_S * vllm_realtime.AUDIO_BYTES_PER_S))
+
+
+def session(url: str, context, watchdog: TimeoutWatchdog) -> list[RequestRecord]:
+    ws = WebSocket(f"{url}/v1/realtime", {"Authorization": f"Bearer {KEY}"}, context)
+    records = []
+    for number in range(TURNS):
+        record = RequestRecord("vllm_realtime", 0.0)
+        events = vllm_realtime.turn({"audio": PCM, "model": None if number else "llm-locust-sim"})
+        records.append(
+            ws.exchange(events, record, vllm_realtime.apply_event, watchdog, pace=vllm_realtime.audio_seconds)
+        )
+    ws.close()
+    return records
+
+
+@pytest.mark.alone  # first delta and gaps within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_utterances_agree_with_the_trace(scheme, pki):
+    """Sessions of 3 utterances of 0.3 s each, streamed at real-time pace: the counts as the trace's, the audio's
+    seconds as the simulator heard them, the first delta and the gaps as the simulator wrote them."""
+    patches.install()
+    served, _trust = tls_args(pki, scheme)
+    context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
+    with run_sim("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", str(TOKENS), "--api-key", KEY, *served) as sim:
+        watchdog = TimeoutWatchdog(10.0, 30.0)
+        url = f"{'wss' if scheme == 'https' else 'ws'}://127.0.0.1:{sim.port}"
+        collector = RunCollector()  # as a run's: no collection pause (of this big test process) mid-stream
+        collector.start()
+        jobs = [gevent.spawn(session, url, context, watchdog) for _ in range(SESSIONS)]
+        gevent.joinall(jobs, raise_error=True)
+        collector.stop()
+        records = [record for job in jobs for record in job.value]
+        trace = {r["id"]: r for r in sim.trace() if r["endpoint"] == "vllm_realtime"}
+        watchdog.stop()
+    assert len(records) == SESSIONS * TURNS == len(trace)
+    assert all(record.ok and record.finish_reason == "stop" for record in records), [r.error_message for r in records]
+    for record in records:  # the counts per utterance equal the trace's
+        served_record = trace[record.server_request_id]
+        assert record.events == len(served_record["token_times"]) == record.usage_completion_tokens == TOKENS
+        assert record.prompt_tokens == served_record["prompt_tokens"]
+        assert served_record["answer"]["audio_s"] == pytest.approx(UTTERANCE_S)
+    sessions = Counter(served_record["session"] for served_record in trace.values())
+    assert len(sessions) == SESSIONS and set(sessions.values()) == {TURNS}
+    ours_first = [(record.t_first - record.t_send) * 1e3 for record in records]
+    theirs_first = served_first_ms(list(trace.values()))
+    ours_gaps = [gap / 1e3 for record in records for gap in record.itl_us]
+    theirs_gaps = served_gaps_ms(list(trace.values()))
+    figures = {
+        f"{name} {label}": (percentile(ours, share), percentile(theirs, share))
+        for name, ours, theirs in (("first delta", ours_first, theirs_first), ("gap", ours_gaps, theirs_gaps))
+        for label, share in (("p50", 0.5), ("p99", 0.99))
+    }
+    assert_within(figures, f"vllm_realtime {scheme}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
+    for record in records:  # the final commit handed over after the audio's duration → transcription.done read
+        assert record.t_done >= record.t_last > record.t_first > record.t_send
+
+
+LOCUSTFILE = Path(__file__).parents[2] / "locustfiles" / "vllm_realtime.py"
+REQUESTS = 24
+SHORT_LOCUSTFILE = f"""import sys
+sys.path.insert(0, {str(LOCUSTFILE.parent)!r})
+import vllm_realtime
+
+
+class ShortUtterances(vllm_realtime.VllmRealtimeSessionUser):
+    utterance_s = {UTTERANCE_S}
+"""
+
+
+@pytest.mark.alone  # first delta and gaps within 1 ms of the trace
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_sessions_through_two_processes_agree_with_the_trace(tmp_path, pki, scheme):
+    """locustfiles/vllm_realtime.py (its utterances shortened to 0.3 s) through `--processes 2`: 0 failures; every
+    utterance's deltas and tokens as the simulator wrote them, 3 per session; the first delta after the final commit
+    and every gap within 1 ms at p50 (3 ms at p99, as the other API run tests) of the simulator's write times; the
+    audio seconds and the real-time factor within 1 % of the simulator's."""
+    served_tls, trust = tls_args(pki, scheme)
+    (tmp_path / "short.py").write_text(SHORT_LOCUSTFILE)
+    with run_sim("--ttft-ms", "40", "--itl-ms", "10", "--output-tokens", "8", *served_tls) as sim:
+        assert sim.url.startswith(f"{scheme}://")
+        proc = run_locust(tmp_path / "short.py", "--host", sim.url, "--model", "llm-locust-sim",
+                          "-u", "6", "-r", "6", "-t", "60s", "--processes", "2", "--max-requests", str(REQUESTS),
+                          "--requests-jsonl", "--results-dir", str(tmp_path), *trust)  # fmt: skip
+        trace = [r for r in sim.trace() if r["endpoint"] == "vllm_realtime"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(tmp_path)
+    m, t = summary["metrics"], summary["throughput"]
+    lines = request_lines(tmp_path)
+    # --max-requests counts arrivals (a session's first utterance): the sessions under way go on until the stop, which
+    # cuts at most one utterance per user (transcribed by the simulator, reported by nobody)
+    served = {r["id"]: r for r in trace if r["id"] in {line["request_id"] for line in lines}}
+    assert len(served) == len(lines) and len(trace) - len(served) <= 6
+    assert summary["failures"] == {} and t["requests_ok"] == len(served) >= REQUESTS
+    assert summary["run"]["workers_max"] == 2
+    assert t["output_tokens"] == sum(r["completion_tokens"] for r in served.values()) == 8 * len(served)
+    assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in served.values())
+    assert sorted({line["turn"] for line in lines}) == [1, 2, 3]
+    served_audio_s = sum(r["answer"]["audio_s"] for r in served.values())
+    assert t["input_s"] == pytest.approx(served_audio_s, rel=0.01) == UTTERANCE_S * len(served)
+    e2e_s = sum(r["token_times"][-1] - r["t_recv"] for r in served.values())  # the final commit → the last delta
+    assert t["real_time_factor"] == pytest.approx(e2e_s / served_audio_s, rel=0.01)
+    table = summary_table(summary)  # the console shows the audio heard beside the tokens, in its own units
+    assert f"{t['input_s_per_s']:.1f} audio in s/s, {t['real_time_factor']:.3f} RTF" in table, table
+    assert m["itl_ms"]["count"] == len(served_gaps_ms(list(served.values()))) == 7 * len(served)
+    assert_streams_agree(m, lines, served, scheme, ("first delta", "gap"), least=REQUESTS // 2)
+
+
+class OneUtterance(LLMUser):
+    """A session of one utterance after another, each on its own socket."""
+
+    @task
+    def speak(self):
+        with self.llm.vllm_realtime.connect() as session:
+            session.turn(audio=PCM[:3200], model=session.model)
+
+
+def test_fault_kinds_counted_exactly(tmp_path):
+    """The simulator's faults on a WebSocket: an `error` event (`stream_error`) and a reset connection (`transport`)
+    counted exactly as injected, never raised into the scenario; a kind that is an HTTP stream's framing (`cut`) is
+    not applied."""
+    faults = ("--fault", "stream_error=0.2", "--fault", "reset=0.15", "--fault", "huge_chunk=0.1", "--fault", "cut=0.1")
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "12", *faults, "--fault-seed", "1") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--backoff-max-s", "0")
+        run_local(opts, users=4, seconds=2, user_classes=[OneUtterance], stop_timeout_s=5)
+        trace = [r for r in sim.trace() if not r["cancelled"] or r["fault"] == "reset"]
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert min(injected[kind] for kind in ("stream_error", "reset", "huge_chunk")) >= 2, injected
+    assert not injected["cut"]
+    summary = read_summary(tmp_path)
+    assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
+    assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
