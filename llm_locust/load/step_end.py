@@ -186,6 +186,14 @@ def steady_from(
     return None
 
 
+def first_open_start(points: Sequence[Point], floor_s: float, windows: int = STEADY_WINDOWS) -> float | None:
+    """The earliest start `steady_from` can still find once more windows close (None: every start still can): each
+    earlier one began `windows` whole windows that were tested and failed, and closed windows do not change."""
+    after = [p for p in points if p.start_s >= floor_s]
+    tested = len(after) - windows + 1  # the starts steady_from tried
+    return after[tested].start_s if 0 < tested < len(after) else None
+
+
 def precise(estimates: Sequence[Estimate], requests: int, share: float, min_requests: int = MIN_REQUESTS) -> bool:
     """The step's answer is known: at least `min_requests` measured and every estimate's interval within ± `share`."""
     return requests >= min_requests and bool(estimates) and all(e.within(share) for e in estimates)

@@ -11,6 +11,12 @@ Each step has, as workers' deltas arrive:
   A step settled with no steady start (`settle(step, None)`: never steady) keeps every measured request, from the
   floor on.
 
+Memory stays flat however long a step waits to be settled: its measured requests are also merged as one whole
+(`_unsettled`, what a step never steady keeps), and the windows sent before the first start its steady test can still
+find (`rule_out_before`: every earlier start was tested and failed) leave the pending ones — a step holds at most the
+steady test's windows and those still open, not one per window of its length (a 40 s step at 256 streams held 8 MB
+more at its end, one window's histograms a second).
+
 So a step's metrics are exactly those of the requests sent in its measured window, as before, with the window's
 start found instead of assumed.
 """
@@ -51,7 +57,10 @@ class StepWindows:
         self.series: dict[int, dict[int, SeriesCounts]] = {}
         self.steady_from: dict[int, float | None] = {}  # settled steps: their steady start (None: never steady)
         self.unjudged: set[int] = set()  # settled steps too short to tell (fewer whole windows than the test needs)
-        self._pending: dict[int, dict[int, WindowMetrics]] = {}
+        self._pending: dict[int, dict[int, WindowMetrics]] = {}  # unsettled steps: by sent window, from _open_from on
+        self._unsettled: dict[int, WindowMetrics] = {}  # unsettled steps: every measured request, merged
+        self._open_from: dict[int, float] = {}  # unsettled steps: the first sent window a steady start may still keep
+        self._ruled_out: Counter[int] = Counter()  # unsettled steps: measured requests sent before _open_from
 
     def add(self, step: int, start: int, sent: int, measured: bool, window: WindowMetrics) -> None:
         """Count `window` (requests of `step` finished in the window starting at `start`, sent in the one starting at
@@ -66,10 +75,26 @@ class StepWindows:
             self.warmup_requests[step] += window.requests_finished
             return
         steady = self.steady_from.get(step, _UNSETTLED)
-        if steady is _UNSETTLED:
+        if steady is not _UNSETTLED:
+            self._place(step, sent, steady, window)  # type: ignore[arg-type]
+            return
+        merge_into(self._unsettled, step, window)
+        if sent >= self._open_from.get(step, -1.0):
             merge_into(self._pending.setdefault(step, {}), sent, window)
         else:
-            self._place(step, sent, steady, window)  # type: ignore[arg-type]
+            self._ruled_out[step] += window.requests_finished
+
+    def rule_out_before(self, step: int, start_s: float) -> None:
+        """No steady start of the unsettled `step` can come before `start_s` (a window start, epoch s): the requests
+        sent before it leave the pending ones (they stay in the step's whole, kept should it never be steady)."""
+        if step in self.steady_from or start_s <= self._open_from.get(step, -1.0):
+            return
+        self._open_from[step] = start_s
+        pending = self._pending.get(step, {})
+        for sent in [sent for sent in pending if sent < start_s]:
+            window = pending.pop(sent)
+            self._ruled_out[step] += window.requests_finished
+            window.release()
 
     def _place(self, step: int, sent: int, steady_s: float | None, window: WindowMetrics) -> None:
         if steady_s is None or sent >= steady_s:
@@ -80,13 +105,26 @@ class StepWindows:
     def settle(self, step: int, steady_s: float | None, judged: bool = True) -> None:
         """`step` is measured from `steady_s` (a window start, epoch s) on; None: it never was steady, or (`judged`
         False) it was too short to tell (measured from its floor either way). Once per step; its pending requests go
-        where they belong."""
+        where they belong. (A start before `rule_out_before`'s, found through a late report of a window already
+        judged, keeps the requests from that bound on.)"""
         if step in self.steady_from:
             return
         self.steady_from[step] = steady_s
         if steady_s is None and not judged:
             self.unjudged.add(step)
-        for sent, window in sorted(self._pending.pop(step, {}).items()):
+        whole, pending = self._unsettled.pop(step, None), self._pending.pop(step, {})
+        ruled_out = self._ruled_out.pop(step, 0)
+        self._open_from.pop(step, None)
+        if steady_s is None:  # every measured request: the whole
+            if whole is not None:
+                self._settled[step] = whole
+            for window in pending.values():
+                window.release()
+            return
+        self.warmup_requests[step] += ruled_out  # sent before any start still open: before this one
+        if whole is not None:
+            whole.release()
+        for sent, window in sorted(pending.items()):
             self._place(step, sent, steady_s, window)
             window.release()
 
@@ -98,17 +136,16 @@ class StepWindows:
         """The step's metrics: settled, its measured window's; not yet, every measured request so far (a copy)."""
         if step in self.steady_from:
             return self._settled.get(step)
-        pending = self._pending.get(step)
-        if not pending:
+        whole = self._unsettled.get(step)
+        if whole is None:
             return None
         merged = WindowMetrics()
-        for window in pending.values():
-            merged.merge(window)
+        merged.merge(whole)
         return merged
 
     def measured_steps(self) -> dict[int, WindowMetrics]:
         """`measured` of every step with a measured request (copies for those not settled)."""
-        steps = {step: self.measured(step) for step in sorted({*self._settled, *self._pending})}
+        steps = {step: self.measured(step) for step in sorted({*self._settled, *self._unsettled})}
         return {step: window for step, window in steps.items() if window is not None}
 
     def to_summary(self, step: int, start_s: float) -> dict[str, Any]:

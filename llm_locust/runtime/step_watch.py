@@ -22,6 +22,7 @@ from llm_locust.load.step_end import (
     STEADY_WINDOWS,
     Estimate,
     Point,
+    first_open_start,
     oversaturated,
     precise,
     steady_from,
@@ -69,7 +70,8 @@ def settle(
             span.measure_from_s = max(span.measure_from_s, steady_s)
             run.step_windows.settle(index, span.measure_from_s)
             logger.info("step %d steady after %.3g s", index, span.measure_from_s - span.start_s)
-        elif final or (span.end_s is not None and now_s - lag_s >= span.end_s):
+            continue
+        if final or (span.end_s is not None and now_s - lag_s >= span.end_s):
             judged = len(points) >= STEADY_WINDOWS  # fewer whole windows after the floor: too short to tell
             run.step_windows.settle(index, None, judged)
             logger.info(
@@ -77,6 +79,8 @@ def settle(
                 index,
                 "never steady" if judged else f"too short to tell steady state (< {STEADY_WINDOWS} windows)",
             )
+        elif (open_from := first_open_start(points, span.floor_s)) is not None:
+            run.step_windows.rule_out_before(index, open_from)  # what no steady start can keep: out of the pending
 
 
 def percentile_estimates(window: WindowMetrics | None, slos: tuple[Slo, ...]) -> list[Estimate]:

@@ -9,6 +9,7 @@ import pytest
 from llm_locust.load.step_end import (
     Estimate,
     Point,
+    first_open_start,
     oversaturated,
     precise,
     rate_estimate,
@@ -70,6 +71,19 @@ def test_steady_only_after_the_drift() -> None:
 def test_never_steady_when_latency_keeps_rising() -> None:
     rising = [Point(1000.0 + t, 50, 100.0 + 20 * t) for t in range(15)]
     assert steady_from(rising, 1.0, floor_s=1000.0) is None
+
+
+def test_the_first_start_still_open_follows_the_tested_ones() -> None:
+    """`first_open_start`: the starts `steady_from` tried and refused stay refused as windows close (their windows
+    are closed), so the earliest it can still find is the first it has not tried: K - 1 windows back from the last."""
+    rising = [Point(1000.0 + t, 50, 100.0 + 20 * t) for t in range(15)]
+    assert first_open_start(rising, floor_s=1000.0) == 1011.0  # 15 windows: starts 1000..1010 tried, K = 5
+    assert first_open_start(rising, floor_s=1002.0) == 1011.0  # the floor's windows only
+    assert first_open_start(rising[:4], floor_s=1000.0) is None  # fewer windows than the test needs: none tried
+    assert first_open_start(rising[:5], floor_s=1000.0) == 1001.0
+    for n in range(5, 15):  # every start before it was refused; from it on, one still open
+        open_from = first_open_start(rising[:n], floor_s=1000.0)
+        assert steady_from(rising[:n], 1.0, floor_s=1000.0) is None and open_from == 1000.0 + n - 4
 
 
 def test_rate_estimate_batch_means() -> None:

@@ -192,6 +192,39 @@ def test_step_measured_from_its_steady_start() -> None:
     assert run.step_windows.to_summary(2, 999.5) == {"settled": True, "reached": None, "after_s": None}
 
 
+def test_an_unsettled_step_holds_only_the_windows_a_steady_start_may_keep() -> None:
+    """`rule_out_before`: the windows sent before the first start still open leave the pending ones (memory flat over
+    a long unsettled step); a step found steady later counts them as warm-up, one never steady keeps them all."""
+    rec = MetricsRecorder(1.0)
+    sends = [1000.0 + t + 0.5 for t in range(30)]
+    for sent_s in sends:
+        r = make_record(random.Random(int(sent_s)))
+        r.step, r.measured = 0, True
+        rec.record(r, sent_s + 0.3, sent_s)
+        r1 = make_record(random.Random(int(sent_s) + 1))
+        r1.step, r1.measured = 1, True
+        rec.record(r1, sent_s + 0.3, sent_s)
+    delta = rec.take_delta()
+    run = RunMetrics()
+    run.merge_delta(delta_from_wire(delta_to_wire(delta)))
+    windows = run.step_windows
+    for step in (0, 1):
+        windows.rule_out_before(step, 1025.0)
+        windows.rule_out_before(step, 1020.0)  # a bound never moves back
+    assert all(sorted(windows._pending[step]) == [1025, 1026, 1027, 1028, 1029] for step in (0, 1))
+    assert run.steps[0].requests_ok == 30  # not settled: every measured request so far
+    late = make_record(random.Random(99))
+    late.step, late.measured = 0, True
+    rec.record(late, 1031.0, 1010.5)  # sent before the bound, reported after it: counted, not kept apart
+    run.merge_delta(delta_from_wire(delta_to_wire(rec.take_delta())))
+    assert sorted(windows._pending[0]) == [1025, 1026, 1027, 1028, 1029] and run.steps[0].requests_ok == 31
+    windows.settle(0, 1027.0)  # steady from 1027: the three sent from it on are its metrics, the rest warm-up
+    assert (run.steps[0].requests_ok, run.warmup_requests[0]) == (3, 28)
+    windows.settle(1, None)  # never steady: every measured request, those ruled out included
+    assert (run.steps[1].requests_ok, run.warmup_requests[1]) == (30, 0)
+    assert not windows._pending and not windows._unsettled
+
+
 def test_media_seconds_and_the_real_time_factor_through_the_wire():
     """A request carrying media (`RequestSpec.input_s`: audio) counts its seconds and its E2E; the real-time factor is
     their ratio, and both survive the worker -> master wire and the merge; requests without media add nothing."""
