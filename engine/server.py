@@ -122,13 +122,30 @@ def run_llama_server(
         "--host", "127.0.0.1", "--port", str(port), "-c", str(context_tokens), "-np", str(parallel),
         "-t", "1", "--metrics", *extra_args,
     ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    with serving("llama-server", command, url, log_path, READY_TIMEOUT_S) as process:
+        yield LlamaServer(url, process, log_path)
+
+
+@contextmanager
+def serving(
+    name: str, command: list[str], url: str, log_path: Path, ready_s: float, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen]:
+    """Run the server `command` (answering at `url`, its output to `log_path`) for the block: yields its process once
+    GET `url`/health answers 200 (its model loaded); RuntimeError naming `name` and the log if it exits or is not
+    ready within `ready_s`. Stopped on exit (terminated, killed after STOP_TIMEOUT_S)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    server = LlamaServer(f"http://127.0.0.1:{port}", process, log_path)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
-        _wait_ready(server)
-        yield server
+        deadline = time.monotonic() + ready_s
+        while not _healthy(url):
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {process.returncode}; log: {log_path}")
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"{name} not ready after {ready_s:.0f} s; log: {log_path}")
+            time.sleep(0.2)
+        yield process
     finally:
         if process.poll() is None:
             process.terminate()
@@ -139,18 +156,9 @@ def run_llama_server(
                 process.wait(STOP_TIMEOUT_S)
 
 
-def _wait_ready(server: LlamaServer) -> None:
-    """Return once GET /health answers 200 (the model is loaded); RuntimeError naming the log if
-    the server exits or is not ready within READY_TIMEOUT_S."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"llama-server exited with code {server.process.returncode}; log: {server.log_path}")
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"llama-server not ready after {READY_TIMEOUT_S:.0f} s; log: {server.log_path}")
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False

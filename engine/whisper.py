@@ -23,7 +23,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -32,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.server import STOP_TIMEOUT_S, engine_dir, pinning
+from engine.server import engine_dir, pinning, serving
 from llm_locust.apis.bodies import multipart_body
 from llm_locust.config.link_auth import free_port
 
@@ -210,38 +209,9 @@ def run_whisper_server(whisper: Whisper, log_path: Path) -> Iterator[WhisperServ
         "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--log-level", "info",
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    server = WhisperServer(f"http://127.0.0.1:{port}", process, log_path)
-    try:
-        _wait_ready(server)
-        yield server
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(STOP_TIMEOUT_S)
-
-
-def _wait_ready(server: WhisperServer) -> None:
-    """Return once GET /health answers 200; RuntimeError naming the log if the server exits or is not ready within
-    READY_TIMEOUT_S."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"faster-whisper-server exited with code {server.process.returncode}; "
-                               f"log: {server.log_path}")  # fmt: skip
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"faster-whisper-server not ready after {READY_TIMEOUT_S:.0f} s; log: {server.log_path}")
+    url = f"http://127.0.0.1:{port}"
+    with serving("faster-whisper-server", command, url, log_path, READY_TIMEOUT_S, env) as process:
+        yield WhisperServer(url, process, log_path)
 
 
 def main() -> int:

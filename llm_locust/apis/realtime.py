@@ -138,22 +138,32 @@ def response_create(max_output_tokens: int | None = None) -> dict[str, Any]:
     return {"type": "response.create", "response": response}
 
 
+def appends(pcm: bytes, bytes_per_s: int) -> list[dict[str, Any]]:
+    """Audio `pcm` of `bytes_per_s` as `input_audio_buffer.append` events of `AUDIO_CHUNK_S` each (the last one
+    shorter): a microphone's buffers (vLLM's realtime transcription sends them too, at its own rate)."""
+    size = int(bytes_per_s * AUDIO_CHUNK_S)
+    return [{"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[start : start + size]).decode()}
+            for start in range(0, len(pcm), size)]  # fmt: skip
+
+
+def appended_seconds(event: dict[str, Any], bytes_per_s: int) -> float:
+    """The seconds of audio of `bytes_per_s` an `input_audio_buffer.append` event carries (0 for any other)."""
+    if event.get("type") != "input_audio_buffer.append":
+        return 0.0
+    audio = event["audio"]
+    return (len(audio) * 3 // 4 - audio[-2:].count("=")) / bytes_per_s
+
+
 def audio_events(pcm: bytes) -> list[dict[str, Any]]:
     """The user's audio `pcm` (24 kHz 16-bit mono PCM, the API's default `pcm16`) as `input_audio_buffer.append`
-    events of `AUDIO_CHUNK_S` each (the last one shorter), then `input_audio_buffer.commit`."""
-    size = int(AUDIO_BYTES_PER_S * AUDIO_CHUNK_S)
-    appends = [{"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[start : start + size]).decode()}
-               for start in range(0, len(pcm), size)]  # fmt: skip
-    return [*appends, {"type": "input_audio_buffer.commit"}]
+    events (`appends`), then `input_audio_buffer.commit`."""
+    return [*appends(pcm, AUDIO_BYTES_PER_S), {"type": "input_audio_buffer.commit"}]
 
 
 def audio_seconds(event: dict[str, Any]) -> float:
     """The seconds of audio a client event carries (an `input_audio_buffer.append`'s; 0 for any other): sent at
     real-time pace (`Api.pace`)."""
-    if event.get("type") != "input_audio_buffer.append":
-        return 0.0
-    audio = event["audio"]
-    return (len(audio) * 3 // 4 - audio[-2:].count("=")) / AUDIO_BYTES_PER_S
+    return appended_seconds(event, AUDIO_BYTES_PER_S)
 
 
 def turn(fields: dict[str, Any]) -> list[dict[str, Any]]:

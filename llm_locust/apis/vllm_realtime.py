@@ -4,7 +4,7 @@ utterances on one socket, each transcribed as it is heard, each one record.
 vLLM serves it at the OpenAI Realtime API's path with its own events (`vllm/entrypoints/openai/realtime/`: a realtime
 model such as Voxtral Realtime). On the handshake the server sends `session.created`. A turn: `session.update` naming
 the model (`model=`: vLLM refuses a commit before one), `input_audio_buffer.commit` (the utterance starts), the
-user's audio — 16 kHz 16-bit mono PCM in `input_audio_buffer.append` events of `AUDIO_CHUNK_S` each, streamed at
+user's audio — 16 kHz 16-bit mono PCM in `input_audio_buffer.append` events of 0.1 s (`realtime.appends`), sent at
 real-time pace (`audio_seconds` is the registry's `pace`: a second of audio takes a second to send, as from a
 microphone) — and `input_audio_buffer.commit` with `final: true` (the audio is over). The record's `t_send` is the
 hand-over of that last commit, right after the end of the audio: its TTFT is the time to first delta after the user
@@ -25,9 +25,9 @@ A scenario plays a session: `self.llm.vllm_realtime.connect()` (`runtime.socket_
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
+from llm_locust.apis.realtime import appended_seconds, appends
 from llm_locust.apis.registry import Api
 from llm_locust.errors import ConfigError
 from llm_locust.metrics.protocol import apply_token, decode_object, error_text, guarded, note_request_id
@@ -36,8 +36,6 @@ from llm_locust.metrics.record import ErrorKind, RequestRecord
 PATH = "/v1/realtime"
 AUDIO_BYTES_PER_S = 16_000 * 2
 """The user's audio's bytes per second: 16 kHz 16-bit mono PCM, as vLLM's realtime endpoint takes it."""
-AUDIO_CHUNK_S = 0.1
-"""The audio each `input_audio_buffer.append` carries, seconds: a microphone's buffer."""
 DELTA = "transcription.delta"
 DONE = "transcription.done"
 
@@ -96,20 +94,16 @@ def session_update(model: str) -> dict[str, Any]:
 
 def audio_events(pcm: bytes) -> list[dict[str, Any]]:
     """One utterance of `pcm` (16 kHz 16-bit mono PCM): `input_audio_buffer.commit` (it starts), its
-    `input_audio_buffer.append` events of `AUDIO_CHUNK_S` each (the last one shorter), then the final commit."""
-    size = int(AUDIO_BYTES_PER_S * AUDIO_CHUNK_S)
-    appends = [{"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[start : start + size]).decode()}
-               for start in range(0, len(pcm), size)]  # fmt: skip
-    return [{"type": "input_audio_buffer.commit"}, *appends, {"type": "input_audio_buffer.commit", "final": True}]
+    `input_audio_buffer.append` events (`realtime.appends`: 0.1 s each, the last one shorter), then the final
+    commit."""
+    appended = appends(pcm, AUDIO_BYTES_PER_S)
+    return [{"type": "input_audio_buffer.commit"}, *appended, {"type": "input_audio_buffer.commit", "final": True}]
 
 
 def audio_seconds(event: dict[str, Any]) -> float:
     """The seconds of audio a client event carries (an `input_audio_buffer.append`'s; 0 for any other): sent at
     real-time pace (`Api.pace`)."""
-    if event.get("type") != "input_audio_buffer.append":
-        return 0.0
-    audio = event["audio"]
-    return (len(audio) * 3 // 4 - audio[-2:].count("=")) / AUDIO_BYTES_PER_S
+    return appended_seconds(event, AUDIO_BYTES_PER_S)
 
 
 def turn(fields: dict[str, Any]) -> list[dict[str, Any]]:
