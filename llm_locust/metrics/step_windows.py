@@ -11,11 +11,11 @@ Each step has, as workers' deltas arrive:
   A step settled with no steady start (`settle(step, None)`: never steady) keeps every measured request, from the
   floor on.
 
-Memory stays flat however long a step waits to be settled: its measured requests are also merged as one whole
-(`_unsettled`, what a step never steady keeps), and the windows sent before the first start its steady test can still
-find (`rule_out_before`: every earlier start was tested and failed) leave the pending ones — a step holds at most the
-steady test's windows and those still open, not one per window of its length (a 40 s step at 256 streams held 8 MB
-more at its end, one window's histograms a second).
+Memory stays flat however long a step waits to be settled: the windows sent before the first start its steady test
+can still find (`rule_out_before`: every earlier start was tested and failed) leave the pending ones for one merged
+whole (`_early`: warm-up should the step be found steady, measured should it never be) — a step holds at most the
+steady test's windows and those still open, not one per window of its length (a never-steady 60 s step of 128 users
+at 1 s windows held 54 MB more at its end, one window's dense histograms a second).
 
 So a step's metrics are exactly those of the requests sent in its measured window, as before, with the window's
 start found instead of assumed.
@@ -58,9 +58,8 @@ class StepWindows:
         self.steady_from: dict[int, float | None] = {}  # settled steps: their steady start (None: never steady)
         self.unjudged: set[int] = set()  # settled steps too short to tell (fewer whole windows than the test needs)
         self._pending: dict[int, dict[int, WindowMetrics]] = {}  # unsettled steps: by sent window, from _open_from on
-        self._unsettled: dict[int, WindowMetrics] = {}  # unsettled steps: every measured request, merged
         self._open_from: dict[int, float] = {}  # unsettled steps: the first sent window a steady start may still keep
-        self._ruled_out: Counter[int] = Counter()  # unsettled steps: measured requests sent before _open_from
+        self._early: dict[int, WindowMetrics] = {}  # unsettled steps: the measured requests sent before _open_from
 
     def add(self, step: int, start: int, sent: int, measured: bool, window: WindowMetrics) -> None:
         """Count `window` (requests of `step` finished in the window starting at `start`, sent in the one starting at
@@ -78,22 +77,21 @@ class StepWindows:
         if steady is not _UNSETTLED:
             self._place(step, sent, steady, window)  # type: ignore[arg-type]
             return
-        merge_into(self._unsettled, step, window)
         if sent >= self._open_from.get(step, -1.0):
             merge_into(self._pending.setdefault(step, {}), sent, window)
-        else:
-            self._ruled_out[step] += window.requests_finished
+        else:  # a late report of a window already ruled out
+            merge_into(self._early, step, window)
 
     def rule_out_before(self, step: int, start_s: float) -> None:
         """No steady start of the unsettled `step` can come before `start_s` (a window start, epoch s): the requests
-        sent before it leave the pending ones (they stay in the step's whole, kept should it never be steady)."""
+        sent before it leave the pending windows for the step's early whole (kept should it never be steady)."""
         if step in self.steady_from or start_s <= self._open_from.get(step, -1.0):
             return
         self._open_from[step] = start_s
         pending = self._pending.get(step, {})
-        for sent in [sent for sent in pending if sent < start_s]:
+        for sent in sorted(sent for sent in pending if sent < start_s):
             window = pending.pop(sent)
-            self._ruled_out[step] += window.requests_finished
+            merge_into(self._early, step, window)
             window.release()
 
     def _place(self, step: int, sent: int, steady_s: float | None, window: WindowMetrics) -> None:
@@ -112,18 +110,14 @@ class StepWindows:
         self.steady_from[step] = steady_s
         if steady_s is None and not judged:
             self.unjudged.add(step)
-        whole, pending = self._unsettled.pop(step, None), self._pending.pop(step, {})
-        ruled_out = self._ruled_out.pop(step, 0)
+        early, pending = self._early.pop(step, None), self._pending.pop(step, {})
         self._open_from.pop(step, None)
-        if steady_s is None:  # every measured request: the whole
-            if whole is not None:
-                self._settled[step] = whole
-            for window in pending.values():
-                window.release()
-            return
-        self.warmup_requests[step] += ruled_out  # sent before any start still open: before this one
-        if whole is not None:
-            whole.release()
+        if early is not None:
+            if steady_s is None:  # never steady: every measured request, those ruled out first
+                self._settled[step] = early
+            else:  # sent before any start still open: before this one
+                self.warmup_requests[step] += early.requests_finished
+                early.release()
         for sent, window in sorted(pending.items()):
             self._place(step, sent, steady_s, window)
             window.release()
@@ -136,16 +130,17 @@ class StepWindows:
         """The step's metrics: settled, its measured window's; not yet, every measured request so far (a copy)."""
         if step in self.steady_from:
             return self._settled.get(step)
-        whole = self._unsettled.get(step)
-        if whole is None:
+        parts = [*filter(None, [self._early.get(step)]), *self._pending.get(step, {}).values()]
+        if not parts:
             return None
         merged = WindowMetrics()
-        merged.merge(whole)
+        for window in parts:
+            merged.merge(window)
         return merged
 
     def measured_steps(self) -> dict[int, WindowMetrics]:
         """`measured` of every step with a measured request (copies for those not settled)."""
-        steps = {step: self.measured(step) for step in sorted({*self._settled, *self._unsettled})}
+        steps = {step: self.measured(step) for step in sorted({*self._settled, *self._early, *self._pending})}
         return {step: window for step, window in steps.items() if window is not None}
 
     def to_summary(self, step: int, start_s: float) -> dict[str, Any]:

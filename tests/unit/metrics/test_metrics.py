@@ -193,8 +193,9 @@ def test_step_measured_from_its_steady_start() -> None:
 
 
 def test_an_unsettled_step_holds_only_the_windows_a_steady_start_may_keep() -> None:
-    """`rule_out_before`: the windows sent before the first start still open leave the pending ones (memory flat over
-    a long unsettled step); a step found steady later counts them as warm-up, one never steady keeps them all."""
+    """`rule_out_before`: the windows sent before the first start still open leave the pending ones for one whole
+    (memory flat over a long unsettled step); a step found steady later counts them as warm-up, one never steady keeps
+    them all."""
     rec = MetricsRecorder(1.0)
     sends = [1000.0 + t + 0.5 for t in range(30)]
     for sent_s in sends:
@@ -222,7 +223,7 @@ def test_an_unsettled_step_holds_only_the_windows_a_steady_start_may_keep() -> N
     assert (run.steps[0].requests_ok, run.warmup_requests[0]) == (3, 28)
     windows.settle(1, None)  # never steady: every measured request, those ruled out included
     assert (run.steps[1].requests_ok, run.warmup_requests[1]) == (30, 0)
-    assert not windows._pending and not windows._unsettled
+    assert not windows._pending and not windows._early
 
 
 def test_media_seconds_and_the_real_time_factor_through_the_wire():
