@@ -12,12 +12,12 @@ from pathlib import Path
 
 import gevent
 import pytest
-from conftest import options, read_summary, run_local, run_locust
+from conftest import options, read_summary, run_local
+from harness.session_runs import sessions_through_workers
 from harness.trace_agreement import (
     assert_streams_agree,
     assert_within,
     percentile,
-    request_lines,
     served_first_ms,
     served_gaps_ms,
     tls_args,
@@ -139,23 +139,11 @@ def test_sessions_through_master_and_two_workers_agree_with_the_trace(tmp_path, 
     served_tls, trust = tls_args(pki, scheme)
     with run_sim("--ttft-ms", "40", "--itl-ms", "10", "--output-tokens", "8", *served_tls) as sim:
         assert sim.url.startswith(f"{scheme}://")
-        proc = run_locust(realtime_locustfile(tmp_path, modality), "--host", sim.url, "--model", "llm-locust-sim",
-                          "-u", "6", "-r", "6", "-t", "60s", "--processes", "2", "--max-requests", str(REQUESTS),
-                          "--requests-jsonl", "--results-dir", str(tmp_path), *trust)  # fmt: skip
-        trace = [r for r in sim.trace() if r["endpoint"] == "realtime"]
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = read_summary(tmp_path)
+        summary, lines, served = sessions_through_workers(
+            realtime_locustfile(tmp_path, modality), sim.url, sim.trace, "realtime", tmp_path, REQUESTS, trust
+        )
     m, t = summary["metrics"], summary["throughput"]
-    lines = request_lines(tmp_path)
-    # --max-requests counts arrivals (a task's first turn): the sessions under way go on until the stop, which cuts at
-    # most one turn per user (answered by the simulator, reported by nobody)
-    served = {r["id"]: r for r in trace if r["id"] in {line["request_id"] for line in lines}}
-    assert len(served) == len(lines) and len(trace) - len(served) <= 6
-    assert summary["failures"] == {} and t["requests_ok"] == len(served) >= REQUESTS
-    assert summary["run"]["role"] == "master" and summary["run"]["workers_max"] == 2
-    assert t["output_tokens"] == sum(r["completion_tokens"] for r in served.values()) == 8 * len(served)
-    assert t["prompt_tokens"] == sum(r["prompt_tokens"] for r in served.values())
-    assert sorted({line["turn"] for line in lines}) == [1, 2, 3, 4]
+    assert t["output_tokens"] == 8 * len(served) and sorted({line["turn"] for line in lines}) == [1, 2, 3, 4]
     served_audio_s = sum(r["answer"]["audio_s"] for r in served.values() if r["answer"])
     assert t["output_s"] == pytest.approx(served_audio_s, rel=1e-6, abs=1e-6)
     assert served_audio_s == (pytest.approx(0.8 * len(served)) if modality == "audio" else 0.0)
