@@ -155,3 +155,41 @@ def test_fault_kinds_counted_exactly(tmp_path):
     summary = read_summary(tmp_path)
     assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
     assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
+
+
+class Transcriber(LLMUser):
+    """A session of two utterances, with `name=`, `score=` and `catch_response`."""
+
+    turns: list = []
+
+    @task
+    def transcribe(self):
+        with self.llm.vllm_realtime.connect() as session:
+            first = session.turn(audio=PCM, model=session.model, name="first", score=lambda answer: answer.text != "")
+            with session.turn(audio=PCM, name="second", catch_response=True) as second:
+                if second.ok and second.usage.completion_tokens != 8:
+                    second.failure("expected the simulator's 8 tokens")
+            Transcriber.turns.append((first, second))
+
+
+def test_a_scenario_session_of_two_utterances(tmp_path):
+    """`self.llm.vllm_realtime.connect()` in a scenario: two utterances on one socket, the first named and scored, the
+    second judged with `catch_response`; each as the simulator traced it, in the run's `name` breakdown, its audio's
+    seconds the run's audio seconds."""
+    Transcriber.turns = []
+    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "8") as sim:
+        opts = options("--host", sim.url, "--results-dir", str(tmp_path))
+        run_local(opts, users=2, seconds=2.0, user_classes=[Transcriber], stop_timeout_s=5)
+        trace = {r["id"]: r for r in sim.trace()}
+    sessions = Transcriber.turns
+    assert sessions and len(trace) == 2 * len(sessions)
+    for first, second in sessions:
+        assert first.ok and second.ok and first.score == 1.0
+        assert first.usage.completion_tokens == second.usage.completion_tokens == 8 == len(second.itl_s) + 1
+        assert trace[first.request_id]["session"] == trace[second.request_id]["session"]
+        assert first.record.input_s == pytest.approx(UTTERANCE_S) == second.record.input_s  # three 0.1 s appends
+    summary = read_summary(tmp_path)
+    rows = {row["label"]: row["requests_ok"] for row in summary["breakdowns"]["name"]}
+    assert rows == {"first": len(sessions), "second": len(sessions)}
+    assert summary["accuracy"]["scored"] == len(sessions)
+    assert summary["throughput"]["input_s"] == pytest.approx(UTTERANCE_S * 2 * len(sessions))
