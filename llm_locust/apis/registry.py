@@ -40,7 +40,7 @@ class Rate:
     key: str
     unit: str
     label: str
-    digits: int = 1  # shown with this many decimals in the console
+    digits: int = 1  # decimals in the console (the web UI shows at least 2)
 
 
 @dataclass(frozen=True)

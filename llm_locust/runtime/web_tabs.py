@@ -50,7 +50,10 @@ def tab_rows(snap: dict[str, Any]) -> list[dict[str, str]]:
         return " / ".join(_num(stats.get(p)) for p in SERIES_PERCENTILES)
 
     counting = summary_counting(summary or {})  # what the run's API counts: output tokens, or inputs (embeddings)
-    rates = [(rate.label, _num(window.get(rate.key)), _num(run.get(rate.key))) for rate in summary_rates(summary or {})]
+    rates = [
+        (rate.label, _num(window.get(rate.key), max(2, rate.digits)), _num(run.get(rate.key), max(2, rate.digits)))
+        for rate in summary_rates(summary or {})
+    ]  # RTF: 3 decimals
     shown = latency_rows() if counting.latencies is None else counting.latencies
     rows = [
         ("Window / run start", window.get("time", "-"), summary["run"]["start_time"] if summary else "-"),
@@ -86,9 +89,9 @@ def step_rows(steps: list[dict[str, Any]]) -> list[dict[str, str]]:
     return rows
 
 
-def _num(value: Any) -> str:
-    """A number as the tabs show it (2 decimals), '-' when there is none."""
-    return "-" if value is None or value == "" else f"{value:.2f}"
+def _num(value: Any, digits: int = 2) -> str:
+    """A number as the tabs show it (2 decimals, or `digits`), '-' when there is none."""
+    return "-" if value is None or value == "" else f"{value:.{digits}f}"
 
 
 def _ok_failed(values: dict[str, Any]) -> str:

@@ -182,7 +182,7 @@ class LiveViewData:
             "results_dir": None if live.results_dir is None else str(live.results_dir.resolve()),
             "settings": summary["settings"] if summary else live.settings,
             "summary": summary,
-            "rates": [[rate.key, rate.unit] for rate in summary_rates(summary or {})],
+            "rates": [[rate.key, rate.unit, rate.digits] for rate in summary_rates(summary or {})],
             "client_error": client_error_text(budget) if (budget := summary and summary.get("client_error")) else None,
             "last_window": _last_complete(history, live.interval_s, final),
             "history": history,

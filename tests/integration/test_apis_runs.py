@@ -167,7 +167,7 @@ def test_live_view(sim, api, tmp_path, monkeypatch):
     summary = snap["summary"]
     assert summary["throughput"]["requests_ok"] >= 2 and summary["failures"] == {}
     rows = {row["metric"]: row["run"] for row in tab_rows(snap)}
-    rates = {key: unit for key, unit in snap["rates"]}  # the /llm page's throughput line and steps-table columns
+    rates = {key: unit for key, unit, _ in snap["rates"]}  # the /llm page's throughput line and steps-table columns
     if api == "embeddings":
         assert (
             float(rows["Inputs/s"]) > 0
@@ -181,6 +181,7 @@ def test_live_view(sim, api, tmp_path, monkeypatch):
         audio = {"input_s_per_s": "audio in s/s", "real_time_factor": "RTF"}
         assert rates == {"output_tokens_per_s": "output tok/s", **audio}
         assert float(rows["Audio seconds transcribed/s"]) > 0 and float(rows["Real-time factor (E2E / audio s)"]) > 0
+        assert len(rows["Real-time factor (E2E / audio s)"].split(".")[1]) == 3  # a factor of 0.013 is not 0.01
     elif api == "responses":
         assert rates == {"output_tokens_per_s": "output tok/s"}
 
