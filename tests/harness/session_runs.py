@@ -1,14 +1,92 @@
-"""A run of sessions over a WebSocket (the Realtime APIs' locustfiles) through the `locust` CLI, master + 2 worker
-processes, against a simulator, checked against its trace: what both Realtime API run tests share."""
+"""Sessions over a WebSocket (the Realtime APIs') against a simulator, checked against its trace: played at once on
+sockets of the test's own (`play_sessions`, their turns' first delta and gaps held to the simulator's write times by
+`assert_turns_agree`), run by a local runner with faults (`assert_faults_counted`), or by a locustfile through the
+`locust` CLI, master + 2 worker processes (`sessions_through_workers`): what both Realtime API run tests share."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import read_summary, run_locust
+import gevent
+from conftest import options, read_summary, run_local, run_locust
 
-from harness.trace_agreement import request_lines
+from harness.trace_agreement import (
+    assert_within,
+    percentile,
+    request_lines,
+    served_first_ms,
+    served_gaps_ms,
+    tls_args,
+)
+from llm_locust.metrics.record import RequestRecord
+from llm_locust.runtime.gc_policy import RunCollector
+from llm_locust.sim import run_sim
+from llm_locust.transport import patches, tls
+from llm_locust.transport.timeouts import TimeoutWatchdog
+
+Session = Callable[[str, Any, TimeoutWatchdog], list[RequestRecord]]
+"""One session on its own socket: (the simulator's ws:// or wss:// URL, the TLS context, the watchdog) → its turns'
+records."""
+
+
+def play_sessions(
+    session: Session, sessions: int, sim_args: tuple[str, ...], pki: Path, scheme: str, endpoint: str
+) -> tuple[list[RequestRecord], dict[str, dict]]:
+    """`sessions` sessions played at once against a simulator started with `sim_args` over `scheme` (https: wss://,
+    trusting the test certificates), under a `RunCollector` as a run's (no collection pause of this big test process
+    mid-stream); their records and the simulator's trace of `endpoint` by id."""
+    patches.install()
+    served, _trust = tls_args(pki, scheme)
+    context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
+    with run_sim(*sim_args, *served) as sim:
+        watchdog = TimeoutWatchdog(10.0, 30.0)
+        url = f"{'wss' if scheme == 'https' else 'ws'}://127.0.0.1:{sim.port}"
+        collector = RunCollector()
+        collector.start()
+        jobs = [gevent.spawn(session, url, context, watchdog) for _ in range(sessions)]
+        gevent.joinall(jobs, raise_error=True)
+        collector.stop()
+        trace = {r["id"]: r for r in sim.trace() if r["endpoint"] == endpoint}
+        watchdog.stop()
+    return [record for job in jobs for record in job.value], trace
+
+
+def assert_faults_counted(results: Path, user_class: type, seed: int) -> None:
+    """A local run of `user_class`'s sessions against a simulator drawing faults on its WebSockets (`--fault-seed
+    seed`): an `error` event (`stream_error`) and a reset connection (`transport`) counted exactly as injected, each
+    kind drawn twice at least, never raised into the scenario; a kind that is an HTTP stream's framing (`cut`) is not
+    applied."""
+    faults = ("--fault", "stream_error=0.2", "--fault", "reset=0.15", "--fault", "huge_chunk=0.1", "--fault", "cut=0.1")
+    timing = ("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "12")
+    with run_sim(*timing, *faults, "--fault-seed", str(seed)) as sim:
+        opts = options("--host", sim.url, "--results-dir", str(results), "--backoff-max-s", "0")
+        run_local(opts, users=4, seconds=2, user_classes=[user_class], stop_timeout_s=5)
+        trace = [r for r in sim.trace() if not r["cancelled"] or r["fault"] == "reset"]
+    injected = Counter(r["fault"] for r in trace if r["fault"])
+    assert min(injected[kind] for kind in ("stream_error", "reset", "huge_chunk")) >= 2, injected
+    assert not injected["cut"]
+    summary = read_summary(results)
+    assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
+    assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
+
+
+def assert_turns_agree(records: list[RequestRecord], trace: dict[str, dict], label: str) -> None:
+    """Each turn's first delta (from its `t_send`) and every gap between deltas against the simulator's write times:
+    p50 within 1 ms, p99 within 3 ms (`assert_within`; within 1 ms idle, 3 allowed on a loaded machine)."""
+    ours_first = [(record.t_first - record.t_send) * 1e3 for record in records]
+    ours_gaps = [gap / 1e3 for record in records for gap in record.itl_us]
+    served = list(trace.values())
+    figures = {
+        f"{name} {stat}": (percentile(ours, share), percentile(theirs, share))
+        for name, ours, theirs in (("first delta", ours_first, served_first_ms(served)),
+                                   ("gap", ours_gaps, served_gaps_ms(served)))
+        for stat, share in (("p50", 0.5), ("p99", 0.99))
+    }  # fmt: skip
+    assert_within(figures, label)
+
 
 USERS = 6
 """Users of the run: each may have one turn cut by the stop."""

@@ -7,18 +7,14 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections import Counter
+from functools import partial
 from pathlib import Path
 
-import gevent
 import pytest
 from conftest import options, read_summary, run_local
-from harness.session_runs import sessions_through_workers
+from harness.session_runs import assert_faults_counted, assert_turns_agree, play_sessions, sessions_through_workers
 from harness.trace_agreement import (
     assert_streams_agree,
-    assert_within,
-    percentile,
-    served_first_ms,
     served_gaps_ms,
     tls_args,
 )
@@ -29,9 +25,8 @@ from wsproto.events import AcceptConnection, Request
 from llm_locust.apis import realtime
 from llm_locust.metrics.record import ErrorKind, RequestRecord
 from llm_locust.results.console import summary_table
-from llm_locust.runtime.gc_policy import RunCollector
 from llm_locust.sim import run_sim
-from llm_locust.transport import patches, tls
+from llm_locust.transport import patches
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.websocket import HandshakeRefused, WebSocket
 from llm_locust.users import LLMUser
@@ -58,20 +53,9 @@ def session(url: str, context, watchdog: TimeoutWatchdog, modality: str = "text"
 def test_turns_agree_with_the_trace(scheme, modality, pki):
     """Sessions of 4 turns answered in text or in audio (each audio delta an output, 0.1 s of pcm per token): the
     counts and the audio's seconds as the trace's, the first delta and the gaps as the simulator wrote them."""
-    patches.install()
-    served, _trust = tls_args(pki, scheme)
-    context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
-    with run_sim("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", "64", "--api-key", KEY, *served) as sim:
-        watchdog = TimeoutWatchdog(10.0, 30.0)
-        url = f"{'wss' if scheme == 'https' else 'ws'}://127.0.0.1:{sim.port}"
-        collector = RunCollector()  # as a run's: no collection pause (of this big test process) mid-stream
-        collector.start()
-        jobs = [gevent.spawn(session, url, context, watchdog, modality) for _ in range(SESSIONS)]
-        gevent.joinall(jobs, raise_error=True)
-        collector.stop()
-        records = [record for job in jobs for record in job.value]
-        trace = {r["id"]: r for r in sim.trace() if r["endpoint"] == "realtime"}
-        watchdog.stop()
+    sim_args = ("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", "64", "--api-key", KEY)
+    in_modality = partial(session, modality=modality)
+    records, trace = play_sessions(in_modality, SESSIONS, sim_args, pki, scheme, "realtime")
     assert len(records) == SESSIONS * TURNS == len(trace)
     assert all(record.ok and record.finish_reason == "length" for record in records), [r.error_message for r in records]
     for record in records:  # the counts per turn equal the trace's
@@ -88,16 +72,7 @@ def test_turns_agree_with_the_trace(scheme, modality, pki):
     for served_record in trace.values():
         sessions.setdefault(served_record["session"], []).append(served_record)
     assert len(sessions) == SESSIONS and all(len(turns) == TURNS for turns in sessions.values())
-    ours_first = [(record.t_first - record.t_send) * 1e3 for record in records]
-    theirs_first = served_first_ms(list(trace.values()))
-    ours_gaps = [gap / 1e3 for record in records for gap in record.itl_us]
-    theirs_gaps = served_gaps_ms(list(trace.values()))
-    figures = {
-        f"{name} {label}": (percentile(ours, share), percentile(theirs, share))
-        for name, ours, theirs in (("first delta", ours_first, theirs_first), ("gap", ours_gaps, theirs_gaps))
-        for label, share in (("p50", 0.5), ("p99", 0.99))
-    }
-    assert_within(figures, f"realtime {scheme} {modality}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
+    assert_turns_agree(records, trace, f"realtime {scheme} {modality}")
     for record in records:  # the turn's latency: response.create handed over → response.done read
         assert record.t_done >= record.t_last > record.t_first > record.t_send
 
@@ -246,19 +221,8 @@ class OneTurnSessions(LLMUser):
 
 
 def test_fault_kinds_counted_exactly(tmp_path):
-    """The simulator's mid-stream faults on a WebSocket: an `error` event (`stream_error`) and a reset connection
-    (`transport`) counted exactly as injected; a kind that is an HTTP stream's framing (`cut`) is not applied."""
-    faults = ("--fault", "stream_error=0.2", "--fault", "reset=0.15", "--fault", "huge_chunk=0.1", "--fault", "cut=0.1")
-    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "12", *faults, "--fault-seed", "5") as sim:
-        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--backoff-max-s", "0")
-        run_local(opts, users=4, seconds=2, user_classes=[OneTurnSessions], stop_timeout_s=5)
-        trace = [r for r in sim.trace() if not r["cancelled"] or r["fault"] == "reset"]
-    injected = Counter(r["fault"] for r in trace if r["fault"])
-    assert min(injected[kind] for kind in ("stream_error", "reset", "huge_chunk")) >= 2, injected
-    assert not injected["cut"]
-    summary = read_summary(tmp_path)
-    assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
-    assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
+    """The simulator's mid-stream faults on a WebSocket counted exactly as injected (`assert_faults_counted`)."""
+    assert_faults_counted(tmp_path, OneTurnSessions, seed=5)
 
 
 def test_a_frame_that_breaks_the_protocol_fails_the_turn_as_a_bad_stream():

@@ -8,15 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import gevent
 import pytest
 from conftest import options, read_summary, run_local
-from harness.session_runs import sessions_through_workers
+from harness.session_runs import assert_faults_counted, assert_turns_agree, play_sessions, sessions_through_workers
 from harness.trace_agreement import (
     assert_streams_agree,
-    assert_within,
-    percentile,
-    served_first_ms,
     served_gaps_ms,
     tls_args,
 )
@@ -25,9 +21,7 @@ from locust import task
 from llm_locust.apis import vllm_realtime
 from llm_locust.metrics.record import RequestRecord
 from llm_locust.results.console import summary_table
-from llm_locust.runtime.gc_policy import RunCollector
 from llm_locust.sim import run_sim
-from llm_locust.transport import patches, tls
 from llm_locust.transport.timeouts import TimeoutWatchdog
 from llm_locust.transport.websocket import WebSocket
 from llm_locust.users import LLMUser
@@ -56,20 +50,8 @@ def session(url: str, context, watchdog: TimeoutWatchdog) -> list[RequestRecord]
 def test_utterances_agree_with_the_trace(scheme, pki):
     """Sessions of 3 utterances of 0.3 s each, streamed at real-time pace: the counts as the trace's, the audio's
     seconds as the simulator heard them, the first delta and the gaps as the simulator wrote them."""
-    patches.install()
-    served, _trust = tls_args(pki, scheme)
-    context = tls.client_context(str(pki / "ca.pem")) if scheme == "https" else None
-    with run_sim("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", str(TOKENS), "--api-key", KEY, *served) as sim:
-        watchdog = TimeoutWatchdog(10.0, 30.0)
-        url = f"{'wss' if scheme == 'https' else 'ws'}://127.0.0.1:{sim.port}"
-        collector = RunCollector()  # as a run's: no collection pause (of this big test process) mid-stream
-        collector.start()
-        jobs = [gevent.spawn(session, url, context, watchdog) for _ in range(SESSIONS)]
-        gevent.joinall(jobs, raise_error=True)
-        collector.stop()
-        records = [record for job in jobs for record in job.value]
-        trace = {r["id"]: r for r in sim.trace() if r["endpoint"] == "vllm_realtime"}
-        watchdog.stop()
+    sim_args = ("--ttft-ms", "30", "--itl-ms", "8", "--output-tokens", str(TOKENS), "--api-key", KEY)
+    records, trace = play_sessions(session, SESSIONS, sim_args, pki, scheme, "vllm_realtime")
     assert len(records) == SESSIONS * TURNS == len(trace)
     assert all(record.ok and record.finish_reason == "stop" for record in records), [r.error_message for r in records]
     for record in records:  # the counts per utterance equal the trace's
@@ -79,16 +61,7 @@ def test_utterances_agree_with_the_trace(scheme, pki):
         assert served_record["answer"]["audio_s"] == pytest.approx(UTTERANCE_S)
     sessions = Counter(served_record["session"] for served_record in trace.values())
     assert len(sessions) == SESSIONS and set(sessions.values()) == {TURNS}
-    ours_first = [(record.t_first - record.t_send) * 1e3 for record in records]
-    theirs_first = served_first_ms(list(trace.values()))
-    ours_gaps = [gap / 1e3 for record in records for gap in record.itl_us]
-    theirs_gaps = served_gaps_ms(list(trace.values()))
-    figures = {
-        f"{name} {label}": (percentile(ours, share), percentile(theirs, share))
-        for name, ours, theirs in (("first delta", ours_first, theirs_first), ("gap", ours_gaps, theirs_gaps))
-        for label, share in (("p50", 0.5), ("p99", 0.99))
-    }
-    assert_within(figures, f"vllm_realtime {scheme}")  # within 1 ms idle; 3 ms allowed at p99 on a loaded machine
+    assert_turns_agree(records, trace, f"vllm_realtime {scheme}")
     for record in records:  # the final commit handed over after the audio's duration → transcription.done read
         assert record.t_done >= record.t_last > record.t_first > record.t_send
 
@@ -141,20 +114,9 @@ class OneUtterance(LLMUser):
 
 
 def test_fault_kinds_counted_exactly(tmp_path):
-    """The simulator's faults on a WebSocket: an `error` event (`stream_error`) and a reset connection (`transport`)
-    counted exactly as injected, never raised into the scenario; a kind that is an HTTP stream's framing (`cut`) is
-    not applied."""
-    faults = ("--fault", "stream_error=0.2", "--fault", "reset=0.15", "--fault", "huge_chunk=0.1", "--fault", "cut=0.1")
-    with run_sim("--ttft-ms", "10", "--itl-ms", "3", "--output-tokens", "12", *faults, "--fault-seed", "1") as sim:
-        opts = options("--host", sim.url, "--results-dir", str(tmp_path), "--backoff-max-s", "0")
-        run_local(opts, users=4, seconds=2, user_classes=[OneUtterance], stop_timeout_s=5)
-        trace = [r for r in sim.trace() if not r["cancelled"] or r["fault"] == "reset"]
-    injected = Counter(r["fault"] for r in trace if r["fault"])
-    assert min(injected[kind] for kind in ("stream_error", "reset", "huge_chunk")) >= 2, injected
-    assert not injected["cut"]
-    summary = read_summary(tmp_path)
-    assert summary["failures"] == {"stream_error": injected["stream_error"], "transport": injected["reset"]}
-    assert summary["throughput"]["requests_ok"] == len(trace) - injected["stream_error"] - injected["reset"]
+    """The simulator's faults on a WebSocket counted exactly as injected, never raised into the scenario
+    (`assert_faults_counted`; seed 1: seed 5 draws no huge_chunk in its first picks here)."""
+    assert_faults_counted(tmp_path, OneUtterance, seed=1)
 
 
 class Transcriber(LLMUser):

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, CloseConnection, RejectConnection, RejectData, Request, TextMessage
+from harness.sim_socket import SimSocket
+from wsproto.events import AcceptConnection, RejectConnection, RejectData, TextMessage
 
 from llm_locust.apis import realtime
 from llm_locust.metrics.record import ErrorKind, RequestRecord
@@ -27,43 +27,14 @@ def sim() -> Iterator[SimProcess]:
         yield s
 
 
-class Client:
-    """A test's WebSocket client of the simulator: a blocking socket, wsproto's framing."""
+class Client(SimSocket):
+    """The simulator's WebSocket (`handshake`: its answer); `send(kind, **fields)` one client event."""
 
     def __init__(self, port: int, target: str = "/v1/realtime?model=llm-locust-sim", key: str = KEY) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.ws = WSConnection(ConnectionType.CLIENT)
-        self.pending: list[Any] = []
-        headers = [("Authorization", f"Bearer {key}")]
-        self.sock.sendall(self.ws.send(Request(host="127.0.0.1", target=target, extra_headers=headers)))
-        self.handshake = self._next_event()
-
-    def _next_event(self) -> Any:
-        while not self.pending:
-            data = self.sock.recv(65536)
-            self.ws.receive_data(data or None)
-            self.pending.extend(self.ws.events())
-        return self.pending.pop(0)
+        super().__init__(port, target, key)
 
     def send(self, kind: str, **fields: Any) -> None:
-        self.sock.sendall(self.ws.send(TextMessage(data=json.dumps({"type": kind, **fields}))))
-
-    def event(self) -> dict[str, Any]:
-        event = self._next_event()
-        assert isinstance(event, TextMessage) and event.message_finished
-        return json.loads(event.data)
-
-    def until(self, kind: str) -> list[dict[str, Any]]:
-        """The events up to and including the first of type `kind`."""
-        events = [self.event()]
-        while events[-1]["type"] != kind:
-            events.append(self.event())
-        return events
-
-    def close(self) -> None:
-        self.sock.sendall(self.ws.send(CloseConnection(code=1000)))
-        assert isinstance(self._next_event(), CloseConnection)
-        self.sock.close()
+        self.send_text({"type": kind, **fields})
 
 
 def trace(sim: SimProcess) -> list[dict[str, Any]]:
@@ -160,7 +131,7 @@ def test_refusals_are_error_events_and_the_session_goes_on(sim):
 def test_the_handshake_is_refused_as_http(sim, target, key, status):
     client = Client(sim.port, target, key)
     assert isinstance(client.handshake, RejectConnection) and client.handshake.status_code == status
-    assert isinstance(client._next_event(), RejectData)
+    assert isinstance(client.next_event(), RejectData)
 
 
 def test_a_plain_request_is_told_to_upgrade(sim):

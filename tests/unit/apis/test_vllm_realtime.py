@@ -7,13 +7,12 @@ from __future__ import annotations
 import base64
 import json
 import random
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
+from harness.sim_socket import SimSocket
+from wsproto.events import AcceptConnection
 
 from llm_locust.apis import vllm_realtime
 from llm_locust.metrics.protocol import finish
@@ -30,43 +29,14 @@ def sim() -> Iterator[SimProcess]:
         yield s
 
 
-class Client:
-    """A test's WebSocket client of the simulator: a blocking socket, wsproto's framing."""
+class Client(SimSocket):
+    """The simulator's WebSocket, its handshake accepted; `send` a message (a dict as JSON, a str as it is)."""
 
     def __init__(self, port: int, target: str = "/v1/realtime") -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.ws = WSConnection(ConnectionType.CLIENT)
-        self.pending: list[Any] = []
-        headers = [("Authorization", f"Bearer {KEY}")]
-        self.sock.sendall(self.ws.send(Request(host="127.0.0.1", target=target, extra_headers=headers)))
-        assert isinstance(self._next(), AcceptConnection)
+        super().__init__(port, target, KEY)
+        assert isinstance(self.handshake, AcceptConnection)
 
-    def _next(self) -> Any:
-        while not self.pending:
-            data = self.sock.recv(65536)
-            self.ws.receive_data(data or None)
-            self.pending.extend(self.ws.events())
-        return self.pending.pop(0)
-
-    def send(self, event: dict[str, Any] | str) -> None:
-        text = event if isinstance(event, str) else json.dumps(event)
-        self.sock.sendall(self.ws.send(TextMessage(data=text)))
-
-    def event(self) -> dict[str, Any]:
-        event = self._next()
-        assert isinstance(event, TextMessage) and event.message_finished
-        return json.loads(event.data)
-
-    def until(self, kind: str) -> list[dict[str, Any]]:
-        events = [self.event()]
-        while events[-1]["type"] != kind:
-            events.append(self.event())
-        return events
-
-    def close(self) -> None:
-        self.sock.sendall(self.ws.send(CloseConnection(code=1000)))
-        assert isinstance(self._next(), CloseConnection)
-        self.sock.close()
+    send = SimSocket.send_text
 
 
 def trace(sim: SimProcess) -> list[dict[str, Any]]:
