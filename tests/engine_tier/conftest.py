@@ -74,13 +74,19 @@ class EngineRun:
 
 
 def run_against(
-    server: LlamaServer, engine: Engine, locustfile: str, results: Path, *args: str, timeout_s: float = 120
+    server: LlamaServer,
+    engine: Engine,
+    locustfile: str,
+    results: Path,
+    *args: str,
+    timeout_s: float = 120,
+    host: str | None = None,
 ) -> EngineRun:
-    """Run `locust -f locustfiles/<locustfile>` headless against `server` with `args`, its model,
-    its metrics URL scraped every second and a results folder; the server's metrics around it."""
+    """Run `locust -f locustfiles/<locustfile>` headless against `server` (or `host`, a way to it) with `args`, its
+    model, its metrics URL scraped every second and a results folder; the server's metrics around it."""
     before = server.metrics()
     done = run_locust(
-        ROOT / "locustfiles" / locustfile, "--host", server.url, "--model", engine.alias, "--only-summary",
+        ROOT / "locustfiles" / locustfile, "--host", host or server.url, "--model", engine.alias, "--only-summary",
         "--results-dir", str(results), "--csv", str(results / "locust"),
         "--metrics-url", f"{server.url}/metrics", "--metrics-interval-s", "1", *args,
         timeout_s=timeout_s,

@@ -9,18 +9,30 @@ what the client counted.
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple
+
 import pytest
+from harness.tap import Tap
 
 from engine.server import run_llama_server
 from engine_tier.conftest import EngineRun, run_against
 
 pytestmark = pytest.mark.engine
 
+USAGE = re.compile(r'"output_tokens":(\d+)')  # the last in a stream is message_delta's
 REQUESTS = 6
 MAX_TOKENS = 16
 PROMPT_TOKENS = 40
 BATCH = 4
 RERANK_TEXT_TOKENS = 16  # the query and each document: 4 pairs of 32 tokens a request (~5 s on one thread)
+
+
+class Stream(NamedTuple):
+    """What llama.cpp streamed for one Messages request."""
+
+    deltas: int
+    tokens: int
 
 
 def common(engine, prompt_tokens: int = PROMPT_TOKENS) -> list[str]:
@@ -30,8 +42,17 @@ def common(engine, prompt_tokens: int = PROMPT_TOKENS) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def messages_run(engine, llama, tmp_path_factory) -> EngineRun:
-    return run_against(llama, engine, "messages.py", tmp_path_factory.mktemp("messages"), *common(engine))
+def messages_run(engine, llama, tmp_path_factory) -> tuple[EngineRun, list[Stream]]:
+    """The run through a tap, with what the server streamed: (content_block_delta events, usage.output_tokens)
+    of each request."""
+    with Tap(llama.url) as tap:
+        run = run_against(llama, engine, "messages.py", tmp_path_factory.mktemp("messages"), *common(engine),
+                          host=tap.url)  # fmt: skip
+    streamed = b"".join(tap.received).decode()
+    return run, [
+        Stream(stream.count("event: content_block_delta\n"), int(USAGE.findall(stream)[-1]))
+        for stream in streamed.split("event: message_start\n")[1:]
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -53,19 +74,23 @@ def rerank_run(engine, tmp_path_factory) -> EngineRun:
 
 
 def test_messages_usage_equals_the_servers_counters(messages_run):
-    run = messages_run
+    run, streams = messages_run
     assert run.done.returncode == 0, run.done.stderr[-3000:]
     summary, tokens, throughput = run.summary, run.summary["tokens"], run.summary["throughput"]
     assert summary["status"] == "complete" and summary["failures"] == {}
     assert throughput["requests_ok"] == REQUESTS
     lengths = summary["metrics"]["output_tokens"]
     assert lengths["min"] >= 1 and lengths["max"] <= MAX_TOKENS
-    # message_delta's usage.output_tokens for every request, one content_block_delta per token — except the
-    # end-of-turn token of an output that stopped before max_tokens: counted in usage, never streamed as text
+    # message_delta's usage.output_tokens for every request; one content_block_delta per token, except where
+    # llama.cpp sent fewer: the end-of-turn token of an output that stopped before max_tokens (counted, never
+    # streamed) and a character of several byte tokens (held back until whole: "🌟" is one delta of 4 tokens) —
+    # the client counted each delta the server sent, and each request whose deltas were fewer than its usage
     assert tokens["sources"] == {"usage": REQUESTS}
     assert run.server_delta("tokens_predicted_total") == throughput["output_tokens"]
-    stopped_early = tokens["usage_event_mismatches"]
-    assert tokens["token_events"] == throughput["output_tokens"] - stopped_early
+    assert len(streams) == REQUESTS and all(1 <= stream.deltas <= stream.tokens for stream in streams)
+    assert throughput["output_tokens"] == sum(stream.tokens for stream in streams)
+    assert tokens["token_events"] == sum(stream.deltas for stream in streams)
+    assert tokens["usage_event_mismatches"] == sum(stream.deltas != stream.tokens for stream in streams)
     # message_start's input_tokens + cache_read_input_tokens: every prompt token the server saw
     prompt_seen = run.server_delta("prompt_tokens_total") + run.server_delta("prompt_tokens_cached_total")
     assert prompt_seen == throughput["prompt_tokens"]

@@ -1,0 +1,60 @@
+"""A TCP relay on 127.0.0.1 that keeps every byte a server sent back, per connection: the truth of what reached
+the client, for servers that keep no trace of their own (llama.cpp). Threads, not greenlets, so it relays while
+the test waits on a `locust` subprocess."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Self
+from urllib.parse import urlsplit
+
+
+class Tap:
+    """Relays 127.0.0.1:<port> to `target_url`'s host and port while in its `with` block; `url` is the target's URL
+    with the tap's address, `received` the bytes the server sent on each connection, in the order they opened."""
+
+    def __init__(self, target_url: str) -> None:
+        parts = urlsplit(target_url)
+        self._target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"{parts.scheme}://127.0.0.1:{self._listener.getsockname()[1]}{parts.path}"
+        self._received: list[bytearray] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+
+    @property
+    def received(self) -> list[bytes]:
+        with self._lock:
+            return [bytes(data) for data in self._received]
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed on exit
+                return
+            server = socket.create_connection(self._target)
+            kept = bytearray()
+            with self._lock:
+                self._received.append(kept)
+            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, kept), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, kept: bytearray | None) -> None:
+        """Copy `source` to `sink` (into `kept` too) until `source` ends, then end `sink`'s writing."""
+        try:
+            while data := source.recv(65536):
+                if kept is not None:
+                    with self._lock:
+                        kept += data
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:  # the other side closed first
+            pass
