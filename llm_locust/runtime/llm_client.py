@@ -55,6 +55,8 @@ from llm_locust.workload.body import request_body
 from llm_locust.workload.providers import check_api, completion_path, model_path
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from llm_locust.config.settings import Settings
     from llm_locust.load.clock import RunClock
     from llm_locust.load.due_sends import DueSends
@@ -103,7 +105,8 @@ class UserContext(Protocol):
 
     def replicas(self, host: str) -> ReplicaSet: ...
     def resolve_model(self, fetch: Callable[[], str]) -> str: ...
-    def hold_if_stopping(self) -> None: ...
+    def hold_if_stopping(self, arrival: bool = False) -> None: ...
+    def cutting(self, record: RequestRecord) -> AbstractContextManager[None]: ...
     def back_off(self, pause_s: float, record: RequestRecord) -> None: ...
 
 
@@ -186,12 +189,8 @@ class LLMClient:
         sockets: Opener | None = None,
     ) -> None:
         self._state, self.sockets = state, sockets  # sockets: a WebSocket API's sessions' (`socket_session`)
-        self._transport = transport
-        self._replicas = replicas
-        self._canceller = canceller
-        self._events = events
-        self._context = context
-        self._first_model = first_model
+        self._transport, self._replicas, self._canceller = transport, replicas, canceller
+        self._events, self._context, self._first_model = events, context, first_model
         self._model = ""
         self._ticket: Ticket | None = None  # the arrival the running task holds (None: the next call takes one)
         self._backoff = Backoff(state.settings.load.backoff_max_s, random.Random())  # after failures without an answer
@@ -235,7 +234,8 @@ class LLMClient:
 
     def take_ticket(self, new_session: bool = False) -> Ticket:
         """Wait until this user may send a request that begins an arrival (`new_session`: one that begins a session,
-        what `--max-sessions` counts); its ticket."""
+        what `--max-sessions` counts); its ticket. None once the test began to stop its users (`hold_if_stopping`)."""
+        self._state.hold_if_stopping(arrival=True)
         return self._state.pacer.take(new_session=new_session)
 
     @property
@@ -254,7 +254,6 @@ class LLMClient:
         sends reports it under `name` before it stops: the server answered it, so it is counted."""
         cancel = self._canceller.draw() if sent.streams and spec.streamed else None
         sent_to = model_path(path, spec.model)  # an API whose path names the model (Api.path's {model})
-        pacer = self._state.pacer
         try:
             self._state.hold_if_stopping()  # (nothing yields from here to the write, but an open loop's due wait)
             with self._replicas.use() as replica:
@@ -262,9 +261,10 @@ class LLMClient:
                 groups = () if replica is None else replica.groups
                 record = open_record(sent.endpoint, spec, ticket, groups)
                 prepared = Prepared(sent, sent_to, record, headers, replica, cancel, wait_due)
-                record = self._transport.send(prepared)  # waits for the due time right before the request leaves
+                with self._state.cutting(record):  # waits for the due time right before the request leaves
+                    record = self._transport.send(prepared)
         finally:
-            pacer.forget(ticket)  # (had the request failed before it could leave)
+            self._state.pacer.forget(ticket)  # (had the request failed before it could leave)
         return self._ended(record, name)
 
     def exchange(
@@ -277,7 +277,8 @@ class LLMClient:
             if ticket.t_sched is not None:  # an open loop's
                 self._leave_on_time(ticket)
             record = open_record(sent.endpoint, spec, ticket)
-            socket.exchange(events, record, sent.parser, self._state.watchdog, kept.keep, sent.pace)  # type: ignore[arg-type]
+            with self._state.cutting(record):
+                socket.exchange(events, record, sent.parser, self._state.watchdog, kept.keep, sent.pace)  # type: ignore[arg-type]
         finally:
             self._state.pacer.forget(ticket)
         keep_text(record, kept.text(), None, True, kept.answer())

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gevent
 import gevent.lock
+from gevent import GreenletExit
 from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import STATE_RUNNING, STATE_SPAWNING
@@ -86,8 +88,7 @@ class UsersPart:
         self.pacer = Pacer(clock=self.clock)
         self._report = Periodic()  # a worker's report to the master
         self.watchdog: TimeoutWatchdog | None = None
-        self.monitor = LoopMonitor()
-        self.collector = RunCollector()
+        self.monitor, self.collector = LoopMonitor(), RunCollector()
         self.tokens: TokenKeeper | None = None
         self._done_watch: gevent.Greenlet | None = None  # worker: `_report_when_done`, while a test runs
         self._reset()
@@ -145,6 +146,7 @@ class UsersPart:
         self.unfinished = Unfinished()  # requests the test's end cut
         self.stopping = False  # the test is stopping its users: no request is sent any more (`hold_if_stopping`)
         self._stopping: tuple[list[RequestRecord], float] | None = None  # in flight then, and when
+        self._cut: list[tuple[RequestRecord, float]] = []  # in flight when the runner stopped their user, and when
         self._hold_timer: gevent.Greenlet | None = None  # a graceful stop: when sends are held
         self._unfinished_unsent = False  # not yet reported (to the master, on a worker)
         if self.watchdog is not None:
@@ -254,14 +256,27 @@ class UsersPart:
             if self.request_lines is not None:
                 self.request_lines.add(record)
 
-    def hold_if_stopping(self) -> None:
+    def hold_if_stopping(self, arrival: bool = False) -> None:
         """Called by a user right before it sends a request: once the test is stopping its users, none is sent — the
         user waits here for the runner to stop it (its kill ends the wait), `STOP_WAIT_S` at most, then stops itself.
         So every request the server gets is either in flight when sends are held, or finishes: counted (`unfinished`
-        for those the stop cuts)."""
+        for those the stop cuts). `arrival`: a task's first request — in a graceful stop none begins (Locust lets a
+        user end its task; one it killed in its wait may run once more, its wait just over): the user stops at once."""
+        if arrival and self._hold_timer is not None:
+            raise StopUser()
         if self.stopping:
             gevent.sleep(STOP_WAIT_S)
             raise StopUser()
+
+    @contextmanager
+    def cutting(self, record: RequestRecord) -> Iterator[None]:
+        """A request in flight (`record`): when the runner stops its user meanwhile (the kill ending a graceful stop,
+        a ramp-down), the stop cut it — in `unfinished` at the test's end, with those in flight when sends were held."""
+        try:
+            yield
+        except GreenletExit:
+            self._cut.append((record, time.perf_counter()))
+            raise
 
     def _on_users_stopping(self, environment: Environment, **_: Any) -> None:
         """The test begins to stop its users: hold every send from now on (`hold_if_stopping`) and note the requests
@@ -281,16 +296,19 @@ class UsersPart:
 
     def _on_users_stopped(self, **_: Any) -> None:
         """The test is over, the garbage collector back to automatic; count the requests its end cut (in flight when
-        sends were held, never finished; a worker reports them next)."""
+        sends were held or their user was stopped, never finished; a worker reports them next)."""
         self.collector.stop()
         self._stop_done_watch()
         if self._hold_timer is not None:  # every user ended its task within the grace
             self._hold_timer.kill(block=False)
-            self._hold_timer = None
-            self.stopping = True
-        if self._stopping is not None:
-            self.unfinished = unfinished_of(*self._stopping)
-            self._stopping = None
+            self._hold_timer, self.stopping = None, True
+        if self._stopping is not None or self._cut:
+            held, t_held_s = self._stopping or ([], 0.0)
+            self.unfinished = unfinished_of(held, t_held_s)
+            for record, t_cut_s in self._cut:  # their user stopped before sends were held (a kill, a ramp-down)
+                if not any(record is other for other in held):
+                    self.unfinished = self.unfinished.merge(unfinished_of([record], t_cut_s))
+            self._stopping, self._cut = None, []
         self._unfinished_unsent = True  # a worker's next report is its last of the test (the master waits for it)
 
     # -- worker --------------------------------------------------------------------------
