@@ -10,6 +10,7 @@ from gevent import socket as gsocket
 from gevent.server import StreamServer
 
 from harness.recording_server import LoopbackServer
+from harness.tap import pipe
 
 
 class RecordingProxy(LoopbackServer):
@@ -49,15 +50,5 @@ class RecordingProxy(LoopbackServer):
             upstream.sendall(request_head.encode("latin-1") + b"\r\n\r\n")
         if rest:
             upstream.sendall(rest)
-        gevent.joinall([gevent.spawn(_pipe, client, upstream), gevent.spawn(_pipe, upstream, client)])
+        gevent.joinall([gevent.spawn(pipe, client, upstream), gevent.spawn(pipe, upstream, client)])
         upstream.close()
-
-
-def _pipe(source: gsocket.socket, sink: gsocket.socket) -> None:
-    """Copy `source` to `sink` until `source` ends, then end `sink`'s writing."""
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-        sink.shutdown(gsocket.SHUT_WR)
-    except OSError:  # the other side closed first
-        pass

@@ -1,6 +1,6 @@
 """A TCP relay on 127.0.0.1 that keeps every byte a server sent back, per connection: the truth of what reached
-the client, for servers that keep no trace of their own (llama.cpp). Threads, not greenlets, so it relays while
-the test waits on a `locust` subprocess."""
+the client, for servers that keep no trace of their own (llama.cpp). It relays in threads (greenlets where gevent
+patched threading, as importing Locust does) while the test waits on a `locust` subprocess."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ class Tap:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"{parts.scheme}://127.0.0.1:{self._listener.getsockname()[1]}{parts.path}"
         self._received: list[bytearray] = []
-        self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
         threading.Thread(target=self._accept, daemon=True).start()
@@ -31,8 +30,7 @@ class Tap:
 
     @property
     def received(self) -> list[bytes]:
-        with self._lock:
-            return [bytes(data) for data in self._received]
+        return [bytes(data) for data in self._received]
 
     def _accept(self) -> None:
         while True:
@@ -42,19 +40,19 @@ class Tap:
                 return
             server = socket.create_connection(self._target)
             kept = bytearray()
-            with self._lock:
-                self._received.append(kept)
-            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, kept), daemon=True).start()
+            self._received.append(kept)
+            threading.Thread(target=pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=pipe, args=(server, client, kept), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket, kept: bytearray | None) -> None:
-        """Copy `source` to `sink` (into `kept` too) until `source` ends, then end `sink`'s writing."""
-        try:
-            while data := source.recv(65536):
-                if kept is not None:
-                    with self._lock:
-                        kept += data
-                sink.sendall(data)
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:  # the other side closed first
-            pass
+
+def pipe(source: socket.socket, sink: socket.socket, kept: bytearray | None = None) -> None:
+    """Copy `source` to `sink` (and into `kept`) until `source` ends, then end `sink`'s writing; a thread's or a
+    greenlet's sockets alike."""
+    try:
+        while data := source.recv(65536):
+            if kept is not None:
+                kept += data
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:  # the other side closed first
+        pass
